@@ -1,0 +1,158 @@
+"""The ``%aries`` magic: subcommand dispatch, ``help`` and ``status``.
+
+A subcommand is a function ``(magics, args, cell) -> object`` registered with :func:`subcommand`; its return
+value becomes the cell's ``Out[]``. Text that is not a subcommand (or follows ``--``) is a prompt for the agent,
+handled by the function registered with :func:`prompt_handler`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_cell_magic, magics_class, output_can_be_silenced
+
+from aries_kernel.context import AriesContext, get_context
+
+SubcommandFunc = Callable[["AriesMagics", str, "str | None"], Any]
+StatusFunc = Callable[[AriesContext], "str | None"]
+
+# Modules that register subcommands when imported; kept here so the dispatcher is the one place to look.
+_SUBCOMMAND_MODULES = ("index", "vault", "model", "agent")
+
+
+@dataclass(frozen=True)
+class Subcommand:
+    name: str
+    summary: str
+    func: SubcommandFunc
+
+
+SUBCOMMANDS: dict[str, Subcommand] = {}
+STATUS_SECTIONS: dict[str, StatusFunc] = {}
+_prompt_handler: list[SubcommandFunc] = []
+
+
+def subcommand(name: str, summary: str) -> Callable[[SubcommandFunc], SubcommandFunc]:
+    """Register ``func`` as ``%aries <name> ...``; ``summary`` is its line in ``%aries help``."""
+
+    def register(func: SubcommandFunc) -> SubcommandFunc:
+        SUBCOMMANDS[name] = Subcommand(name, summary, func)
+        return func
+
+    return register
+
+
+def status_section(title: str) -> Callable[[StatusFunc], StatusFunc]:
+    """Register a section of ``%aries status``: ``func(context)`` returns text, or None to leave it out."""
+
+    def register(func: StatusFunc) -> StatusFunc:
+        STATUS_SECTIONS[title] = func
+        return func
+
+    return register
+
+
+def prompt_handler(func: SubcommandFunc) -> SubcommandFunc:
+    """Register the function that runs the agent on a free-text prompt."""
+    _prompt_handler[:] = [func]
+    return func
+
+
+def _load_subcommand_modules() -> None:
+    for module in _SUBCOMMAND_MODULES:
+        try:
+            importlib.import_module(f"aries_kernel.magics.{module}")
+        except ModuleNotFoundError as exc:
+            # A part not built yet simply has no subcommands; any other import problem is a real error.
+            if exc.name != f"aries_kernel.magics.{module}":
+                raise
+
+
+@magics_class
+class AriesMagics(Magics):
+    """``%aries``: the agent, and the commands that drive the codebase, the vault and the models."""
+
+    def __init__(self, shell: Any = None, **kwargs: Any) -> None:
+        super().__init__(shell, **kwargs)
+        _load_subcommand_modules()
+
+    @property
+    def context(self) -> AriesContext:
+        """The :class:`AriesContext` of this shell (codebase, vault, models, agent)."""
+        return get_context(self.shell)
+
+    @output_can_be_silenced
+    @line_cell_magic
+    def aries(self, line: str, cell: str | None = None) -> Any:
+        """Run the Aries agent, or one of its subcommands.
+
+        Usage::
+
+            %aries <prompt>            run the agent on a prompt ({var} interpolates kernel variables)
+            %%aries [options]          the cell body is the prompt
+            %aries -- <text>           force a prompt even if it starts with a subcommand word
+            %aries help                list the subcommands
+            %aries <subcommand> ...    see %aries help
+        """
+        stripped = line.strip()
+        first, _, rest = stripped.partition(" ")
+        if first == "--":
+            return self._run_prompt(rest, cell)
+        if first in ("help", "-h", "--help") and cell is None:
+            return self._help()
+        if first == "status" and cell is None:
+            return self._status()
+        if first in SUBCOMMANDS:
+            return SUBCOMMANDS[first].func(self, rest.strip(), cell)
+        return self._run_prompt(stripped, cell)
+
+    def _run_prompt(self, text: str, cell: str | None) -> Any:
+        if not _prompt_handler:
+            raise UsageError(
+                "The Aries agent is not available in this installation. "
+                "Subcommands: " + ", ".join(sorted(["help", "status", *SUBCOMMANDS]))
+            )
+        return _prompt_handler[0](self, text, cell)
+
+    def _help(self) -> HelpText:
+        lines = [
+            "%aries <prompt>             run the agent on a prompt ({var} interpolates variables)",
+            "%%aries [options]           the cell body is the prompt",
+            "%aries -- <text>            force a prompt that starts with a subcommand word",
+            "%aries help                 this list",
+            "%aries status               the state of the codebase, vault, models and agent",
+        ]
+        for name in sorted(SUBCOMMANDS):
+            lines.append(f"%aries {name:<20} {SUBCOMMANDS[name].summary}")
+        return HelpText("\n".join(lines))
+
+    def _status(self) -> HelpText:
+        parts = []
+        for title, func in STATUS_SECTIONS.items():
+            text = func(self.context)
+            if text:
+                parts.append(f"{title}\n{'-' * len(title)}\n{text}")
+        return HelpText("\n\n".join(parts) or "Nothing to report yet.")
+
+
+class HelpText(str):
+    """A string shown as plain text (not as a quoted repr) when it is a cell's result."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(str(self))
+
+
+def split_args(args: str) -> list[str]:
+    """Split a subcommand's argument string the way a shell would, with a clear error on bad quoting."""
+    try:
+        return shlex.split(args)
+    except ValueError as exc:
+        raise UsageError(f"Could not parse the arguments {args!r}: {exc}") from exc
