@@ -1,0 +1,125 @@
+"""Shape fingerprints of code: AST-shape and normalized-text hashes, node-type n-grams, identifier tokens.
+
+The indexer calls `shape_hash` and `exact_hash` for every function, class and method it records, so both are
+cheap: the shape of a function comes from tree-sitter's own S-expression rendering (built in C), which lists the
+named node types in pre-order with their nesting and field names but never identifier or literal text. That is
+exactly the "shape" we want: a copy with renamed variables or changed constants renders the same.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections import Counter
+
+from tree_sitter import Node
+
+__all__ = [
+    "CLASS_NODE_TYPES",
+    "exact_hash",
+    "naming_style",
+    "node_type_sequence",
+    "shape_hash",
+    "shape_ngrams",
+    "shape_similarity",
+    "split_identifier",
+]
+
+# Class bodies can hold thousands of lines (pandas' DataFrame); rendering them whole would cost more than the parse.
+CLASS_NODE_TYPES = frozenset(
+    {"class_definition", "class_declaration", "abstract_class_declaration", "class", "interface_declaration"}
+)
+_CLASS_BODY_TYPES = frozenset({"block", "class_body", "interface_body", "object_type"})
+_COMMENT = " (comment)"
+_NODE_TYPE = re.compile(r"\((\w+)")
+_LINE_SPACE = re.compile(rb"[ \t\f\v]+")
+_CAMEL_PARTS = re.compile(r"[A-Z]+(?=[A-Z][a-z0-9])|[A-Z]?[a-z0-9]+|[A-Z]+")
+_DIGEST_SIZE = 16
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=_DIGEST_SIZE).hexdigest()
+
+
+def _shape_text(node: Node) -> str:
+    """Pre-order named node types with nesting; comments dropped so a comment edit keeps the shape."""
+    if node.type in CLASS_NODE_TYPES:
+        parts = [node.type]
+        for child in node.named_children:
+            if child.type in _CLASS_BODY_TYPES:
+                # Members by kind only: a renamed copy of the class keeps its outline.
+                parts.append("{" + " ".join(m.type for m in child.named_children if m.type != "comment") + "}")
+            else:
+                parts.append(str(child))
+        return " ".join(parts)
+    return str(node).replace(_COMMENT, "")
+
+
+def shape_hash(node: Node) -> str:
+    """Stable hash of a node's AST shape; identifiers, literals, operators and comments are abstracted away."""
+    return _digest(_shape_text(node).encode())
+
+
+def exact_hash(text: bytes) -> str:
+    """Hash of source text with whitespace normalized, so a pasted copy matches wherever it is indented.
+
+    The first line is stripped (a node's text starts at its first token), later lines lose their common
+    indentation and trailing spaces, runs of blanks inside a line become one space, and blank lines are dropped.
+    Relative indentation survives because it is meaningful in Python.
+    """
+    lines = text.expandtabs(8).splitlines()
+    if not lines:
+        return _digest(b"")
+    rest = [line.rstrip() for line in lines[1:]]
+    rest = [line for line in rest if line]
+    indent = min((len(line) - len(line.lstrip()) for line in rest), default=0)
+    normalized = [lines[0].strip()] + [line[indent:] for line in rest]
+    body = b"\n".join(_LINE_SPACE.sub(b" ", line) for line in normalized if line)
+    return _digest(body)
+
+
+def node_type_sequence(node: Node) -> list[str]:
+    """Named node types of a subtree in pre-order (comments excluded)."""
+    return _NODE_TYPE.findall(str(node).replace(_COMMENT, ""))
+
+
+def shape_ngrams(types: list[str], n: int = 3) -> Counter[tuple[str, ...]]:
+    """Multiset of consecutive node-type n-grams (plus unigrams, so short snippets still compare)."""
+    grams: Counter[tuple[str, ...]] = Counter((t,) for t in types)
+    grams.update(tuple(types[i : i + n]) for i in range(len(types) - n + 1))
+    return grams
+
+
+def shape_similarity(a: Counter[tuple[str, ...]], b: Counter[tuple[str, ...]]) -> float:
+    """Weighted Jaccard of two n-gram multisets: 1.0 for identical shapes, 0.0 for nothing in common."""
+    if not a or not b:
+        return 0.0
+    inter = sum((a & b).values())
+    union = sum((a | b).values())
+    return inter / union if union else 0.0
+
+
+def split_identifier(name: str) -> list[str]:
+    """Lower-case word tokens of an identifier: `loadUserConfig`, `load_user_config` -> load, user, config."""
+    tokens: list[str] = []
+    for chunk in re.split(r"[^A-Za-z0-9]+", name):
+        tokens.extend(part.lower() for part in _CAMEL_PARTS.findall(chunk))
+    return tokens
+
+
+def naming_style(name: str) -> str | None:
+    """Classify an identifier: snake_case, camelCase, PascalCase, UPPER_CASE, or None when one lower word says nothing."""
+    core = name.strip("_$")
+    if not core or not core[0].isalpha():
+        return None
+    has_lower = any(c.islower() for c in core)
+    has_upper = any(c.isupper() for c in core)
+    if "_" in core:
+        if not has_lower:
+            return "UPPER_CASE"
+        return "snake_case" if not has_upper else "mixed"
+    if not has_upper:
+        return None
+    if not has_lower:
+        return "UPPER_CASE" if len(core) > 1 else None
+    return "PascalCase" if core[0].isupper() else "camelCase"
