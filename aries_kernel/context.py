@@ -43,6 +43,7 @@ class AriesContext:
         self.root = Path(chosen).expanduser().resolve()
         self._codebase: Codebase | None = None
         self._cache: dict[str, Any] = {}
+        self.hooks: dict[str, Any] = {}  # IPython event callbacks registered for this context, by event name
 
     @property
     def codebase(self) -> Codebase:
@@ -59,6 +60,10 @@ class AriesContext:
         if name not in self._cache:
             self._cache[name] = factory(self)
         return self._cache[name]
+
+    def built(self, name: str) -> Any | None:
+        """The pillar ``name`` if it has been built already, else None (never builds it)."""
+        return self._cache.get(name)
 
     def reset(self, name: str) -> None:
         """Forget a lazily built pillar so the next use builds it again (after a config change)."""

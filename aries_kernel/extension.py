@@ -1,0 +1,90 @@
+"""Put the REPL body in an IPython shell: ``codebase``, ``vault``, ``rlm_call``/``rlm_batch``, and ``%aries``.
+
+Used by :class:`aries_kernel.kernel.AriesKernel` at start and by ``%load_ext aries_kernel`` in any IPython kernel.
+Nothing heavy happens here: the codebase is imported and indexed in a background thread, the vault and the model
+router are built on first use.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aries_kernel.context import AriesContext, set_context
+from aries_kernel.diagnostics import install_stack_dump
+from aries_kernel.lazy import LazyName
+
+__all__ = ["install", "uninstall", "BODY_NAMES"]
+
+BODY_NAMES = ("codebase", "vault", "rlm_call", "rlm_batch", "rlm_stats")
+
+
+def _open_vault(context: AriesContext) -> Any:
+    from aries_kernel.vault import open_vault
+
+    return context.lazy("vault", lambda ctx: open_vault(ctx.root, config=ctx.config))
+
+
+def _rlm(context: AriesContext) -> Any:
+    from aries_kernel.models import ModelRouter
+    from aries_kernel.models.rlm import Rlm
+
+    router = context.lazy("models", lambda ctx: ModelRouter(config=ctx.config))
+    return context.lazy("rlm", lambda ctx: Rlm(router))
+
+
+def install(shell: Any, root: str | None = None) -> AriesContext:
+    """Attach an :class:`AriesContext` to ``shell``, fill the namespace and register the magics."""
+    existing = getattr(shell, "_aries_context", None)
+    if existing is not None:
+        return existing  # %load_ext twice, or the kernel loading the extension again
+    context = AriesContext(shell, root=root)
+    set_context(shell, context)
+    namespace = shell.user_ns
+
+    codebase = LazyName("codebase", lambda: context.codebase, namespace, f"code graph of {context.root}")
+    namespace["codebase"] = codebase
+    codebase.build_in_background()
+    namespace["vault"] = LazyName("vault", lambda: _open_vault(context), namespace, "persistent memory")
+
+    def rlm_call(question: str, context_text: str = "") -> str:
+        """One focused sub-model call (bulk slot): no tools, answer as a string. See ``rlm_stats()``."""
+        return _rlm(context).call(question, context_text)
+
+    def rlm_batch(pairs: list[tuple[str, str]]) -> list[str]:
+        """Many ``rlm_call``s at once (at most 5 in flight), answers in input order."""
+        return _rlm(context).batch(pairs)
+
+    def rlm_stats() -> Any:
+        """Calls, tokens, cost and seconds of the ``rlm_*`` calls in the current execution."""
+        return _rlm(context).stats()
+
+    namespace.update(rlm_call=rlm_call, rlm_batch=rlm_batch, rlm_stats=rlm_stats)
+    # Hidden from %who and %whos like IPython's own names, so `%who` lists only what the user made.
+    shell.user_ns_hidden.update({name: namespace[name] for name in BODY_NAMES})
+
+    def start_execution(*_: Any) -> None:
+        rlm = context.built("rlm")
+        if rlm is not None:
+            rlm.start_execution()  # the rlm call budget is per top-level execution
+
+    shell.events.register("pre_run_cell", start_execution)
+    context.hooks["pre_run_cell"] = start_execution
+
+    from aries_kernel.magics import AriesMagics  # registered here only: the core never uses the magics
+
+    shell.register_magics(AriesMagics)
+    install_stack_dump()
+    return context
+
+
+def uninstall(shell: Any) -> None:
+    """Remove the body's names and hooks from ``shell`` (``%unload_ext aries_kernel``)."""
+    context = getattr(shell, "_aries_context", None)
+    if context is None:
+        return
+    for name in BODY_NAMES:
+        shell.user_ns.pop(name, None)
+        shell.user_ns_hidden.pop(name, None)
+    for event, hook in context.hooks.items():
+        shell.events.unregister(event, hook)
+    delattr(shell, "_aries_context")

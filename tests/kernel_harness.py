@@ -1,0 +1,130 @@
+"""Start the real Aries kernel with jupyter_client and run cells in it, for tests and benchmarks.
+
+The kernelspec is written into a private Jupyter data directory (prepended to ``JUPYTER_PATH``) on import, so
+tests never depend on what is installed on the machine. Kernels get a private vault (``ARIES_VAULT``) and log
+directory unless the caller's ``env`` says otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from jupyter_client.blocking.client import BlockingKernelClient
+from jupyter_client.manager import KernelManager
+
+from aries_kernel.kernelspec import KERNEL_NAME, write_kernelspec
+
+__all__ = ["CellResult", "start_kernel", "run_cell", "stop_kernel", "JUPYTER_DATA"]
+
+JUPYTER_DATA = Path(tempfile.mkdtemp(prefix="aries-test-jupyter-"))
+write_kernelspec(JUPYTER_DATA / "kernels" / KERNEL_NAME, python=sys.executable)
+os.environ["JUPYTER_PATH"] = os.pathsep.join(filter(None, [str(JUPYTER_DATA), os.environ.get("JUPYTER_PATH")]))
+
+StdinReply = str | list[str] | Callable[[str], str] | None
+
+
+@dataclass
+class CellResult:
+    """What one execute_request produced."""
+
+    status: str = ""
+    stdout: str = ""
+    stderr: str = ""
+    result: str | None = None
+    displays: list[dict[str, Any]] = field(default_factory=list)
+    error: tuple[str, str, list[str]] | None = None
+    prompts: list[str] = field(default_factory=list)
+    messages: list[dict[str, Any]] = field(default_factory=list)
+
+
+def start_kernel(
+    cwd: str | os.PathLike[str], env: dict[str, str] | None = None, kernel_name: str = KERNEL_NAME
+) -> tuple[KernelManager, BlockingKernelClient]:
+    """Start ``kernel_name`` in ``cwd`` and return its manager and a ready blocking client."""
+    full_env = dict(os.environ)
+    scratch = Path(tempfile.mkdtemp(prefix="aries-test-kernel-"))
+    full_env.setdefault("ARIES_VAULT", str(scratch / "vault"))
+    full_env.setdefault("ARIES_LOG_DIR", str(scratch / "logs"))
+    full_env.update(env or {})
+    km = KernelManager(kernel_name=kernel_name)
+    km.start_kernel(cwd=str(cwd), env=full_env)
+    kc = km.client()
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=120)
+    except RuntimeError:
+        stop_kernel(km, kc)
+        raise
+    return km, kc
+
+
+def _next_reply(reply: StdinReply, prompt: str) -> str:
+    if callable(reply):
+        return reply(prompt)
+    if isinstance(reply, list):
+        return reply.pop(0) if reply else ""
+    return reply or ""
+
+
+def run_cell(
+    kc: BlockingKernelClient, code: str, timeout: float = 120, stdin_reply: StdinReply = None
+) -> CellResult:
+    """Execute ``code`` and collect its output until the kernel is idle again.
+
+    ``stdin_reply`` answers ``input()`` calls in the kernel: a string for every prompt, a list consumed in order,
+    or a function of the prompt text.
+    """
+    msg_id = kc.execute(code, allow_stdin=stdin_reply is not None)
+    out = CellResult()
+    deadline = time.monotonic() + timeout
+    idle = False
+    while not idle:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"cell did not finish within {timeout} s: {code[:80]!r}")
+        if stdin_reply is not None:
+            try:
+                request = kc.get_stdin_msg(timeout=0.01)
+            except queue.Empty:
+                pass
+            else:
+                prompt = request["content"].get("prompt", "")
+                out.prompts.append(prompt)
+                kc.input(_next_reply(stdin_reply, prompt))
+        try:
+            msg = kc.get_iopub_msg(timeout=0.05)
+        except queue.Empty:
+            continue
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        out.messages.append(msg)
+        kind, content = msg["msg_type"], msg["content"]
+        if kind == "stream":
+            if content["name"] == "stdout":
+                out.stdout += content["text"]
+            else:
+                out.stderr += content["text"]
+        elif kind == "execute_result":
+            out.result = content["data"].get("text/plain")
+        elif kind in ("display_data", "update_display_data"):
+            out.displays.append(content["data"])
+        elif kind == "error":
+            out.error = (content["ename"], content["evalue"], content["traceback"])
+        elif kind == "status" and content["execution_state"] == "idle":
+            idle = True
+    reply = kc.get_shell_msg(timeout=max(1.0, deadline - time.monotonic()))
+    out.status = reply["content"]["status"]
+    return out
+
+
+def stop_kernel(km: KernelManager, kc: BlockingKernelClient) -> None:
+    """Stop the client's channels and shut the kernel down."""
+    kc.stop_channels()
+    km.shutdown_kernel(now=True)

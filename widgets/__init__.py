@@ -1,0 +1,1 @@
+"""ipywidgets views of the Aries agent and the REPL body."""
