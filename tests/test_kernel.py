@@ -91,19 +91,21 @@ def test_load_ext_in_plain_ipykernel(small_repo: Path) -> None:
 
 
 def test_install_and_uninstall_kernelspec(tmp_path: Path) -> None:
+    # A unique name, so a kernelspec installed on this machine cannot answer for the one under test.
+    name = f"aries-test-{os.getpid()}"
     env = dict(os.environ, JUPYTER_PATH=str(tmp_path / "share" / "jupyter"))
     cli = [sys.executable, "-m", "aries_kernel"]
-    subprocess.run([*cli, "install", "--prefix", str(tmp_path)], check=True, env=env, capture_output=True)
+    subprocess.run([*cli, "install", "--prefix", str(tmp_path), "--name", name], check=True, env=env)
     listing = subprocess.run([JUPYTER, "kernelspec", "list"], env=env, capture_output=True, text=True, check=True)
-    installed = tmp_path / "share" / "jupyter" / "kernels" / "aries"
+    installed = tmp_path / "share" / "jupyter" / "kernels" / name
     assert str(installed) in listing.stdout
     assert (installed / "logo-64x64.png").exists()
     assert sys.executable in (installed / "kernel.json").read_text()
-    removed = subprocess.run([*cli, "uninstall"], env=env, capture_output=True, text=True)
+    removed = subprocess.run([*cli, "uninstall", "--name", name], env=env, capture_output=True, text=True)
     assert removed.returncode == 0, removed.stderr
     assert not installed.exists()
-    again = subprocess.run([*cli, "uninstall"], env=env, capture_output=True, text=True)
-    assert again.returncode != 0 and "No kernelspec named 'aries'" in again.stderr
+    again = subprocess.run([*cli, "uninstall", "--name", name], env=env, capture_output=True, text=True)
+    assert again.returncode != 0 and f"No kernelspec named {name!r}" in again.stderr
 
 
 def test_jupyter_console_runs_lines_from_stdin(small_repo: Path, tmp_path: Path) -> None:
