@@ -1,0 +1,74 @@
+"""The model layer's exception tree; SDK errors are translated into it at the provider boundary.
+
+::
+
+    ModelError                      anything that stops a model call
+    ├── ConfigurationError          a bad slot spec or setting, found before any request is sent
+    │   ├── MissingKeyError         the provider needs an API key and its variable is not set
+    │   └── ModelNotFoundError      an unknown shortname or provider, or the provider answered 404 for the model
+    └── ProviderError               the provider answered with an error status (``.status``) or could not be reached
+        ├── AuthenticationError     401/403: the key was rejected
+        ├── RateLimitError          429, still refused after the retries
+        ├── ProviderTimeoutError    no answer within ``c.AriesModels.timeout``, after the retries
+        └── ProviderConnectionError the base URL could not be reached, after the retries
+
+Every message says what the user can do about it.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AuthenticationError",
+    "ConfigurationError",
+    "MissingKeyError",
+    "ModelError",
+    "ModelNotFoundError",
+    "ProviderConnectionError",
+    "ProviderError",
+    "ProviderTimeoutError",
+    "RateLimitError",
+]
+
+
+class ModelError(Exception):
+    """Base of every error raised by the model layer."""
+
+
+class ConfigurationError(ModelError):
+    """A slot spec or setting is wrong; nothing was sent."""
+
+
+class MissingKeyError(ConfigurationError):
+    """The provider needs an API key and its environment variable is empty."""
+
+
+class ModelNotFoundError(ConfigurationError):
+    """The model is not known: an unknown shortname or provider prefix, or a 404 from the provider."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class ProviderError(ModelError):
+    """The provider answered with an error status, or could not be reached (``status`` is None then)."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class AuthenticationError(ProviderError):
+    """The provider rejected the API key (401/403)."""
+
+
+class RateLimitError(ProviderError):
+    """The provider kept answering 429 after the retries."""
+
+
+class ProviderTimeoutError(ProviderError):
+    """No answer arrived within the configured timeout, after the retries."""
+
+
+class ProviderConnectionError(ProviderError):
+    """The base URL could not be reached, after the retries."""

@@ -1,0 +1,155 @@
+"""The provider contract: what a wire format must do, and how providers are found (entry points).
+
+A provider turns one :class:`ModelRequest` into one SDK call and the SDK's answer into our stream events. It does
+not retry, time, price or count calls: the router's :class:`~aries_kernel.models.router.SlotClient` owns that, so
+every provider behaves the same. Providers register in the ``aries_kernel.providers`` entry-point group, the same
+door a third-party package would use; the built-in two are ``anthropic`` and ``openai``.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cache
+from importlib.metadata import entry_points
+from typing import Any, ClassVar
+
+from aries_kernel.models.errors import ConfigurationError
+from aries_kernel.models.types import Message, ModelRequest, StopReason, TextDelta, ToolCallDelta, ToolCallStarted, Usage
+
+__all__ = [
+    "Endpoint", "Failure", "Provider", "ProviderEvent", "ProviderResult", "decode_arguments", "load_provider"
+]
+
+ENTRY_POINT_GROUP = "aries_kernel.providers"
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where and as whom one slot's requests go."""
+
+    provider: str  # the ProviderInfo name ("openai", "groq", "ollama", ...)
+    model: str
+    base_url: str
+    api_key: str
+    timeout: float
+
+
+@dataclass
+class ProviderResult:
+    """The provider's last word on a call; the router adds cost, slot and timing to make a Completion."""
+
+    message: Message
+    stop_reason: StopReason
+    usage: Usage
+    model: str
+
+
+ProviderEvent = TextDelta | ToolCallStarted | ToolCallDelta | ProviderResult
+
+
+@dataclass(frozen=True)
+class Failure:
+    """An SDK exception, read: its HTTP status (None when there was no answer) and whether to try again."""
+
+    status: int | None
+    message: str
+    retry_after: float | None = None
+    timed_out: bool = False
+
+    @property
+    def retryable(self) -> bool:
+        """429, 408, 409, 5xx (529 is Anthropic's "overloaded"), and no answer at all."""
+        return self.status is None or self.status in (408, 409, 429) or self.status >= 500
+
+
+class Provider(ABC):
+    """One wire format. Subclasses set the SDK's error classes and implement :meth:`execute`."""
+
+    status_error: ClassVar[type[BaseException]]  # the SDK's "the server answered with an error status"
+    timeout_error: ClassVar[type[BaseException]]
+    connection_error: ClassVar[type[BaseException]]
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        self.endpoint = endpoint
+
+    @abstractmethod
+    def execute(self, request: ModelRequest, *, stream: bool) -> Iterator[ProviderEvent]:
+        """Send one request (no retries); yield text and tool-call events as they arrive, then a ProviderResult."""
+
+    def close(self) -> None:
+        """Release the SDK client's connections."""
+
+    def read_failure(self, exc: BaseException) -> Failure | None:
+        """Read an SDK exception as a :class:`Failure`; None when it is not a transport or status error."""
+        if isinstance(exc, self.timeout_error):
+            return Failure(None, "timed out", timed_out=True)
+        if isinstance(exc, self.connection_error):
+            return Failure(None, str(exc.__cause__ or exc))
+        if isinstance(exc, self.status_error):
+            response: Any = getattr(exc, "response", None)
+            headers = response.headers if response is not None else {}
+            return Failure(int(getattr(exc, "status_code", 0)), _error_text(exc), _retry_after(headers))
+        return None
+
+
+def _error_text(exc: BaseException) -> str:
+    """The provider's own error message from the body when there is one, else the SDK's text."""
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        error = body.get("error", body)
+        if isinstance(error, dict) and error.get("message"):
+            return str(error["message"])
+    return str(getattr(exc, "message", exc))
+
+
+def _retry_after(headers: Any) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date)."""
+    millis = headers.get("retry-after-ms")
+    if millis:
+        try:
+            return float(millis) / 1000
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        return max(0.0, email.utils.parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError):
+        return None
+
+
+@cache
+def load_provider(wire: str) -> type[Provider]:
+    """The provider class registered as ``wire`` in the ``aries_kernel.providers`` entry-point group."""
+    found = {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    if wire not in found:
+        raise ConfigurationError(
+            f"No provider named {wire!r} is installed (entry-point group {ENTRY_POINT_GROUP!r} has: "
+            f"{', '.join(sorted(found)) or 'nothing'}). Reinstall aries-kernel, or install the package that "
+            "provides it."
+        )
+    cls = found[wire].load()
+    if not (isinstance(cls, type) and issubclass(cls, Provider)):
+        raise ConfigurationError(f"The entry point {found[wire].value} is not an aries_kernel Provider subclass.")
+    return cls
+
+
+def decode_arguments(raw: str) -> dict[str, Any]:
+    """Tool arguments from their JSON text; text that is not a JSON object is kept under ``_unparsed``."""
+    if not raw.strip():
+        return {}
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        return {"_unparsed": raw}
+    return value if isinstance(value, dict) else {"_unparsed": raw}

@@ -1,0 +1,385 @@
+"""The four model slots (primary, reasoning, cheap, bulk), their settings, and the client of one slot.
+
+:class:`ModelRouter` maps slots to models (``c.AriesModels.primary = "sonnet"`` in a Jupyter config file, or
+``router.set_slot("bulk", "ollama:llama3")`` at run time). :class:`SlotClient` owns what every provider shares:
+the API key lookup (at call time, never stored), retries with backoff and jitter, timing, cost and per-slot usage.
+Building a router is cheap and needs no key; the SDK is imported and the key checked on the first call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+from traitlets import Dict, Float, Int, List, Unicode
+from traitlets.config import Configurable
+
+from aries_kernel.models.errors import (
+    AuthenticationError,
+    ConfigurationError,
+    MissingKeyError,
+    ModelError,
+    ModelNotFoundError,
+    ProviderConnectionError,
+    ProviderError,
+    ProviderTimeoutError,
+    RateLimitError,
+)
+from aries_kernel.models.provider import Endpoint, Failure, Provider, ProviderResult, load_provider
+from aries_kernel.models.shortnames import PROVIDERS, SHORTNAMES, ModelInfo, ProviderInfo, resolve, with_overrides
+from aries_kernel.models.tokens import TokenEstimator
+from aries_kernel.models.types import Completion, ModelRequest, StreamEvent
+
+__all__ = ["SLOTS", "AriesModels", "ModelRouter", "SlotClient", "SlotUsage"]
+
+log = logging.getLogger(__name__)
+
+SLOTS = ("primary", "reasoning", "cheap", "bulk")
+# An empty slot borrows the model of the first non-empty slot in its chain.
+_FALLBACK = {"primary": (), "reasoning": ("primary",), "cheap": ("primary",), "bulk": ("cheap", "primary")}
+
+
+class AriesModels(Configurable):
+    """Model slots and transport settings (``c.AriesModels.<name>`` in a Jupyter config file)."""
+
+    primary = Unicode("sonnet", help="Model of agent turns: a shortname or provider:model.").tag(config=True)
+    reasoning = Unicode("opus", help="Model for deep thinking; empty means the primary model.").tag(config=True)
+    cheap = Unicode("haiku", help="Model for summaries, reflection, classification; empty means primary.").tag(
+        config=True
+    )
+    bulk = Unicode("", help="Model of rlm_call / rlm_batch sub-calls; empty means cheap, then primary.").tag(
+        config=True
+    )
+    base_urls = Dict(
+        value_trait=Unicode(),
+        help="Base URL per provider, e.g. {'ollama': 'http://gpu-box:11434/v1', 'custom': 'http://host/v1'}. "
+        "Without one, ANTHROPIC_BASE_URL / OPENAI_BASE_URL, then the provider's public URL, are used.",
+    ).tag(config=True)
+    context_windows = Dict(
+        value_trait=Int(), help="Context window per shortname or model id, overriding the table."
+    ).tag(config=True)
+    prices = Dict(
+        value_trait=List(Float()),
+        help="USD per million tokens per shortname or model id: [input, output, cache_read?, cache_write?].",
+    ).tag(config=True)
+    timeout = Float(600.0, help="Seconds to wait for one request before retrying it.").tag(config=True)
+    max_retries = Int(4, help="Retries after a 429, a 5xx, a timeout or a refused connection.").tag(config=True)
+    backoff_base = Float(1.0, help="Seconds before the first retry; doubled each retry, with jitter.").tag(
+        config=True
+    )
+    backoff_max = Float(30.0, help="Longest wait between two retries (without a retry-after).").tag(config=True)
+    retry_after_max = Float(
+        120.0, help="Longest retry-after honoured; a longer one is reported instead of waited for."
+    ).tag(config=True)
+
+
+@dataclass
+class SlotUsage:
+    """Running totals of one slot."""
+
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    cost_usd: float = 0.0
+    seconds: float = 0.0
+
+
+class SlotClient:
+    """Calls to the model of one slot: ``stream``, ``complete``, ``acomplete``, ``estimate_tokens``."""
+
+    def __init__(
+        self, slot: str, info: ModelInfo, settings: AriesModels, sleep: Callable[[float], None] = time.sleep
+    ) -> None:
+        self.slot = slot
+        self.info = info
+        self.provider_info: ProviderInfo = PROVIDERS[info.provider]
+        self.settings = settings
+        self.usage = SlotUsage()
+        self.estimator = TokenEstimator()
+        self._sleep = sleep
+        self._lock = threading.Lock()
+        self._provider: Provider | None = None
+
+    def __repr__(self) -> str:
+        return f"<SlotClient {self.slot}: {self.shortname} ({self.provider}:{self.model})>"
+
+    @property
+    def shortname(self) -> str:
+        return self.info.shortname
+
+    @property
+    def provider(self) -> str:
+        return self.info.provider
+
+    @property
+    def model(self) -> str:
+        return self.info.model
+
+    @property
+    def context_window(self) -> int:
+        return self.info.context_window
+
+    @property
+    def priced(self) -> bool:
+        """False for a model with no known price: its cost is counted as 0."""
+        return self.info.priced
+
+    @property
+    def base_url(self) -> str | None:
+        """Configured URL, else the SDK's base-URL variable, else the provider's public URL."""
+        p = self.provider_info
+        env = os.environ.get(p.base_url_env) if p.base_url_env else None
+        return self.settings.base_urls.get(p.name) or env or p.base_url
+
+    def key_status(self) -> str:
+        """'set', 'missing (VAR)' or 'not needed', for the slot table."""
+        p = self.provider_info
+        if p.key_env and os.environ.get(p.key_env):
+            return "set"
+        return f"missing ({p.key_env})" if p.key_required else "not needed"
+
+    def has_credentials(self) -> bool:
+        """Whether a call can be sent without a MissingKeyError."""
+        return self.key_status() != f"missing ({self.provider_info.key_env})"
+
+    def estimate_tokens(self, request: ModelRequest) -> int:
+        """Input tokens ``request`` will likely cost, calibrated by this slot's reported counts."""
+        return self.estimator.estimate(request)
+
+    def stream(self, request: ModelRequest) -> Iterator[StreamEvent]:
+        """Yield text and tool-call events as they arrive, then the Completion. Closing the generator (or a
+        KeyboardInterrupt inside it) closes the HTTP stream."""
+        start = time.perf_counter()
+        for event in self._attempts(request, stream=True):
+            if isinstance(event, ProviderResult):
+                yield self._finish(request, event, start)
+            else:
+                yield event
+
+    def complete(self, request: ModelRequest) -> Completion:
+        """One non-streamed call."""
+        start = time.perf_counter()
+        result = None
+        for event in self._attempts(request, stream=False):
+            result = event
+        assert isinstance(result, ProviderResult)
+        return self._finish(request, result, start)
+
+    async def acomplete(self, request: ModelRequest) -> Completion:
+        """:meth:`complete` in a worker thread, so an event loop keeps running while the call is in flight."""
+        return await asyncio.to_thread(self.complete, request)
+
+    def _endpoint(self) -> Endpoint:
+        p = self.provider_info
+        key = os.environ.get(p.key_env, "") if p.key_env else ""
+        if p.key_required and not key:
+            raise MissingKeyError(
+                f"The {self.slot} slot uses {p.label} ({self.shortname}), which needs an API key: set {p.key_env} "
+                f"in the kernel's environment (export {p.key_env}=... before starting Jupyter, or "
+                f"os.environ[{p.key_env!r}] = '...' in a cell; aries-kernel never writes keys to disk). "
+                f"Or use a local server that needs no key: %aries model {self.slot} ollama:<model> (Ollama) or "
+                f"%aries model {self.slot} local (llama.cpp server on http://localhost:8080/v1)."
+            )
+        base_url = self.base_url
+        if not base_url:
+            raise ConfigurationError(
+                f"The {self.slot} slot uses a {p.label} with no base URL: set "
+                f"c.AriesModels.base_urls = {{{p.name!r}: 'http://host:port/v1'}} in a Jupyter config file, or "
+                f"%aries model {self.slot} {self.shortname} --base-url http://host:port/v1."
+            )
+        return Endpoint(p.name, self.model, base_url, key, self.settings.timeout)
+
+    def _client(self) -> Provider:
+        """The provider for the current key and URL; rebuilt when either changes (a key set after an error)."""
+        endpoint = self._endpoint()
+        with self._lock:
+            if self._provider is None or self._provider.endpoint != endpoint:
+                if self._provider is not None:
+                    self._provider.close()
+                self._provider = load_provider(self.provider_info.wire)(endpoint)
+            return self._provider
+
+    def _attempts(self, request: ModelRequest, *, stream: bool) -> Iterator[Any]:
+        """The provider's events for ``request``, retrying failures that happen before the first event."""
+        provider = self._client()
+        attempts = self.settings.max_retries + 1
+        for attempt in range(attempts):
+            events = provider.execute(request, stream=stream)
+            started = False
+            try:
+                for event in events:
+                    started = True
+                    yield event
+                return
+            except ModelError:
+                raise
+            except Exception as exc:
+                failure = provider.read_failure(exc)
+                if failure is None:
+                    raise
+                delay = self._retry_delay(failure, attempt)
+                if started or not failure.retryable or attempt == attempts - 1 or delay is None:
+                    raise self._error(failure, attempt + 1) from exc
+                log.info("%s: %s; retry %d in %.2fs", self.slot, failure.status or failure.message, attempt + 1,
+                         delay)
+                self._sleep(delay)
+            finally:
+                events.close()
+
+    def _retry_delay(self, failure: Failure, attempt: int) -> float | None:
+        """Seconds before the next try: the server's retry-after, else exponential backoff with jitter."""
+        if failure.retry_after is not None:
+            return failure.retry_after if failure.retry_after <= self.settings.retry_after_max else None
+        ceiling = min(self.settings.backoff_max, self.settings.backoff_base * 2**attempt)
+        return ceiling * random.uniform(0.5, 1.0)
+
+    def _error(self, failure: Failure, attempts: int) -> ModelError:
+        p = self.provider_info
+        where = f"{p.label} ({self.model} at {self.base_url})"
+        tries = f" after {attempts} attempts" if attempts > 1 else ""
+        status, detail = failure.status, failure.message
+        if failure.timed_out:
+            return ProviderTimeoutError(
+                f"No answer from {where} within {self.settings.timeout:g}s{tries}. Check the server, or raise "
+                "c.AriesModels.timeout."
+            )
+        if status is None:
+            return ProviderConnectionError(
+                f"Could not reach {where}{tries}: {detail}. Is the server running and the base URL right "
+                f"({p.base_url_env or 'c.AriesModels.base_urls'})?"
+            )
+        if status in (401, 403):
+            variable = p.key_env or "the key variable"
+            return AuthenticationError(
+                f"{p.label} rejected the API key for the {self.slot} slot (HTTP {status}: {detail}). "
+                f"Set a valid key in {variable} and call again.",
+                status,
+            )
+        if status == 404:
+            return ModelNotFoundError(
+                f"{p.label} does not know the model {self.model!r} (HTTP 404: {detail}). Pick another with "
+                f"%aries model {self.slot} <name>; shortnames: {', '.join(SHORTNAMES)}; or provider:model.",
+                status,
+            )
+        if status == 429:
+            wait = f" It asks to wait {failure.retry_after:g}s." if failure.retry_after else ""
+            return RateLimitError(
+                f"{p.label} is rate-limiting the {self.slot} slot (HTTP 429: {detail}){tries}.{wait} Try again "
+                "later, or raise c.AriesModels.max_retries.",
+                status,
+            )
+        return ProviderError(f"{where} answered HTTP {status}{tries}: {detail}", status)
+
+    def _finish(self, request: ModelRequest, result: ProviderResult, start: float) -> Completion:
+        usage = result.usage
+        usage.cost_usd = self.info.cost(
+            usage.input_tokens, usage.output_tokens, usage.cache_read_tokens, usage.cache_write_tokens
+        )
+        self.estimator.observe(request, usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens)
+        seconds = time.perf_counter() - start
+        with self._lock:
+            total = self.usage
+            total.calls += 1
+            total.input_tokens += usage.input_tokens
+            total.output_tokens += usage.output_tokens
+            total.cache_read_tokens += usage.cache_read_tokens
+            total.cache_write_tokens += usage.cache_write_tokens
+            total.cost_usd += usage.cost_usd
+            total.seconds += seconds
+            first_unpriced = total.calls == 1 and not self.priced
+        if first_unpriced:
+            log.warning("No price is known for %s: its cost is counted as 0 (set c.AriesModels.prices).", self.model)
+        return Completion(result.message, result.stop_reason, usage, result.model or self.model, self.slot, seconds)
+
+
+class ModelRouter:
+    """The four slots and their clients. Cheap to build: no SDK import, no key lookup until a call."""
+
+    def __init__(self, config: Any = None, *, sleep: Callable[[float], None] = time.sleep) -> None:
+        self.settings = AriesModels(config=config)
+        self._specs = {slot: getattr(self.settings, slot).strip() for slot in SLOTS}
+        self._clients: dict[str, SlotClient] = {}
+        self._sleep = sleep
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return "<ModelRouter " + ", ".join(f"{slot}={self.spec(slot)[0]}" for slot in SLOTS) + ">"
+
+    def spec(self, slot: str) -> tuple[str, str]:
+        """``(spec, source slot)``: the slot's own spec, or the one it falls back to when empty."""
+        _check_slot(slot)
+        for source in (slot, *_FALLBACK[slot]):
+            if self._specs[source]:
+                return self._specs[source], source
+        raise ConfigurationError(
+            f"No model is configured for the {slot} slot or the slots it falls back to; set one with "
+            f"%aries model {slot} <shortname or provider:model>."
+        )
+
+    def client(self, slot: str) -> SlotClient:
+        """The client of ``slot`` (one of primary, reasoning, cheap, bulk)."""
+        with self._lock:
+            if slot not in self._clients:
+                spec, _ = self.spec(slot)
+                info = with_overrides(resolve(spec), self.settings.context_windows, self.settings.prices)
+                self._clients[slot] = SlotClient(slot, info, self.settings, self._sleep)
+            return self._clients[slot]
+
+    def set_slot(self, slot: str, spec: str, *, base_url: str | None = None) -> SlotClient:
+        """Point ``slot`` at a shortname or ``provider:model`` (optionally with that provider's base URL)."""
+        _check_slot(slot)
+        info = resolve(spec)  # an unknown name fails here, before the slot changes
+        if base_url:
+            self.settings.base_urls = {**self.settings.base_urls, info.provider: base_url}
+        with self._lock:
+            self._specs[slot] = spec.strip()
+            # Slots falling back to this one change with it.
+            for name in SLOTS:
+                self._clients.pop(name, None)
+        return self.client(slot)
+
+    def slots(self) -> pd.DataFrame:
+        """One row per slot: model, provider, context window, prices, key and base URL."""
+        rows = []
+        for slot in SLOTS:
+            try:
+                client = self.client(slot)
+            except ModelError as exc:
+                rows.append({"slot": slot, "model": f"error: {exc}"})
+                continue
+            spec, source = self.spec(slot)
+            info = client.info
+            rows.append({
+                "slot": slot,
+                "shortname": info.shortname if source == slot else f"{info.shortname} (from {source})",
+                "provider": info.provider,
+                "model": info.model,
+                "context_window": info.context_window,
+                "usd_per_mtok_in": info.input_price if info.priced else None,
+                "usd_per_mtok_out": info.output_price if info.priced else None,
+                "price": "known" if info.priced else "unknown: cost counted as 0",
+                "key": client.key_status(),
+                "base_url": client.base_url,
+            })
+        return pd.DataFrame(rows).set_index("slot")
+
+    def usage(self) -> pd.DataFrame:
+        """Calls, tokens, cost and seconds so far, per slot that has a client."""
+        rows = [{"slot": slot, "model": c.model, **vars(c.usage)} for slot, c in self._clients.items()]
+        columns = ["slot", "model", *vars(SlotUsage())]
+        return pd.DataFrame(rows, columns=columns).set_index("slot")
+
+
+def _check_slot(slot: str) -> None:
+    if slot not in SLOTS:
+        raise ConfigurationError(f"Unknown slot {slot!r}; the slots are {', '.join(SLOTS)}.")

@@ -1,0 +1,62 @@
+"""Token estimates before a call, for context management; calibrated by the counts providers report after it.
+
+Providers count tokens with their own tokenizers and report the count in each response's usage; before a call only
+an estimate is possible. The estimate is characters / 4 for prose-like text (the usual rule for BPE tokenizers on
+English and code), plus a small per-message overhead, scaled by how far off earlier estimates were for this slot.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+
+from aries_kernel.models.types import ModelRequest
+
+__all__ = ["TokenEstimator", "estimate_text_tokens", "estimate_tokens"]
+
+_CHARS_PER_TOKEN = 4.0
+_MESSAGE_OVERHEAD = 4  # role markers and separators per message
+_TOOL_CALL_OVERHEAD = 8
+
+
+def estimate_text_tokens(text: str) -> int:
+    """Tokens in ``text`` by the characters / 4 rule."""
+    return math.ceil(len(text) / _CHARS_PER_TOKEN)
+
+
+def estimate_tokens(request: ModelRequest) -> int:
+    """Uncalibrated estimate of the input tokens of ``request``: system, messages, tool calls and tool schemas."""
+    total = estimate_text_tokens(request.system)
+    for message in request.messages:
+        total += _MESSAGE_OVERHEAD + estimate_text_tokens(message.content)
+        for call in message.tool_calls:
+            total += _TOOL_CALL_OVERHEAD + estimate_text_tokens(call.name + json.dumps(call.arguments))
+    for tool in request.tools:
+        total += estimate_text_tokens(tool.name + tool.description + json.dumps(tool.parameters))
+    return total
+
+
+class TokenEstimator:
+    """Per-slot estimates, corrected by the ratio of reported to estimated input tokens of past calls."""
+
+    _SMOOTHING = 0.3  # weight of the newest observation
+    _BOUNDS = (0.5, 2.5)  # a wildly off observation (e.g. heavy caching) must not wreck the estimate
+
+    def __init__(self) -> None:
+        self.ratio = 1.0
+        self._lock = threading.Lock()
+
+    def estimate(self, request: ModelRequest) -> int:
+        """Calibrated estimate of the input tokens of ``request``."""
+        return math.ceil(estimate_tokens(request) * self.ratio)
+
+    def observe(self, request: ModelRequest, reported_input_tokens: int) -> None:
+        """Learn from the provider's count for a request that was just sent."""
+        raw = estimate_tokens(request)
+        if raw <= 0 or reported_input_tokens <= 0:
+            return
+        low, high = self._BOUNDS
+        observed = min(high, max(low, reported_input_tokens / raw))
+        with self._lock:
+            self.ratio += self._SMOOTHING * (observed - self.ratio)

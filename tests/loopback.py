@@ -1,0 +1,303 @@
+"""A scripted model server on 127.0.0.1 that speaks the Anthropic Messages API and OpenAI Chat Completions.
+
+The real SDKs talk to it through their base-URL settings, so tests exercise the whole wire path (HTTP, SSE
+streaming, error statuses) without the internet. Replies are format-neutral :class:`Reply` objects, rendered in
+whichever format the request came in::
+
+    with ScriptedModelServer() as server:
+        server.script(Reply(text="hi"), Reply(tool_calls=[("Repl", {"code": "1+1"})]))
+        ...  # point a client at server.anthropic_url or server.openai_url
+        server.requests[0].body, server.max_in_flight
+
+With the queue empty, the server answers through ``server.responder(body)``; the default echoes the last user
+message (``"echo: <text>"``), which keeps answers tied to questions in concurrency tests.
+
+Pointing a kernel at it: start the kernel with ``ANTHROPIC_BASE_URL=server.anthropic_url`` and
+``ANTHROPIC_API_KEY=test-key`` in its environment; the default slots (sonnet, opus, haiku) then reach this
+server. For the OpenAI format, set ``OPENAI_BASE_URL=server.openai_url`` and ``OPENAI_API_KEY=test-key`` and use
+the slot spec ``gpt4o`` or ``openai:<any model>`` (``%aries model bulk gpt4o``).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+__all__ = ["RecordedRequest", "Reply", "ScriptedModelServer", "model_server"]
+
+_ANTHROPIC_ERRORS = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
+                     404: "not_found_error", 429: "rate_limit_error", 529: "overloaded_error"}
+
+
+@dataclass
+class Reply:
+    """One scripted answer. ``status`` >= 400 sends an error in the provider's format instead."""
+
+    text: str = ""
+    tool_calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    stop_reason: str | None = None  # neutral names: end_turn, tool_use, max_tokens; default from tool_calls
+    input_tokens: int = 11
+    output_tokens: int = 7
+    status: int = 200
+    error: str = "scripted error"
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0  # seconds before the answer starts
+    chunk: int = 3  # characters per text / argument delta when streaming
+    model: str | None = None  # default: the model the request named
+
+
+@dataclass
+class RecordedRequest:
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+    received: float  # time.monotonic() on arrival
+
+    @property
+    def stream(self) -> bool:
+        return bool(self.body.get("stream"))
+
+
+def echo_responder(body: dict[str, Any]) -> Reply:
+    """Answer with the text of the last user message."""
+    for message in reversed(body.get("messages", [])):
+        if message.get("role") == "user":
+            content = message["content"]
+            if isinstance(content, list):
+                content = "".join(b.get("text", "") for b in content if isinstance(b, dict))
+            return Reply(text=f"echo: {content}")
+    return Reply(text="echo: ")
+
+
+class ScriptedModelServer:
+    """The server; a context manager (``with ScriptedModelServer() as s``) or the ``model_server`` fixture."""
+
+    def __init__(self) -> None:
+        self.replies: deque[Reply] = deque()
+        self.responder: Callable[[dict[str, Any]], Reply] = echo_responder
+        self.requests: list[RecordedRequest] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._lock = threading.Lock()
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self._httpd.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    @property
+    def anthropic_url(self) -> str:
+        """Base URL for the anthropic SDK / ANTHROPIC_BASE_URL (the SDK adds /v1/messages)."""
+        return self.url
+
+    @property
+    def openai_url(self) -> str:
+        """Base URL for the openai SDK / OPENAI_BASE_URL (the SDK adds /chat/completions)."""
+        return self.url + "/v1"
+
+    def script(self, *replies: Reply) -> None:
+        """Queue replies; each request takes the next one."""
+        with self._lock:
+            self.replies.extend(replies)
+
+    def reset_counts(self) -> None:
+        """Forget recorded requests and the in-flight maximum."""
+        with self._lock:
+            self.requests.clear()
+            self.max_in_flight = 0
+
+    def start(self) -> ScriptedModelServer:
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="model-loopback", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def __enter__(self) -> ScriptedModelServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _next_reply(self, body: dict[str, Any]) -> Reply:
+        with self._lock:
+            if self.replies:
+                return self.replies.popleft()
+        return self.responder(body)
+
+    def _enter(self, request: RecordedRequest) -> None:
+        with self._lock:
+            self.requests.append(request)
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+
+    def _leave(self) -> None:
+        with self._lock:
+            self.in_flight -= 1
+
+
+def _handler_for(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
+            pass
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("content-length") or 0)
+            body = json.loads(self.rfile.read(length) or b"{}")
+            wire = "anthropic" if self.path.rstrip("/").endswith("/v1/messages") else "openai"
+            if not self.path.rstrip("/").endswith(("/v1/messages", "/chat/completions")):
+                self._send_json(404, {"error": {"message": f"no route {self.path}"}})
+                return
+            recorded = RecordedRequest(self.path, dict(self.headers), body, time.monotonic())
+            server._enter(recorded)
+            try:
+                reply = server._next_reply(body)
+                if reply.delay:
+                    time.sleep(reply.delay)
+                if reply.status >= 400:
+                    self._send_error(wire, reply)
+                elif body.get("stream"):
+                    self._send_stream(_events(wire, reply, body))
+                else:
+                    self._send_json(200, _complete(wire, reply, body), reply.headers)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up (a timeout test); nothing to answer
+            finally:
+                server._leave()
+
+        def _send_json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            for key, value in (headers or {}).items():
+                self.send_header(key, value)
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _send_error(self, wire: str, reply: Reply) -> None:
+            if wire == "anthropic":
+                kind = _ANTHROPIC_ERRORS.get(reply.status, "api_error")
+                payload: Any = {"type": "error", "error": {"type": kind, "message": reply.error}}
+            else:
+                payload = {"error": {"message": reply.error, "type": "scripted", "code": reply.status}}
+            self._send_json(reply.status, payload, reply.headers)
+
+        def _send_stream(self, events: Iterator[tuple[str | None, Any]]) -> None:
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.send_header("cache-control", "no-cache")
+            self.send_header("connection", "close")
+            self.end_headers()
+            for name, data in events:
+                head = f"event: {name}\n" if name else ""
+                payload = data if isinstance(data, str) else json.dumps(data)
+                self.wfile.write(f"{head}data: {payload}\n\n".encode())
+                self.wfile.flush()
+            self.close_connection = True
+
+    return Handler
+
+
+def _pieces(text: str, size: int) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), max(1, size))]
+
+
+def _stop(reply: Reply, wire: str) -> str:
+    neutral = reply.stop_reason or ("tool_use" if reply.tool_calls else "end_turn")
+    if wire == "anthropic":
+        return neutral
+    return {"end_turn": "stop", "tool_use": "tool_calls", "max_tokens": "length"}.get(neutral, neutral)
+
+
+def _complete(wire: str, reply: Reply, body: dict[str, Any]) -> dict[str, Any]:
+    model = reply.model or body.get("model", "scripted")
+    if wire == "anthropic":
+        content: list[dict[str, Any]] = [{"type": "text", "text": reply.text}] if reply.text else []
+        content += [{"type": "tool_use", "id": f"toolu_{i}", "name": name, "input": args}
+                    for i, (name, args) in enumerate(reply.tool_calls)]
+        return {"id": "msg_scripted", "type": "message", "role": "assistant", "model": model, "content": content,
+                "stop_reason": _stop(reply, wire), "stop_sequence": None,
+                "usage": {"input_tokens": reply.input_tokens, "output_tokens": reply.output_tokens}}
+    message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
+    if reply.tool_calls:
+        message["tool_calls"] = [
+            {"id": f"call_{i}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+            for i, (name, args) in enumerate(reply.tool_calls)
+        ]
+    return {"id": "chatcmpl-scripted", "object": "chat.completion", "created": 0, "model": model,
+            "choices": [{"index": 0, "message": message, "finish_reason": _stop(reply, wire)}],
+            "usage": {"prompt_tokens": reply.input_tokens, "completion_tokens": reply.output_tokens,
+                      "total_tokens": reply.input_tokens + reply.output_tokens}}
+
+
+def _events(wire: str, reply: Reply, body: dict[str, Any]) -> Iterator[tuple[str | None, Any]]:
+    model = reply.model or body.get("model", "scripted")
+    if wire == "anthropic":
+        yield "message_start", {"type": "message_start", "message": {
+            "id": "msg_scripted", "type": "message", "role": "assistant", "model": model, "content": [],
+            "stop_reason": None, "stop_sequence": None,
+            "usage": {"input_tokens": reply.input_tokens, "output_tokens": 1}}}
+        index = 0
+        if reply.text:
+            yield "content_block_start", {"type": "content_block_start", "index": 0,
+                                          "content_block": {"type": "text", "text": ""}}
+            for piece in _pieces(reply.text, reply.chunk):
+                yield "content_block_delta", {"type": "content_block_delta", "index": 0,
+                                              "delta": {"type": "text_delta", "text": piece}}
+            yield "content_block_stop", {"type": "content_block_stop", "index": 0}
+            index = 1
+        for i, (name, args) in enumerate(reply.tool_calls, start=index):
+            yield "content_block_start", {"type": "content_block_start", "index": i, "content_block": {
+                "type": "tool_use", "id": f"toolu_{i - index}", "name": name, "input": {}}}
+            for piece in _pieces(json.dumps(args), reply.chunk):
+                yield "content_block_delta", {"type": "content_block_delta", "index": i,
+                                              "delta": {"type": "input_json_delta", "partial_json": piece}}
+            yield "content_block_stop", {"type": "content_block_stop", "index": i}
+        yield "message_delta", {"type": "message_delta",
+                                "delta": {"stop_reason": _stop(reply, wire), "stop_sequence": None},
+                                "usage": {"output_tokens": reply.output_tokens}}
+        yield "message_stop", {"type": "message_stop"}
+        return
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "created": 0, "model": model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    yield None, chunk({"role": "assistant", "content": ""})
+    for piece in _pieces(reply.text, reply.chunk):
+        yield None, chunk({"content": piece})
+    for i, (name, args) in enumerate(reply.tool_calls):
+        yield None, chunk({"tool_calls": [{"index": i, "id": f"call_{i}", "type": "function",
+                                           "function": {"name": name, "arguments": ""}}]})
+        for piece in _pieces(json.dumps(args), reply.chunk):
+            yield None, chunk({"tool_calls": [{"index": i, "function": {"arguments": piece}}]})
+    yield None, chunk({}, _stop(reply, wire))
+    if (body.get("stream_options") or {}).get("include_usage"):
+        yield None, {"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "created": 0, "model": model,
+                     "choices": [], "usage": {"prompt_tokens": reply.input_tokens,
+                                              "completion_tokens": reply.output_tokens,
+                                              "total_tokens": reply.input_tokens + reply.output_tokens}}
+    yield None, "[DONE]"
+
+
+@pytest.fixture
+def model_server() -> Iterator[ScriptedModelServer]:
+    """A running :class:`ScriptedModelServer`, stopped after the test."""
+    with ScriptedModelServer() as server:
+        yield server
