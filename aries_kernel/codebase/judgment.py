@@ -1,9 +1,1096 @@
-"""Judgment operations of `codebase`: similar patterns, duplication, consistency, placement and conventions."""
+"""Judgment operations of `codebase`: similar patterns, duplication, consistency, placement and conventions.
+
+These are the questions an agent asks before writing new code: does this exist already, does it look like the
+code around it, where does it belong, and how does this repository usually do X. `JudgmentMixin` answers them
+from the index that `Codebase` builds (symbol table with shape and exact hashes, sources, communities, PageRank)
+and from tree-sitter parses of snippets and of the files it needs, cached by content.
+"""
 
 from __future__ import annotations
 
+import fnmatch
+import hashlib
+import re
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from aries_kernel.codebase.shapes import (
+    exact_hash,
+    naming_style,
+    node_type_sequence,
+    shape_hash,
+    shape_ngrams,
+    shape_similarity,
+    split_identifier,
+)
+
+if TYPE_CHECKING:
+    from tree_sitter import Node, Tree
+
 __all__ = ["JudgmentMixin"]
+
+_PY_DEFS = frozenset({"function_definition", "class_definition"})
+_JS_DEFS = frozenset(
+    {
+        "function_declaration",
+        "generator_function_declaration",
+        "class_declaration",
+        "abstract_class_declaration",
+        "method_definition",
+    }
+)
+_JS_FUNCTION_VALUES = frozenset({"arrow_function", "function_expression", "function", "generator_function"})
+_JS_FUNCTIONS = _JS_FUNCTION_VALUES | {"function_declaration", "generator_function_declaration", "method_definition"}
+_CLASSES = frozenset({"class_definition", "class_declaration", "abstract_class_declaration"})
+_NESTING = frozenset(
+    {
+        "if_statement",
+        "for_statement",
+        "for_in_statement",
+        "while_statement",
+        "do_statement",
+        "try_statement",
+        "with_statement",
+        "switch_statement",
+        "match_statement",
+    }
+)
+_PARAMETER_WRAPPERS = frozenset(
+    {"default_parameter", "typed_default_parameter", "required_parameter", "optional_parameter"}
+)
+_LANGUAGE_ALIASES = {
+    "python": "python",
+    "py": "python",
+    "javascript": "javascript",
+    "js": "javascript",
+    "jsx": "javascript",
+    "typescript": "typescript",
+    "ts": "typescript",
+    "tsx": "tsx",
+}
+_CRITERIA = ("naming", "structure", "imports")
+_SIGNATURE_KINDS = {
+    "def": ("function", "method"),
+    "function": ("function", "method"),
+    "func": ("function", "method"),
+    "fn": ("function", "method"),
+    "method": ("method",),
+    "class": ("class",),
+    "interface": ("interface",),
+    "type": ("type",),
+    "enum": ("enum",),
+    "var": ("variable",),
+    "let": ("variable",),
+    "const": ("variable", "function"),
+    "variable": ("variable",),
+}
+_STOPWORDS = frozenset(
+    "a an and are as at be by for from has have in into is it its of on or that the this to with which when "
+    "where will new code module file files function functions class something some".split()
+)
+_TOPICS = {
+    "error handling": ("error", "errors", "exception", "exceptions", "raise", "throw", "error-handling"),
+    "logging": ("log", "logs", "logger", "loggers"),
+    "imports": ("import", "modules", "dependencies"),
+    "async": ("asynchronous", "await", "asyncio", "concurrency", "promises", "promise"),
+    "api calls": ("api", "apis", "http", "https", "requests", "fetch", "network", "api call", "rest"),
+}
+_LOG_LEVELS = frozenset({"debug", "info", "warning", "warn", "error", "exception", "critical", "fatal", "trace", "log"})
+_HTTP_METHODS = frozenset({"get", "post", "put", "patch", "delete", "head", "options", "request", "send", "stream"})
+_HTTP_ROOTS = frozenset({"requests", "httpx", "aiohttp", "urllib", "urllib3", "axios", "http", "https", "got", "ky"})
+_ASYNC_LIBS = ("asyncio.", "trio.", "anyio.", "Promise.")
+
+
+def _is_function_kind(kind: str) -> bool:
+    return kind in ("function", "method")
+
+
+@dataclass
+class _Unit:
+    """A definition in a snippet, with the nodes the indexer hashes for the same kind of symbol."""
+
+    name: str
+    kind: str
+    shape_node: Node
+    exact_text: bytes
+
+    @property
+    def ngrams(self) -> Counter[tuple[str, ...]]:
+        return shape_ngrams(node_type_sequence(self.shape_node))
+
+
+def _text(node: Node | None) -> str:
+    return (node.text or b"").decode("utf-8", "replace") if node is not None else ""
+
+
+def _walk(node: Node) -> Iterator[Node]:
+    """Named nodes of a subtree in pre-order."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(reversed(current.named_children))
+
+
+def _units(root: Node, python: bool) -> list[_Unit]:
+    """Outermost definitions, hashed the way the indexer hashes symbols (see `extract._symbols`)."""
+    units: list[_Unit] = []
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        unit = _unit_of(node, python)
+        if unit is not None:
+            units.append(unit)
+            continue
+        stack.extend(reversed(node.named_children))
+    return units
+
+
+def _unit_of(node: Node, python: bool) -> _Unit | None:
+    defs = _PY_DEFS if python else _JS_DEFS
+    if node.type in defs:
+        kind = "class" if node.type in _CLASSES else "function"
+        return _Unit(_text(node.child_by_field_name("name")), kind, node, node.text or b"")
+    if not python and node.type == "variable_declarator":
+        value = node.child_by_field_name("value")
+        if value is not None and value.type in _JS_FUNCTION_VALUES:
+            return _Unit(_text(node.child_by_field_name("name")), "function", value, node.text or b"")
+    return None
+
+
+def _anchored_shapes(root: Node, python: bool) -> dict[int, Node]:
+    """Shape node of every definition in a file by the line the index records for it."""
+    out: dict[int, Node] = {}
+    for node in _walk(root):
+        unit = _unit_of(node, python)
+        if unit is not None:
+            out.setdefault(node.start_point[0] + 1, unit.shape_node)
+    return out
+
+
+def _tokens(text: str) -> list[str]:
+    """Search tokens of free text or code: identifier parts, lower-cased, stop words dropped, lightly stemmed."""
+    out: list[str] = []
+    for word in re.findall(r"[A-Za-z][A-Za-z0-9]*", text):
+        for token in split_identifier(word):
+            if len(token) > 1 and token not in _STOPWORDS:
+                out.append(_stem(token))
+    return out
+
+
+def _stem(token: str) -> str:
+    """Crude suffix folding so that cache/caches/caching/cached and handle/handler/handling meet."""
+    if token.endswith("ies") and len(token) > 4:
+        token = token[:-3] + "y"
+    elif token.endswith("s") and not token.endswith("ss") and len(token) > 3:
+        token = token[:-1]
+    for suffix in ("ing", "ed", "er"):
+        if token.endswith(suffix) and len(token) - len(suffix) >= 4:
+            token = token[: -len(suffix)]
+            break
+    return token[:-1] if token.endswith("e") and len(token) > 3 else token
+
+
+def _percentile_rank(values: Sequence[float], value: float) -> float:
+    """Share of `values` below `value`, counting ties as half."""
+    arr = np.asarray(values, dtype=float)
+    return float(((arr < value).sum() + 0.5 * (arr == value).sum()) / len(arr))
+
+
+@dataclass
+class _Profile:
+    """Style facts about a body of code: identifier styles by role, function metrics, import forms."""
+
+    names: dict[str, list[tuple[str, str]]] = field(default_factory=lambda: defaultdict(list))
+    lengths: list[tuple[str, int]] = field(default_factory=list)
+    nesting: list[tuple[str, int]] = field(default_factory=list)
+    documented: list[tuple[str, str]] = field(default_factory=list)
+    typed: list[tuple[str, str]] = field(default_factory=list)
+    import_form: list[tuple[str, str]] = field(default_factory=list)
+    import_path: list[tuple[str, str]] = field(default_factory=list)
+
+    def merge(self, other: _Profile) -> None:
+        for role, items in other.names.items():
+            self.names[role].extend(items)
+        for name in ("lengths", "nesting", "documented", "typed", "import_form", "import_path"):
+            getattr(self, name).extend(getattr(other, name))
+
+
+def _profile(root: Node, language: str) -> _Profile:
+    """Collect the style facts of one parsed file or snippet."""
+    python = language == "python"
+    typed_language = language != "javascript"
+    prof = _Profile()
+    for node in _walk(root):
+        kind = node.type
+        if kind in _CLASSES:
+            _add_name(prof, "class", node.child_by_field_name("name"))
+        elif kind == "function_definition" or kind in _JS_FUNCTIONS:
+            name = _function_name(node)
+            if kind != "arrow_function" or name:
+                label = name or "<anonymous>"
+                if kind != "method_definition" or not name.startswith("constructor"):
+                    _add_name(prof, "function", node.child_by_field_name("name"))
+                lines = node.end_point[0] - node.start_point[0] + 1
+                prof.lengths.append((label, lines))
+                prof.nesting.append((label, _max_nesting(node)))
+                prof.documented.append((label, "documented" if _has_doc(node, python) else "undocumented"))
+                if typed_language:
+                    prof.typed.append((label, "type-annotated" if _has_types(node, python) else "unannotated"))
+        elif kind == "assignment" and python:
+            left = node.child_by_field_name("left")
+            if left is not None and left.type == "identifier":
+                _add_name(prof, "constant" if _text(left).isupper() else "variable", left)
+        elif kind == "variable_declarator":
+            value = node.child_by_field_name("value")
+            if value is None or value.type not in _JS_FUNCTION_VALUES:
+                name_node = node.child_by_field_name("name")
+                if name_node is not None and name_node.type == "identifier":
+                    _add_name(prof, "constant" if _text(name_node).isupper() else "variable", name_node)
+        elif kind == "identifier" and _is_parameter_name(node):
+            if _text(node) not in ("self", "cls"):
+                _add_name(prof, "parameter", node)
+        _collect_imports(prof, node, python)
+    return prof
+
+
+def _is_parameter_name(node: Node) -> bool:
+    parent = node.parent
+    if parent is None:
+        return False
+    if parent.type in ("parameters", "formal_parameters", "lambda_parameters"):
+        return True
+    if parent.type == "typed_parameter":
+        return parent.named_children[0].id == node.id
+    named = parent.child_by_field_name("pattern" if parent.type.endswith("required_parameter") or
+                                       parent.type == "optional_parameter" else "name")
+    return parent.type in _PARAMETER_WRAPPERS and named is not None and named.id == node.id
+
+
+def _add_name(prof: _Profile, role: str, node: Node | None) -> None:
+    name = _text(node)
+    style = naming_style(name) if name else None
+    if style is not None:
+        prof.names[role].append((name, style))
+
+
+def _function_name(node: Node) -> str:
+    name = node.child_by_field_name("name")
+    if name is not None:
+        return _text(name)
+    parent = node.parent
+    if parent is not None and parent.type in ("variable_declarator", "pair", "assignment_expression"):
+        target = parent.child_by_field_name("name") or parent.child_by_field_name("key")
+        target = target or parent.child_by_field_name("left")
+        return _text(target)
+    return ""
+
+
+def _max_nesting(node: Node) -> int:
+    """Deepest chain of control-flow blocks inside a function, not counting nested functions."""
+    deepest = 0
+    stack: list[tuple[Node, int]] = [(child, 0) for child in node.named_children]
+    while stack:
+        current, depth = stack.pop()
+        if current.type in _JS_FUNCTIONS or current.type in ("function_definition", "lambda"):
+            continue
+        if current.type in _NESTING:
+            depth += 1
+            deepest = max(deepest, depth)
+        stack.extend((child, depth) for child in current.named_children)
+    return deepest
+
+
+def _has_doc(node: Node, python: bool) -> bool:
+    if python:
+        body = node.child_by_field_name("body")
+        first = body.named_children[0] if body is not None and body.named_children else None
+        return bool(first is not None and first.type == "expression_statement" and first.named_children
+                    and first.named_children[0].type == "string")
+    anchor = node.parent if node.parent is not None and node.parent.type == "export_statement" else node
+    if node.type in _JS_FUNCTION_VALUES and node.parent is not None and node.parent.type == "variable_declarator":
+        anchor = node.parent.parent or node
+        if anchor.parent is not None and anchor.parent.type == "export_statement":
+            anchor = anchor.parent
+    previous = anchor.prev_named_sibling
+    return bool(previous is not None and previous.type == "comment" and _text(previous).startswith("/**"))
+
+
+def _has_types(node: Node, python: bool) -> bool:
+    if node.child_by_field_name("return_type") is not None:
+        return True
+    params = node.child_by_field_name("parameters")
+    if params is None:
+        return False
+    if python:
+        return any(p.type in ("typed_parameter", "typed_default_parameter") for p in params.named_children)
+    return any(p.child_by_field_name("type") is not None for p in params.named_children)
+
+
+def _collect_imports(prof: _Profile, node: Node, python: bool) -> None:
+    line = f"line {node.start_point[0] + 1}"
+    if python:
+        if node.type == "import_statement":
+            prof.import_form.append((line, "import module"))
+            prof.import_path.append((line, "absolute"))
+        elif node.type == "import_from_statement":
+            module = node.child_by_field_name("module_name")
+            prof.import_form.append((line, "from module import name"))
+            relative = module is not None and module.type == "relative_import"
+            prof.import_path.append((line, "relative" if relative else "absolute"))
+        return
+    specifier = None
+    if node.type == "import_statement":
+        source = node.child_by_field_name("source")
+        if source is None:
+            return
+        prof.import_form.append((line, "ESM import"))
+        specifier = _text(source).strip("'\"`")
+    elif node.type == "call_expression" and _text(node.child_by_field_name("function")) == "require":
+        args = node.child_by_field_name("arguments")
+        if args is None or not args.named_children or args.named_children[0].type != "string":
+            return
+        prof.import_form.append((line, "CommonJS require"))
+        specifier = _text(args.named_children[0]).strip("'\"`")
+    if specifier is not None:
+        prof.import_path.append((line, "relative" if specifier.startswith(".") else "package or alias"))
+
+
+def _callee(node: Node) -> str:
+    """Source text of what a call calls, whitespace removed (`logging.getLogger`, `axios.get`)."""
+    return re.sub(r"\s+", "", _text(node.child_by_field_name("function")))
+
+
+def _first_arg(node: Node) -> Node | None:
+    args = node.child_by_field_name("arguments")
+    return args.named_children[0] if args is not None and args.named_children else None
+
+
+def _error_pattern(node: Node, python: bool) -> str | None:
+    kind = node.type
+    if kind == "raise_statement":
+        raised = node.named_children[0] if node.named_children else None
+        if raised is None:
+            return "raise (re-raise inside except)"
+        target = _callee(raised) if raised.type == "call" else _text(raised)
+        chained = " from <err>" if node.child_by_field_name("cause") is not None else ""
+        return f"raise {target}(...){chained}" if raised.type == "call" else f"raise {target}{chained}"
+    if kind == "except_clause":
+        caught = next((c for c in node.named_children if c.type != "block"), None)
+        if caught is None:
+            return "except: (bare)"
+        if caught.type == "as_pattern":
+            return f"except {_text(caught.named_children[0])} as <err>:"
+        return f"except {_text(caught)}:"
+    if kind == "throw_statement":
+        thrown = node.named_children[0] if node.named_children else None
+        if thrown is not None and thrown.type == "new_expression":
+            return f"throw new {_text(thrown.child_by_field_name('constructor'))}(...)"
+        return "throw <value>"
+    if kind == "catch_clause":
+        param = node.child_by_field_name("parameter")
+        return f"catch ({_text(param)})" if param is not None else "catch without binding"
+    if kind in _CLASSES:
+        bases = _base_names(node, python)
+        for base in bases:
+            if base.endswith(("Error", "Exception", "Warning")) or base in ("Exception", "Error", "BaseException"):
+                return f"class *({base}) — custom exception" if python else f"class * extends {base} — custom error"
+    if kind == "call_expression":
+        function = node.child_by_field_name("function")
+        if function is not None and function.type == "member_expression":
+            prop = _text(function.child_by_field_name("property"))
+            if prop == "catch":
+                return ".catch(...) on a promise"
+    return None
+
+
+def _base_names(node: Node, python: bool) -> list[str]:
+    if python:
+        supers = node.child_by_field_name("superclasses")
+        return [_text(c) for c in supers.named_children] if supers is not None else []
+    heritage = next((c for c in node.named_children if c.type == "class_heritage"), None)
+    if heritage is None:
+        return []
+    extends = next((c for c in heritage.named_children if c.type == "extends_clause"), heritage)
+    return [_text(c) for c in extends.named_children if c.type in ("identifier", "member_expression")]
+
+
+def _logging_pattern(node: Node, python: bool) -> str | None:
+    kind = node.type
+    if kind in ("assignment", "variable_declarator"):
+        value = node.child_by_field_name("right" if python else "value")
+        target = node.child_by_field_name("left" if python else "name")
+        if value is None or target is None or value.type not in ("call", "call_expression"):
+            return None
+        callee = _callee(value)
+        if "getLogger" in callee or re.search(r"log", _text(target), re.I):
+            return re.sub(r"\s+", " ", _text(node).split("\n", 1)[0]) if "getLogger" in callee else (
+                f"{_text(target)} = {callee}(...)"
+            )
+        return None
+    if kind not in ("call", "call_expression"):
+        return None
+    callee = _callee(node)
+    if callee in ("print", "console.log", "console.error", "console.warn", "console.info", "console.debug"):
+        return f"{callee}(...)"
+    obj, _, method = callee.rpartition(".")
+    if obj and method in _LOG_LEVELS and re.search(r"log", obj, re.I):
+        first = _first_arg(node)
+        style = ""
+        if first is not None and python and first.type == "string":
+            if _text(first)[:2].lower().startswith("f"):
+                style = " with an f-string"
+            elif "%" in _text(first) and len(node.child_by_field_name("arguments").named_children) > 1:
+                style = " with %-style args"
+        return f"{callee}(...){style}"
+    return None
+
+
+def _imports_pattern(node: Node, python: bool) -> str | None:
+    kind = node.type
+    if python:
+        if kind == "future_import_statement":
+            return _text(node)
+        if kind == "import_statement":
+            aliased = next((c for c in node.named_children if c.type == "aliased_import"), None)
+            return _text(node) if aliased is not None else "import <module>"
+        if kind == "import_from_statement":
+            module = node.child_by_field_name("module_name")
+            if module is not None and module.type == "relative_import":
+                return "from .<module> import <names> (relative)"
+            if any(c.type == "wildcard_import" for c in node.named_children):
+                return "from <module> import *"
+            return "from <package> import <names>"
+        return None
+    if kind == "import_statement":
+        source = node.child_by_field_name("source")
+        if source is None:
+            return None
+        spec = _text(source).strip("'\"`")
+        where = "relative" if spec.startswith(".") else ("alias" if spec.startswith(("@/", "~/", "#")) else "package")
+        clause = next((c for c in node.named_children if c.type == "import_clause"), None)
+        if clause is None:
+            return f"import '<{where}>' (side effect)"
+        type_only = any(c.type == "type" for c in node.children)
+        forms = {c.type for c in clause.named_children}
+        shape = (
+            "* as ns"
+            if "namespace_import" in forms
+            else ("default, { named }" if {"identifier", "named_imports"} <= forms
+                  else ("{ named }" if "named_imports" in forms else "default"))
+        )
+        return f"import {'type ' if type_only else ''}{shape} from '<{where}>'"
+    if kind == "assignment_expression" and _text(node.child_by_field_name("left")).startswith(
+        ("module.exports", "exports.")
+    ):
+        return "module.exports = ... (CommonJS)"
+    if kind == "call_expression" and _callee(node) == "require":
+        first = _first_arg(node)
+        spec = _text(first).strip("'\"`") if first is not None else ""
+        return f"require('<{'relative' if spec.startswith('.') else 'package'}>') (CommonJS)"
+    return None
+
+
+def _async_pattern(node: Node, python: bool) -> str | None:
+    kind = node.type
+    is_async = any(c.type == "async" for c in node.children)
+    if kind == "function_definition" and is_async:
+        return "async def"
+    if kind in ("with_statement", "for_statement") and is_async:
+        return f"async {kind.split('_')[0]}"
+    if kind in _JS_FUNCTIONS and is_async:
+        return {"arrow_function": "async arrow function", "method_definition": "async method"}.get(
+            kind, "async function"
+        )
+    if kind in ("await", "await_expression"):
+        inner = node.named_children[0] if node.named_children else None
+        if inner is not None and inner.type in ("call", "call_expression"):
+            callee = _callee(inner)
+            if callee.startswith(_ASYNC_LIBS):
+                return f"await {callee}(...)"
+        return "await <call>"
+    if kind in ("call", "call_expression"):
+        callee = _callee(node)
+        if callee.startswith(_ASYNC_LIBS):
+            return f"{callee}(...)"
+        if callee.endswith(".then"):
+            return ".then(...) promise chain"
+    return None
+
+
+def _api_pattern(node: Node, python: bool) -> str | None:
+    if node.type not in ("call", "call_expression"):
+        return None
+    callee = _callee(node)
+    if callee in ("fetch", "axios", "window.fetch"):
+        return f"{callee}(...)"
+    parts = callee.split(".")
+    root, method = parts[0], parts[-1]
+    if len(parts) >= 2 and root in _HTTP_ROOTS:
+        return f"{callee}(...)"
+    if len(parts) >= 2 and method in _HTTP_METHODS and re.search(r"client|session|http|api", parts[-2], re.I):
+        return f"{callee}(...)"
+    return None
+
+
+_CONVENTION_RULES: dict[str, Callable[[Node, bool], str | None]] = {
+    "error handling": _error_pattern,
+    "logging": _logging_pattern,
+    "imports": _imports_pattern,
+    "async": _async_pattern,
+    "api calls": _api_pattern,
+}
+
+
+def _topic(topic: str) -> str:
+    key = re.sub(r"[\s_-]+", " ", topic.strip().lower())
+    if key in _TOPICS:
+        return key
+    for name, aliases in _TOPICS.items():
+        if key in aliases or key.replace(" ", "-") in aliases:
+            return name
+    raise ValueError(
+        f"Unknown convention topic {topic!r}; use one of: {', '.join(_TOPICS)} (aliases such as 'errors', 'http')."
+    )
 
 
 class JudgmentMixin:
-    """Operations called before writing new code; mixed into `Codebase`, which supplies the index."""
+    """Operations called before writing new code; mixed into `Codebase`, which supplies the index.
+
+    The host class provides `wait_ready`, `symbol_table`, `source`, `language_of`, `parse`, `list_files`,
+    `top_files` and `communities`.
+    """
+
+    if TYPE_CHECKING:
+        def wait_ready(self) -> None: ...
+        def symbol_table(self) -> pd.DataFrame: ...
+        def source(self, file: str) -> str: ...
+        def language_of(self, file: str) -> str | None: ...
+        def parse(self, source: bytes, language: str) -> Tree: ...
+        def list_files(self) -> pd.DataFrame: ...
+        def top_files(self, limit: int = 20) -> pd.DataFrame: ...
+        def communities(self) -> pd.DataFrame: ...
+
+    # ----------------------------------------------------------------------------------------- shared helpers
+
+    def _judgment_cache(self) -> dict[tuple[str, str], Any]:
+        cache = self.__dict__.get("_judgment_cache_store")
+        if cache is None:
+            cache = self.__dict__["_judgment_cache_store"] = {}
+        return cache
+
+    def _file_tree(self, file: str) -> tuple[Tree, str, str] | None:
+        """(tree, source text, language) of an indexed file, or None when it cannot be read or parsed."""
+        language = self.language_of(file)
+        if language is None:
+            return None
+        try:
+            text = self.source(file)
+        except (OSError, UnicodeDecodeError, KeyError, ValueError):
+            return None
+        return self.parse(text.encode("utf-8"), language), text, language
+
+    def _cached(self, kind: str, file: str, build: Callable[[Tree, str, str], Any]) -> Any:
+        """Per-file derived data, rebuilt when the file's content changes."""
+        try:
+            text = self.source(file)
+        except (OSError, UnicodeDecodeError, KeyError, ValueError):
+            return None
+        digest = hashlib.blake2b(text.encode("utf-8", "replace"), digest_size=12).hexdigest()
+        cache = self._judgment_cache()
+        hit = cache.get((kind, file))
+        if hit is not None and hit[0] == digest:
+            return hit[1]
+        parsed = self._file_tree(file)
+        value = build(*parsed) if parsed is not None else None
+        cache[(kind, file)] = (digest, value)
+        return value
+
+    def _file_shapes(self, file: str) -> dict[int, Counter[tuple[str, ...]]]:
+        def build(tree: Tree, text: str, language: str) -> dict[int, Counter[tuple[str, ...]]]:
+            anchored = _anchored_shapes(tree.root_node, language == "python")
+            return {line: shape_ngrams(node_type_sequence(node)) for line, node in anchored.items()}
+
+        return self._cached("shapes", file, build) or {}
+
+    def _repo_languages(self) -> list[str]:
+        files = self.list_files()
+        if files.empty:
+            return []
+        return [str(lang) for lang in files["language"].value_counts().index if lang]
+
+    def _snippet_tree(self, snippet: str, language: str | None, prefer: str | None = None) -> tuple[Tree, str]:
+        """Parse a snippet in the given language, or else in the first language that parses it cleanly:
+        `prefer`, then the repository's languages by file count (the fewest syntax errors wins if none does)."""
+        if not snippet.strip():
+            raise ValueError("The snippet is empty; pass the source code to check as a string.")
+        source = snippet.encode("utf-8")
+        if language is not None:
+            lang = _LANGUAGE_ALIASES.get(language.lower())
+            if lang is None:
+                raise ValueError(f"Unknown language {language!r}; use one of: python, javascript, typescript, tsx.")
+            return self.parse(source, lang), lang
+        candidates = ([prefer] if prefer else []) + self._repo_languages()
+        candidates += ["python", "typescript", "javascript"]
+        candidates = list(dict.fromkeys(candidates))
+        best: tuple[int, Tree, str] | None = None
+        for lang in candidates:
+            tree = self.parse(source, lang)
+            errors = sum(1 for n in _walk(tree.root_node) if n.is_error or n.is_missing) if tree.root_node.has_error else 0
+            if errors == 0:
+                return tree, lang
+            if best is None or errors < best[0]:
+                best = (errors, tree, lang)
+        assert best is not None
+        return best[1], best[2]
+
+    def _snippet_units(self, snippet: str, language: str | None) -> tuple[list[_Unit], str]:
+        tree, lang = self._snippet_tree(snippet, language)
+        units = _units(tree.root_node, lang == "python")
+        if not units:
+            root = tree.root_node
+            units = [_Unit("<snippet>", "statements", root, snippet.strip().encode("utf-8"))]
+        return units, lang
+
+    def _shape_candidates(self, symbols: pd.DataFrame, unit: _Unit, language: str) -> pd.DataFrame:
+        """Symbols of the unit's kind in a compatible language, within a plausible size of the unit."""
+        kind_ok = symbols["kind"].isin(["class"] if unit.kind == "class" else ["function", "method"])
+        lang_ok = (symbols["language"] == "python") == (language == "python")
+        size = unit.shape_node.end_point[0] - unit.shape_node.start_point[0] + 1
+        span = symbols["end_line"] - symbols["line"] + 1
+        size_ok = (span >= size / 3 - 2) & (span <= size * 3 + 2)
+        return symbols[kind_ok & lang_ok & size_ok & (symbols["shape_hash"] != "")]
+
+    def _shape_scores(self, symbols: pd.DataFrame, unit: _Unit, language: str) -> pd.DataFrame:
+        """Shape similarity of every candidate symbol to `unit` (1.0 where the shape hashes are equal)."""
+        candidates = self._shape_candidates(symbols, unit, language)
+        target_hash = shape_hash(unit.shape_node)
+        target = unit.ngrams
+        scores: list[float] = []
+        for row in candidates.itertuples(index=False):
+            if row.shape_hash == target_hash:
+                scores.append(1.0)
+                continue
+            grams = self._file_shapes(row.file).get(int(row.line))
+            scores.append(shape_similarity(target, grams) if grams is not None else 0.0)
+        out = candidates.assign(similarity=scores, same_shape=candidates["shape_hash"] == target_hash)
+        return out
+
+    # ------------------------------------------------------------------------------------ find_similar_patterns
+
+    def find_similar_patterns(
+        self, pattern: str, limit: int = 10, mode: str = "name", language: str | None = None
+    ) -> pd.DataFrame:
+        """Symbols like `pattern`, best first: columns name, kind, file, line, score, plus one per mode.
+
+        mode="name": Jaccard of identifier tokens (`loadUserConfig` ~ `load_config`); extra column `matched`.
+        mode="signature": a kind and name filter such as "def load_*", "class *Error", "async function" or
+        "function *(req, res)"; score favours names where the pattern's literal part covers more; column `signature`.
+        mode="shape": `pattern` is a code snippet; score is AST-shape similarity of its first definition to every
+        function (or class) of the repository, 1.0 for an identical shape hash; column `same_shape`.
+        """
+        if limit < 1:
+            raise ValueError(f"limit must be at least 1, got {limit}")
+        if not pattern or not pattern.strip():
+            raise ValueError("The pattern is empty; pass a name, a signature such as 'def load_*', or a snippet.")
+        self.wait_ready()
+        symbols = self.symbol_table()
+        columns = ["name", "kind", "file", "line", "score"]
+        if mode == "name":
+            wanted = set(split_identifier(pattern))
+            token_sets = symbols["name"].map(lambda n: set(split_identifier(str(n))))
+            scores = token_sets.map(lambda t: len(t & wanted) / len(t | wanted) if t | wanted else 0.0)
+            matched = token_sets.map(lambda t: ", ".join(sorted(t & wanted)))
+            out = symbols.assign(score=scores, matched=matched)
+            out = out[out["score"] > 0]
+            extra = ["matched"]
+        elif mode == "signature":
+            out = self._signature_matches(symbols, pattern)
+            extra = ["signature"]
+        elif mode == "shape":
+            units, lang = self._snippet_units(pattern, language)
+            out = self._shape_scores(symbols, units[0], lang).rename(columns={"similarity": "score"})
+            out = out[out["score"] > 0]
+            extra = ["same_shape"]
+        else:
+            raise ValueError(f"Unknown mode {mode!r}; use 'name', 'signature' or 'shape'.")
+        out = out.sort_values(["score", "file", "line"], ascending=[False, True, True], kind="stable")
+        return out[columns + extra].head(limit).reset_index(drop=True)
+
+    @staticmethod
+    def _signature_matches(symbols: pd.DataFrame, pattern: str) -> pd.DataFrame:
+        words = pattern.strip().split(None, 2)
+        want_async = bool(words) and words[0] == "async"
+        if want_async:
+            words = words[1:]
+        kinds: tuple[str, ...] | None = None
+        if words and words[0].lower() in _SIGNATURE_KINDS:
+            kinds = _SIGNATURE_KINDS[words[0].lower()]
+            words = words[1:]
+        name_glob = " ".join(words) or "*"
+        params = None
+        if "(" in name_glob:
+            name_glob, _, rest = name_glob.partition("(")
+            params = "(" + rest
+            name_glob = name_glob.strip() or "*"
+        mask = pd.Series(True, index=symbols.index)
+        if kinds is not None:
+            mask &= symbols["kind"].isin(kinds)
+        if want_async:
+            mask &= symbols["signature"].str.contains(r"\basync\b", regex=True, na=False)
+        mask &= symbols["name"].map(lambda n: fnmatch.fnmatchcase(str(n), name_glob))
+        if params is not None:
+            compact = re.sub(r"\s+", "", params)
+            mask &= symbols["signature"].map(
+                lambda s: fnmatch.fnmatchcase(re.sub(r"\s+", "", str(s)), "*" + compact + "*")
+            )
+        literal = len(name_glob.replace("*", "").replace("?", ""))
+        out = symbols[mask]
+        scores = out["name"].map(lambda n: round(literal / max(len(str(n)), 1), 3) if literal else 1.0)
+        return out.assign(score=scores.clip(upper=1.0))
+
+    # ------------------------------------------------------------------------------------ detect_duplication
+
+    def detect_duplication(
+        self, snippet: str, threshold: float = 0.75, language: str | None = None
+    ) -> pd.DataFrame:
+        """Repository definitions that duplicate the snippet's definitions, most similar first.
+
+        kind "exact": same text once whitespace is normalized (exact hash). kind "structural": same AST shape
+        with identifiers and literals abstracted (shape hash, similarity 1.0), or shape similarity at least
+        `threshold` (weighted Jaccard of node-type n-grams). Columns: file, name, line, end_line, kind,
+        similarity, snippet_name (which definition of the snippet matched).
+        """
+        if not 0 < threshold <= 1:
+            raise ValueError(f"threshold must be in (0, 1], got {threshold}")
+        self.wait_ready()
+        units, lang = self._snippet_units(snippet, language)
+        symbols = self.symbol_table()
+        rows: list[pd.DataFrame] = []
+        for unit in units:
+            exact = symbols[symbols["exact_hash"] == exact_hash(unit.exact_text)]
+            rows.append(exact.assign(kind="exact", similarity=1.0, snippet_name=unit.name))
+            scored = self._shape_scores(symbols.drop(index=exact.index), unit, lang)
+            scored = scored[scored["similarity"] >= threshold]
+            rows.append(scored.assign(kind="structural", snippet_name=unit.name))
+        columns = ["file", "name", "line", "end_line", "kind", "similarity", "snippet_name"]
+        out = pd.concat([r[columns] for r in rows], ignore_index=True) if rows else pd.DataFrame(columns=columns)
+        out["similarity"] = out["similarity"].astype(float).round(3)
+        out = out.sort_values(["similarity", "kind", "file", "line"], ascending=[False, True, True, True])
+        return out.reset_index(drop=True)
+
+    # ------------------------------------------------------------------------------------ is_consistent_with
+
+    def is_consistent_with(
+        self,
+        snippet: str,
+        reference: str | Sequence[str],
+        criteria: str | Sequence[str] = "all",
+        language: str | None = None,
+        max_files: int = 400,
+    ) -> pd.DataFrame:
+        """How far `snippet` departs from the style of `reference`; findings with an overall deviation 0..1.
+
+        reference: a file path (relative to the root), a list of them, or a language name ("python",
+        "typescript", ...: the `max_files` highest-PageRank files of that language). criteria: "all" or any of
+        "naming" (snake_case / camelCase / PascalCase of functions, classes, variables, parameters), "structure"
+        (function length, nesting depth, docstrings, type annotations) and "imports" (import form, relative or
+        absolute paths; from-import vs import, ESM vs CommonJS).
+
+        Each finding's deviation is the share of the reference that does *not* do what the snippet does
+        (for lengths and nesting: how far into the reference's top quartile the snippet falls). The overall
+        deviation is the mean over criteria of each criterion's mean finding deviation; it is in
+        `df.attrs["deviation"]` and in the first row (criterion "overall"). Columns: criterion, finding,
+        expected, observed, deviation.
+        """
+        chosen = self._criteria(criteria)
+        self.wait_ready()
+        files = self._reference_files(reference, max_files)
+        ref_language = Counter(self.language_of(f) for f in files).most_common(1)[0][0]
+        tree, lang = self._snippet_tree(snippet, language, prefer=ref_language)
+        observed = _profile(tree.root_node, lang)
+        expected = _Profile()
+        for file in files:
+            prof = self._cached("profile", file, lambda t, _s, lg: _profile(t.root_node, lg))
+            if prof is not None:
+                expected.merge(prof)
+
+        findings: list[dict[str, Any]] = []
+        if "naming" in chosen:
+            for role in ("function", "class", "variable", "constant", "parameter"):
+                findings += self._categorical("naming", f"{role} names", expected.names.get(role, []),
+                                              observed.names.get(role, []))
+        if "structure" in chosen:
+            findings += self._numeric("structure", "function length (lines)", expected.lengths, observed.lengths)
+            findings += self._numeric("structure", "nesting depth", expected.nesting, observed.nesting)
+            findings += self._categorical("structure", "docstrings", expected.documented, observed.documented)
+            findings += self._categorical("structure", "type annotations", expected.typed, observed.typed)
+        if "imports" in chosen:
+            findings += self._categorical("imports", "import form", expected.import_form, observed.import_form)
+            findings += self._categorical("imports", "import path", expected.import_path, observed.import_path)
+
+        columns = ["criterion", "finding", "expected", "observed", "deviation"]
+        table = pd.DataFrame(findings, columns=columns)
+        per_criterion = table.groupby("criterion")["deviation"].mean() if not table.empty else pd.Series(dtype=float)
+        overall = round(float(per_criterion.mean()), 3) if len(per_criterion) else 0.0
+        summary = {
+            "criterion": "overall",
+            "finding": f"snippet vs {self._describe_reference(reference, files)}",
+            "expected": ", ".join(f"{c} {per_criterion[c]:.2f}" for c in per_criterion.index) or "nothing to compare",
+            "observed": f"{len(table)} findings",
+            "deviation": overall,
+        }
+        table = table.sort_values("deviation", ascending=False, kind="stable")
+        out = pd.concat([pd.DataFrame([summary]), table], ignore_index=True)[columns]
+        out["deviation"] = out["deviation"].astype(float).round(3)
+        out.attrs["deviation"] = overall
+        return out
+
+    @staticmethod
+    def _criteria(criteria: str | Sequence[str]) -> set[str]:
+        chosen = {criteria} if isinstance(criteria, str) else set(criteria)
+        if "all" in chosen:
+            return set(_CRITERIA)
+        unknown = chosen - set(_CRITERIA)
+        if unknown or not chosen:
+            raise ValueError(f"Unknown criteria {sorted(unknown)}; use 'all' or any of {', '.join(_CRITERIA)}.")
+        return chosen
+
+    def _reference_files(self, reference: str | Sequence[str], max_files: int) -> list[str]:
+        listing = self.list_files()
+        known = set(listing["file"])
+        if isinstance(reference, str):
+            lang = _LANGUAGE_ALIASES.get(reference.lower())
+            if lang is not None and reference not in known:
+                langs = {lang, "tsx"} if lang == "typescript" else {lang}
+                files = listing[listing["language"].isin(langs)]["file"].tolist()
+                if not files:
+                    raise ValueError(f"The repository has no {reference} files to compare with.")
+                if len(files) > max_files:
+                    ranked = self.top_files(limit=len(known))
+                    order = {f: i for i, f in enumerate(ranked["file"])}
+                    files = sorted(files, key=lambda f: order.get(f, len(order)))[:max_files]
+                return files
+            reference = [reference]
+        files = []
+        for item in reference:
+            rel = self._relative(str(item))
+            if rel not in known:
+                raise ValueError(
+                    f"Reference {item!r} is not an indexed source file of this repository; "
+                    "pass a path relative to the root (see codebase.list_files()) or a language name."
+                )
+            files.append(rel)
+        return files
+
+    def _relative(self, path: str) -> str:
+        root = str(getattr(self, "root", "")).rstrip("/")
+        if root and path.startswith(root + "/"):
+            return path[len(root) + 1 :]
+        return path.removeprefix("./")
+
+    @staticmethod
+    def _describe_reference(reference: str | Sequence[str], files: list[str]) -> str:
+        if isinstance(reference, str) and reference.lower() in _LANGUAGE_ALIASES and len(files) != 1:
+            return f"{len(files)} {reference} files"
+        return ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
+
+    @staticmethod
+    def _categorical(
+        criterion: str, aspect: str, reference: list[tuple[str, str]], observed: list[tuple[str, str]]
+    ) -> list[dict[str, Any]]:
+        if not reference or not observed:
+            return []
+        counts = Counter(style for _, style in reference)
+        total = sum(counts.values())
+        dominant, top = counts.most_common(1)[0]
+        deviation = sum(1 - counts.get(style, 0) / total for _, style in observed) / len(observed)
+        odd = sorted({style for _, style in observed if style != dominant})
+        shown = ", ".join(f"{label} ({style})" for label, style in observed[:4])
+        if len(observed) > 4:
+            shown += f", and {len(observed) - 4} more"
+        finding = (f"{aspect}: {' and '.join(odd)} where the reference uses {dominant}" if odd
+                   else f"{aspect}: consistent ({dominant})")
+        return [{
+            "criterion": criterion,
+            "finding": finding,
+            "expected": f"{dominant} ({top / total:.0%} of {total})",
+            "observed": shown,
+            "deviation": deviation,
+        }]
+
+    @staticmethod
+    def _numeric(
+        criterion: str, aspect: str, reference: list[tuple[str, int]], observed: list[tuple[str, int]]
+    ) -> list[dict[str, Any]]:
+        if not reference or not observed:
+            return []
+        values = [v for _, v in reference]
+        ranks = [_percentile_rank(values, v) for _, v in observed]
+        deviations = [max(0.0, (r - 0.75) / 0.25) for r in ranks]
+        worst = int(np.argmax(ranks))
+        label, value = observed[worst]
+        finding = (f"{aspect}: {label} is above {ranks[worst]:.0%} of the reference" if deviations[worst] > 0
+                   else f"{aspect}: within the reference's usual range")
+        return [{
+            "criterion": criterion,
+            "finding": finding,
+            "expected": f"median {np.median(values):g}, 90th percentile {np.percentile(values, 90):g}",
+            "observed": ", ".join(f"{n} {v}" for n, v in observed[:4]),
+            "deviation": sum(deviations) / len(deviations),
+        }]
+
+    # ------------------------------------------------------------------------------------ suggest_location
+
+    def suggest_location(self, description: str, limit: int = 3) -> pd.DataFrame:
+        """Communities where code described by `description` would fit, best first.
+
+        Each community is a document made of its files' path tokens (weight 3), symbol names (2) and comment and
+        docstring words (1); communities are ranked by BM25 against the description's tokens. confidence is the
+        share of the description's (IDF-weighted) terms the community matches, scaled by its score relative to
+        the best. Columns: community, label, files (its best-matching files), confidence, score, rationale.
+        """
+        if limit < 1:
+            raise ValueError(f"limit must be at least 1, got {limit}")
+        query = list(dict.fromkeys(_tokens(description)))
+        # Show the user's own words in the rationale, not their stems.
+        shown = {_stem(t): t for t in reversed(split_identifier(description))}
+        if not query:
+            raise ValueError(f"The description {description!r} has no searchable words; describe what the code does.")
+        self.wait_ready()
+        communities = self.communities()
+        columns = ["community", "label", "files", "confidence", "score", "rationale"]
+        if communities.empty:
+            return pd.DataFrame(columns=columns)
+        symbols = self.symbol_table()
+        names_by_file = symbols.groupby("file")["name"].apply(list).to_dict()
+        file_terms = {f: self._file_terms(f, names_by_file.get(f, [])) for f in communities["file"]}
+        groups = communities.groupby("community", sort=False)
+        docs: dict[Any, Counter[str]] = {}
+        for community, members in groups:
+            bag: Counter[str] = Counter()
+            for f in members["file"]:
+                bag.update(file_terms[f])
+            docs[community] = bag
+        scores, idf = _bm25(query, docs)
+        best = max(scores.values()) if scores else 0.0
+        total_idf = sum(idf.values()) or 1.0
+        rows = []
+        for community, members in groups:
+            score = scores[community]
+            if score <= 0:
+                continue
+            matched = [t for t in query if docs[community].get(t)]
+            coverage = sum(idf[t] for t in matched) / total_idf
+            ranked = sorted(
+                members["file"],
+                key=lambda f: -sum(file_terms[f].get(t, 0) * idf[t] for t in query),
+            )
+            top = ranked[0]
+            top_terms = [t for t in query if file_terms[top].get(t)]
+            rows.append({
+                "community": community,
+                "label": members["label"].iloc[0],
+                "files": ", ".join(ranked[:3]),
+                "confidence": round(coverage * score / best, 3),
+                "score": round(score, 3),
+                "rationale": (
+                    f"matches {', '.join(repr(shown.get(t, t)) for t in matched)} across {len(members)} files; "
+                    f"best file {top}" + (f" ({', '.join(shown.get(t, t) for t in top_terms)})" if top_terms else "")
+                ),
+            })
+        out = pd.DataFrame(rows, columns=columns)
+        out = out.sort_values(["score", "confidence"], ascending=False, kind="stable")
+        return out.head(limit).reset_index(drop=True)
+
+    def _file_terms(self, file: str, names: Iterable[str]) -> Counter[str]:
+        terms: Counter[str] = Counter()
+        for token in _tokens(file.replace("/", " ").rsplit(".", 1)[0]):
+            terms[token] += 3
+        for name in names:
+            for token in _tokens(str(name)):
+                terms[token] += 2
+        words = self._cached("comments", file, lambda _t, text, lang: Counter(_tokens(_comment_text(text, lang))))
+        if words:
+            terms.update(words)
+        return terms
+
+    # ------------------------------------------------------------------------------------ find_convention
+
+    def find_convention(self, topic: str, limit: int = 5, max_files: int = 40) -> pd.DataFrame:
+        """The repository's recurring patterns for `topic`, drawn from its `max_files` highest-PageRank files.
+
+        Topics: "error handling" (aliases errors, exceptions), "logging" (log), "imports", "async" (await,
+        promises), "api calls" (http, api, requests, fetch). Columns: pattern, count (occurrences), files (how
+        many files use it), share (of scanned files), example ("file:line: source line" from the highest-ranked
+        file using it). Sorted by files, then count.
+        """
+        if limit < 1:
+            raise ValueError(f"limit must be at least 1, got {limit}")
+        name = _topic(topic)
+        rule = _CONVENTION_RULES[name]
+        self.wait_ready()
+        ranked = [f for f in self.top_files(limit=max_files)["file"] if self.language_of(f) is not None]
+        found: dict[str, list[tuple[str, int, str]]] = defaultdict(list)
+        for file in ranked:
+            hits = self._cached(f"convention:{name}", file, lambda t, text, lg: _scan(t, text, lg, rule))
+            for pattern, line, code in hits or ():
+                found[pattern].append((file, line, code))
+        columns = ["pattern", "count", "files", "share", "example"]
+        rows = []
+        for pattern, hits in found.items():
+            file, line, code = hits[0]
+            n_files = len({h[0] for h in hits})
+            rows.append({
+                "pattern": pattern,
+                "count": len(hits),
+                "files": n_files,
+                "share": round(n_files / max(len(ranked), 1), 3),
+                "example": f"{file}:{line}: {code}",
+            })
+        out = pd.DataFrame(rows, columns=columns)
+        out = out.sort_values(["files", "count", "pattern"], ascending=[False, False, True], kind="stable")
+        return out.head(limit).reset_index(drop=True)
+
+
+def _scan(tree: Tree, text: str, language: str, rule: Callable[[Node, bool], str | None]) -> list[tuple[str, int, str]]:
+    """(pattern, line, source line) for every node of a file that `rule` recognizes."""
+    lines = text.splitlines()
+    python = language == "python"
+    out = []
+    for node in _walk(tree.root_node):
+        pattern = rule(node, python)
+        if pattern is not None:
+            row = node.start_point[0]
+            out.append((pattern, row + 1, lines[row].strip()[:120] if row < len(lines) else ""))
+    return out
+
+
+_PY_COMMENTS = re.compile(r"#([^\n]*)|\"\"\"([\s\S]*?)\"\"\"|'''([\s\S]*?)'''")
+_JS_COMMENTS = re.compile(r"//([^\n]*)|/\*([\s\S]*?)\*/")
+
+
+def _comment_text(text: str, language: str) -> str:
+    pattern = _PY_COMMENTS if language == "python" else _JS_COMMENTS
+    return " ".join(part for match in pattern.findall(text) for part in match if part)
+
+
+def _bm25(query: list[str], docs: dict[Any, Counter[str]], k1: float = 1.2, b: float = 0.75) -> tuple[
+    dict[Any, float], dict[str, float]
+]:
+    """BM25 score of each document for the query terms, and the IDF of each term."""
+    keys = list(docs)
+    lengths = np.array([sum(docs[k].values()) for k in keys], dtype=float)
+    avg = lengths.mean() if len(lengths) and lengths.mean() > 0 else 1.0
+    n = len(keys)
+    tf = np.array([[docs[k].get(t, 0) for t in query] for k in keys], dtype=float).reshape(n, len(query))
+    df = (tf > 0).sum(axis=0)
+    idf = np.log(1 + (n - df + 0.5) / (df + 0.5))
+    norm = k1 * (1 - b + b * lengths / avg)
+    scores = (tf * (k1 + 1) / (tf + norm[:, None]) * idf).sum(axis=1)
+    return {k: float(s) for k, s in zip(keys, scores)}, {t: float(i) for t, i in zip(query, idf)}

@@ -30,7 +30,8 @@ CLASS_NODE_TYPES = frozenset(
     {"class_definition", "class_declaration", "abstract_class_declaration", "class", "interface_declaration"}
 )
 _CLASS_BODY_TYPES = frozenset({"block", "class_body", "interface_body", "object_type"})
-_COMMENT = " (comment)"
+# Comments and the insides of string literals never count as shape.
+_NOISE = (" (comment)", " (string_content)", " (string_fragment)", " (escape_sequence)")
 _NODE_TYPE = re.compile(r"\((\w+)")
 _LINE_SPACE = re.compile(rb"[ \t\f\v]+")
 _CAMEL_PARTS = re.compile(r"[A-Z]+(?=[A-Z][a-z0-9])|[A-Z]?[a-z0-9]+|[A-Z]+")
@@ -50,9 +51,15 @@ def _shape_text(node: Node) -> str:
                 # Members by kind only: a renamed copy of the class keeps its outline.
                 parts.append("{" + " ".join(m.type for m in child.named_children if m.type != "comment") + "}")
             else:
-                parts.append(str(child))
+                parts.append(_without_noise(str(child)))
         return " ".join(parts)
-    return str(node).replace(_COMMENT, "")
+    return _without_noise(str(node))
+
+
+def _without_noise(sexp: str) -> str:
+    for noise in _NOISE:
+        sexp = sexp.replace(noise, "")
+    return sexp
 
 
 def shape_hash(node: Node) -> str:
@@ -80,7 +87,7 @@ def exact_hash(text: bytes) -> str:
 
 def node_type_sequence(node: Node) -> list[str]:
     """Named node types of a subtree in pre-order (comments excluded)."""
-    return _NODE_TYPE.findall(str(node).replace(_COMMENT, ""))
+    return _NODE_TYPE.findall(_without_noise(str(node)))
 
 
 def shape_ngrams(types: list[str], n: int = 3) -> Counter[tuple[str, ...]]:
