@@ -1,0 +1,320 @@
+"""Judgment operations of `codebase` on fixture repositories with known answers.
+
+Fixtures (tests/fixtures/codebase/judgment/): `pyshop`, a snake_case Python package whose reports module holds a
+planted renamed copy of `compute_invoice_total` (`summarize_sales`); `tsapp`, a camelCase TypeScript app; `jsmix`,
+CommonJS JavaScript with a renamed copy of `cartTotal` (`orderSum`). Each is copied to a temporary directory so
+the index written under `.aries/` never lands in the source tree.
+"""
+
+from __future__ import annotations
+
+import shutil
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from aries_kernel.codebase import Codebase
+
+FIXTURES = Path(__file__).parent / "fixtures" / "codebase" / "judgment"
+
+RENAMED_INVOICE_TOTAL = '''
+def tally(rows: list[dict], where: str) -> float:
+    """Renamed copy: same statements, different names and messages."""
+    acc = 0.0
+    for row in rows:
+        if row["quantity"] <= 0:
+            continue
+        acc += row["price"] * row["quantity"]
+    pct = tax_rate_for(where)
+    gross = apply_tax(acc, pct)
+    logger.info("tally %s", gross)
+    return round(gross, 3)
+'''
+
+UNRELATED = '''
+def greet(name: str) -> str:
+    """Say hello."""
+    if not name:
+        raise ValueError("name is empty")
+    return "hello " + name.title()
+'''
+
+SNAKE_TS = '''
+export async function load_user_orders(user_id: number): Promise<unknown[]> {
+  const order_list = await getJson(`/api/orders/${user_id}`);
+  return order_list as unknown[];
+}
+'''
+
+CAMEL_TS = '''
+/** Orders of one user. */
+export async function loadUserOrders(userId: number): Promise<unknown[]> {
+  const orderList = await getJson(`/api/orders/${userId}`);
+  return orderList as unknown[];
+}
+'''
+
+
+def _open(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[Codebase]:
+    root = tmp_path_factory.mktemp(name) / name
+    shutil.copytree(FIXTURES / name, root)
+    codebase = Codebase(root)
+    codebase.wait_ready()
+    yield codebase
+    close = getattr(codebase, "close", None)
+    if close is not None:
+        close()
+
+
+@pytest.fixture(scope="module")
+def shop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Codebase]:
+    yield from _open(tmp_path_factory, "pyshop")
+
+
+@pytest.fixture(scope="module")
+def tsapp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Codebase]:
+    yield from _open(tmp_path_factory, "tsapp")
+
+
+@pytest.fixture(scope="module")
+def jsmix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Codebase]:
+    yield from _open(tmp_path_factory, "jsmix")
+
+
+def _definition(path: Path, header: str) -> str:
+    """The text of one top-level definition of a fixture file, from its header to the next blank-line gap."""
+    text = path.read_text()
+    start = text.index(header)
+    end = text.find("\n\n\n", start)
+    return text[start : end if end != -1 else len(text)]
+
+
+def _rows(frame: pd.DataFrame, **match: object) -> pd.DataFrame:
+    mask = pd.Series(True, index=frame.index)
+    for column, value in match.items():
+        mask &= frame[column] == value
+    return frame[mask]
+
+
+# ------------------------------------------------------------------------------------------- detect_duplication
+
+
+def test_planted_copy_is_an_exact_duplicate(shop: Codebase) -> None:
+    original = _definition(FIXTURES / "pyshop/shop/billing/invoice.py", "def compute_invoice_total")
+    pasted = textwrap.indent(original, "        ")  # pasted into a class body: indentation must not matter
+
+    found = shop.detect_duplication(pasted)
+
+    exact = _rows(found, kind="exact")
+    assert exact[["file", "name"]].values.tolist() == [["shop/billing/invoice.py", "compute_invoice_total"]]
+    assert exact["similarity"].tolist() == [1.0]
+    # The planted renamed copy in reports is found too, but only as a structural duplicate.
+    renamed = _rows(found, name="summarize_sales")
+    assert renamed[["file", "kind", "similarity"]].values.tolist() == [["shop/reports/summary.py", "structural", 1.0]]
+    assert list(found.columns) == ["file", "name", "line", "end_line", "kind", "similarity", "snippet_name"]
+
+
+def test_copy_with_renamed_variables_is_structural_not_exact(shop: Codebase) -> None:
+    found = shop.detect_duplication(RENAMED_INVOICE_TOTAL)
+
+    assert set(found["kind"]) == {"structural"}
+    assert set(found["name"]) == {"compute_invoice_total", "summarize_sales"}
+    assert (found["similarity"] == 1.0).all()
+    invoice = _rows(found, name="compute_invoice_total").iloc[0]
+    assert (invoice["line"], invoice["end_line"]) == (11, 21)
+
+
+def test_unrelated_function_is_not_a_duplicate(shop: Codebase) -> None:
+    assert shop.detect_duplication(UNRELATED).empty
+
+
+def test_near_copy_passes_a_lower_threshold_only(shop: Codebase) -> None:
+    # One statement fewer than the original: no longer the same shape, still very similar.
+    trimmed = RENAMED_INVOICE_TOTAL.replace('    logger.info("tally %s", gross)\n', "")
+    strict = shop.detect_duplication(trimmed, threshold=1.0)
+    loose = shop.detect_duplication(trimmed, threshold=0.6)
+    assert strict.empty
+    assert set(loose["name"]) == {"compute_invoice_total", "summarize_sales"}
+    assert loose["similarity"].between(0.6, 0.999).all()
+
+
+def test_javascript_duplicates(jsmix: Codebase) -> None:
+    original = _definition(FIXTURES / "jsmix/lib/cartTotals.js", "function cartTotal")
+    found = jsmix.detect_duplication(original)
+    assert _rows(found, kind="exact")["name"].tolist() == ["cartTotal"]
+    assert _rows(found, kind="structural")[["file", "name"]].values.tolist() == [["lib/priceMath.js", "orderSum"]]
+
+
+def test_detect_duplication_rejects_bad_input(shop: Codebase) -> None:
+    with pytest.raises(ValueError, match="threshold"):
+        shop.detect_duplication(UNRELATED, threshold=1.5)
+    with pytest.raises(ValueError, match="empty"):
+        shop.detect_duplication("   \n")
+
+
+# ------------------------------------------------------------------------------------------- is_consistent_with
+
+
+def _naming(report: pd.DataFrame) -> pd.DataFrame:
+    return report[report["criterion"] == "naming"]
+
+
+def test_snake_case_snippet_deviates_from_camel_case_repository(tsapp: Codebase) -> None:
+    snake = tsapp.is_consistent_with(SNAKE_TS, "typescript")
+    camel = tsapp.is_consistent_with(CAMEL_TS, "typescript")
+
+    snake_naming = _naming(snake)
+    assert set(snake_naming["finding"].str.split(":").str[0]) == {"function names", "variable names", "parameter names"}
+    assert (snake_naming["deviation"] == 1.0).all()
+    assert snake_naming["expected"].str.startswith("camelCase").all()
+    assert snake_naming["finding"].str.contains("snake_case where the reference uses camelCase").all()
+
+    assert not _naming(camel).empty
+    assert (_naming(camel)["deviation"] == 0.0).all()
+    assert snake.attrs["deviation"] > camel.attrs["deviation"]
+    assert snake.iloc[0]["criterion"] == "overall"
+    assert snake.iloc[0]["deviation"] == snake.attrs["deviation"]
+    assert 0.0 <= camel.attrs["deviation"] <= snake.attrs["deviation"] <= 1.0
+
+
+def test_reference_may_be_a_file_or_a_list_of_files(tsapp: Codebase) -> None:
+    one = tsapp.is_consistent_with(SNAKE_TS, "src/users/userService.ts", criteria="naming")
+    several = tsapp.is_consistent_with(
+        SNAKE_TS, ["src/users/userService.ts", "src/users/userFormat.ts"], criteria=["naming"]
+    )
+    for report in (one, several):
+        assert set(report["criterion"]) == {"overall", "naming"}
+        assert report.attrs["deviation"] == 1.0
+    with pytest.raises(ValueError, match="not an indexed source file"):
+        tsapp.is_consistent_with(SNAKE_TS, "src/missing.ts")
+    with pytest.raises(ValueError, match="Unknown criteria"):
+        tsapp.is_consistent_with(SNAKE_TS, "typescript", criteria="colour")
+
+
+def test_camel_case_snippet_deviates_from_snake_case_python(shop: Codebase) -> None:
+    report = shop.is_consistent_with("def loadOrders(userId):\n    return userId\n", "python", criteria="naming")
+    assert (_naming(report)["deviation"] == 1.0).all()
+    assert _naming(report)["expected"].str.startswith("snake_case").all()
+    fitting = shop.is_consistent_with("def load_orders(user_id):\n    return user_id\n", "python", criteria="naming")
+    assert fitting.attrs["deviation"] == 0.0
+
+
+def test_structure_and_import_findings(shop: Codebase, tsapp: Codebase) -> None:
+    bare = "import os\n\ndef list_orders(folder):\n    return os.listdir(folder)\n"
+    report = shop.is_consistent_with(bare, "python", criteria=["structure", "imports"]).set_index("finding")
+    docstrings = report.filter(like="docstrings:", axis=0)
+    assert docstrings["expected"].iloc[0].startswith("documented")  # all but the two __init__ methods
+    assert docstrings["deviation"].iloc[0] > 0.8
+    assert report.filter(like="type annotations:", axis=0)["deviation"].iloc[0] == 1.0
+
+    commonjs = 'const { getJson } = require("../net/httpClient");\n'
+    imports = tsapp.is_consistent_with(commonjs, "typescript", criteria="imports")
+    form = imports[imports["finding"].str.startswith("import form")].iloc[0]
+    assert form["deviation"] == 1.0
+    assert form["expected"].startswith("ESM import")
+
+
+# ------------------------------------------------------------------------------------------- suggest_location
+
+
+@pytest.mark.parametrize(
+    ("description", "home"),
+    [
+        ("compute the VAT tax rate for a country", "shop/billing/tax.py"),
+        ("evict old records from the in-memory cache", "shop/storage/cache.py"),
+    ],
+)
+def test_suggest_location_names_the_module_community(shop: Codebase, description: str, home: str) -> None:
+    communities = shop.communities()
+    expected = communities.loc[communities["file"] == home, "community"].iloc[0]
+
+    suggestions = shop.suggest_location(description)
+
+    best = suggestions.iloc[0]
+    assert best["community"] == expected
+    assert home in best["files"].split(", ")
+    assert home in best["rationale"]
+    assert 0.0 < best["confidence"] <= 1.0
+    assert suggestions["confidence"].is_monotonic_decreasing or len(suggestions) == 1
+    assert list(suggestions.columns) == ["community", "label", "files", "confidence", "score", "rationale"]
+
+
+def test_suggest_location_needs_words(shop: Codebase) -> None:
+    with pytest.raises(ValueError, match="no searchable words"):
+        shop.suggest_location("!!! ???")
+
+
+# ------------------------------------------------------------------------------------------- find_similar_patterns
+
+
+def test_similar_by_name_tokens(shop: Codebase) -> None:
+    found = shop.find_similar_patterns("loadUserConfig", mode="name")
+    assert found.iloc[0][["name", "file", "score"]].tolist() == ["load_user_config", "shop/config.py", 1.0]
+    assert found["score"].is_monotonic_decreasing
+    assert "load_defaults" in set(found["name"])  # shares "load"
+
+
+def test_similar_by_signature(shop: Codebase, tsapp: Codebase) -> None:
+    errors = shop.find_similar_patterns("class *Error", mode="signature")
+    assert set(errors["name"]) == {"ShopError", "NotFoundError", "PaymentError", "ConfigError"}
+    assert set(errors["kind"]) == {"class"}
+    loaders = shop.find_similar_patterns("def load_*", mode="signature")
+    assert set(loaders["name"]) == {"load_user_config", "load_defaults"}
+    asynchronous = tsapp.find_similar_patterns("async function", mode="signature")
+    assert set(asynchronous["name"]) == {"getJson", "postJson", "fetchUserProfile", "saveUserProfile", "startApp"}
+    with_params = tsapp.find_similar_patterns("function *(displayName: string)", mode="signature")
+    assert set(with_params["name"]) == {"formatUserName", "userInitials"}  # an arrow function counts too
+
+
+def test_similar_by_shape(shop: Codebase) -> None:
+    found = shop.find_similar_patterns(RENAMED_INVOICE_TOTAL, mode="shape")
+    top = found.head(2)
+    assert set(top["name"]) == {"compute_invoice_total", "summarize_sales"}
+    assert (top["score"] == 1.0).all() and top["same_shape"].all()
+    assert (found.iloc[2:]["score"] < 0.75).all()
+
+
+def test_unknown_mode_is_rejected(shop: Codebase) -> None:
+    with pytest.raises(ValueError, match="Unknown mode"):
+        shop.find_similar_patterns("load", mode="fuzzy")
+
+
+# ------------------------------------------------------------------------------------------- find_convention
+
+
+def test_logging_convention(shop: Codebase) -> None:
+    modules_with_logger = [
+        p for p in (FIXTURES / "pyshop").rglob("*.py") if "logger = logging.getLogger(__name__)" in p.read_text()
+    ]
+    found = shop.find_convention("logging")
+    top = found.iloc[0]
+    assert top["pattern"] == "logger = logging.getLogger(__name__)"
+    assert top["files"] == len(modules_with_logger)
+    assert top["example"].endswith("logger = logging.getLogger(__name__)")
+    assert found["pattern"].str.contains(r"logger\.info\(\.\.\.\) with %-style args").any()
+
+
+def test_error_handling_convention(shop: Codebase) -> None:
+    found = shop.find_convention("errors", limit=20)
+    assert found.equals(shop.find_convention("error handling", limit=20))
+    patterns = set(found["pattern"])
+    assert "class *(ShopError) — custom exception" in patterns
+    assert {"raise NotFoundError(...)", "raise PaymentError(...)"} <= patterns
+    chained = _rows(found, pattern="raise ShopError(...) from <err>")
+    assert chained["example"].str.startswith("shop/web/handlers.py:").all() and len(chained) == 1
+    with pytest.raises(ValueError, match="Unknown convention topic"):
+        shop.find_convention("gardening")
+
+
+def test_typescript_conventions(tsapp: Codebase) -> None:
+    errors = set(tsapp.find_convention("error handling", limit=20)["pattern"])
+    assert {"throw new ApiError(...)", "class * extends AppError — custom error"} <= errors
+    http = tsapp.find_convention("http")
+    assert http.iloc[0]["pattern"] == "fetch(...)" and http.iloc[0]["count"] == 2
+    imports = tsapp.find_convention("imports")
+    assert imports.iloc[0]["pattern"] == "import { named } from '<relative>'"
+    asynchronous = set(tsapp.find_convention("async")["pattern"])
+    assert {"async function", "await <call>"} <= asynchronous
