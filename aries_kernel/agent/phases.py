@@ -1,0 +1,78 @@
+"""Phase-gated tool exposure: which tool schemas a request carries.
+
+A run starts *lean*: only the schemas of the tools an agent uses most are sent (REPL mode: Repl, Edit, Write,
+Bash, VaultAdd, ProjectSave; bare mode: Read, Grep and Glob instead of Repl). The system prompt lists the other
+tools by name. When the model calls one of them, the harness widens to the *full* set for the rest of the run and
+runs the call (no tool-not-found). Memory tools are never gated: calling one runs it without widening, and its
+schema joins the requests that follow so the conversation stays well-formed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from aries_kernel.agent.tools import TOOLS, Tool, tool_schema_dict
+from aries_kernel.models.types import ToolSchema
+
+__all__ = ["LEAN", "PhaseState", "schema_tokens", "estimate_tokens"]
+
+LEAN: dict[str, tuple[str, ...]] = {
+    "repl": ("Repl", "Edit", "Write", "Bash", "VaultAdd", "ProjectSave"),
+    "bare": ("Read", "Grep", "Glob", "Edit", "Write", "Bash", "VaultAdd", "ProjectSave"),
+}
+
+
+def estimate_tokens(text: str) -> int:
+    """A provider-independent token estimate (about four characters a token), for budgeting, not billing."""
+    return (len(text) + 3) // 4
+
+
+def schema_tokens(tools: Iterable[Tool]) -> int:
+    """Estimated tokens the JSON schemas of ``tools`` cost in one request."""
+    return sum(estimate_tokens(json.dumps(tool_schema_dict(tool))) for tool in tools)
+
+
+@dataclass
+class PhaseState:
+    """The phase of one run: lean until a gated call widens it; memory tools used so far stay in the set."""
+
+    mode: str = "repl"
+    phase: str = "lean"
+    extra: list[str] = field(default_factory=list)
+
+    def lean_names(self) -> tuple[str, ...]:
+        """The tool names of the lean phase in this mode."""
+        return LEAN[self.mode]
+
+    def gated_names(self) -> list[str]:
+        """Tools not in the lean set: named in the system prompt, schema sent only once widened."""
+        lean = set(self.lean_names())
+        return [name for name in TOOLS if name not in lean]
+
+    def tools(self) -> list[Tool]:
+        """The tools whose schemas the next request carries."""
+        if self.phase == "full":
+            return list(TOOLS.values())
+        names = [*self.lean_names(), *(name for name in self.extra if name not in self.lean_names())]
+        return [TOOLS[name] for name in names]
+
+    def schemas(self) -> list[ToolSchema]:
+        """The next request's tool schemas."""
+        return [ToolSchema(tool.name, tool.description, tool.parameters) for tool in self.tools()]
+
+    def admit(self, name: str) -> bool:
+        """Make ``name`` callable; True if that widened the phase to full."""
+        if name in self.lean_names() or self.phase == "full" or name in self.extra:
+            return False
+        if TOOLS[name].memory:
+            self.extra.append(name)
+            return False
+        self.phase = "full"
+        return True
+
+    def reset(self) -> None:
+        """Back to lean, for a new run."""
+        self.phase = "lean"
+        self.extra.clear()

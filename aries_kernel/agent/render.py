@@ -1,0 +1,117 @@
+"""Plain-text rendering of the agent's event stream, for the ``%aries`` magic and ``jupyter console``.
+
+Text streams as it comes; tool calls show as one line with their arguments and a few lines of their result;
+the run ends with a line of usage and cost. Approvals are asked on stdin (in a kernel, ``input()`` goes through
+the frontend's stdin channel, so this works in a notebook and in the console).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, TextIO
+
+from aries_kernel.agent.events import (
+    ApprovalRequested,
+    Compaction,
+    Event,
+    MemoryEchoed,
+    MemoryFizzled,
+    MemoryRetrieved,
+    Notice,
+    PhaseWidened,
+    ReflectionWritten,
+    Reindexed,
+    RunFinished,
+    TextDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+)
+
+__all__ = ["TextRenderer", "ask_on_stdin", "format_arguments"]
+
+_RESULT_LINES = 8
+_ARGUMENT_CHARS = 160
+
+
+def format_arguments(arguments: dict[str, Any]) -> str:
+    """Tool arguments on one line, long values cut."""
+    parts = []
+    for key, value in arguments.items():
+        text = value if isinstance(value, str) else json.dumps(value, default=str)
+        text = text.replace("\n", "\\n")
+        if len(text) > _ARGUMENT_CHARS:
+            text = text[:_ARGUMENT_CHARS] + f"... ({len(text):,} chars)"
+        parts.append(f"{key}={text}")
+    return ", ".join(parts)
+
+
+class TextRenderer:
+    """Writes events to ``out`` (stdout by default) as they arrive."""
+
+    def __init__(self, out: TextIO | None = None, result_lines: int = _RESULT_LINES) -> None:
+        self.out = out
+        self.result_lines = result_lines
+        self._in_text = False
+
+    def _write(self, text: str) -> None:
+        out = self.out or sys.stdout  # looked up late: the kernel swaps sys.stdout per cell
+        out.write(text)
+        out.flush()
+
+    def _line(self, text: str) -> None:
+        if self._in_text:
+            self._write("\n")
+            self._in_text = False
+        self._write(text + "\n")
+
+    def __call__(self, event: Event) -> None:
+        """Render one event."""
+        if isinstance(event, TextDelta):
+            self._write(event.text)
+            self._in_text = not event.text.endswith("\n")
+        elif isinstance(event, ToolCallStarted):
+            self._line(f"> {event.name}({format_arguments(event.arguments)})")
+        elif isinstance(event, ToolCallFinished):
+            lines = event.output.splitlines() or [""]
+            shown = lines[: self.result_lines]
+            more = len(lines) - len(shown)
+            mark = "! " if event.is_error else "  "
+            body = "\n".join(f"{mark}| {line}" for line in shown)
+            self._line(body + (f"\n  | ... {more} more lines" if more > 0 else ""))
+        elif isinstance(event, ApprovalRequested):
+            self._line(f"? approval needed: {event.summary}")
+        elif isinstance(event, PhaseWidened):
+            self._line(f"[tools widened to the full set for {event.tool}]")
+        elif isinstance(event, Compaction):
+            self._line(f"[compacted ({event.stage}): {event.messages_affected} messages, "
+                       f"~{event.tokens_before:,} -> ~{event.tokens_after:,} tokens]")
+        elif isinstance(event, Reindexed):
+            self._line(f"[re-indexed {len(event.paths)} changed file(s): {', '.join(event.paths[:5])}]")
+        elif isinstance(event, MemoryRetrieved):
+            self._line(f"[memory retrieved: {'; '.join(event.titles)}]")
+        elif isinstance(event, MemoryEchoed):
+            self._line(f"[memory echoed: {'; '.join(event.titles)}]")
+        elif isinstance(event, MemoryFizzled):
+            self._line(f"[memory fizzled: {'; '.join(event.titles)}]")
+        elif isinstance(event, ReflectionWritten):
+            self._line(f"[reflection saved: {event.title}]")
+        elif isinstance(event, Notice):
+            self._line(f"[{event.text}]")
+        elif isinstance(event, RunFinished):
+            self._line(f"[{event.reason} · {event.turns} turn(s) · {event.input_tokens:,} in / "
+                       f"{event.output_tokens:,} out tokens · ${event.cost_usd:.4f}]")
+
+
+def ask_on_stdin(event: ApprovalRequested) -> None:
+    """Answer ``event`` with ``input()``: y/yes allows, anything else refuses (the answer's text is the reason)."""
+    from IPython.core.error import StdinNotImplementedError
+
+    try:
+        answer = input(f"Allow {event.summary}? [y/N] ").strip()
+    except (StdinNotImplementedError, EOFError):
+        return  # no stdin here (a headless run): the agent's policy refuses and tells the model how to allow
+    if answer.lower() in ("y", "yes"):
+        event.approve()
+    else:
+        event.deny("" if answer.lower() in ("", "n", "no") else f"The user said: {answer}")

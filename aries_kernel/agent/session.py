@@ -1,0 +1,167 @@
+"""Persisted agent sessions: one JSON-lines file per session under ``<root>/.aries/sessions/``.
+
+Every record is appended the moment it happens (a message, a tool call with its result, an approval, the usage of
+a model call, a compaction), so an interrupt or a crash keeps everything said so far, and ``%aries resume``
+replays the file to continue. A compaction writes the whole new message list, which replaces the old one on replay.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aries_kernel.models.types import Message, ToolCall
+
+__all__ = ["Session", "SlotUsage", "sessions_dir", "list_sessions", "message_to_dict", "message_from_dict"]
+
+
+def sessions_dir(root: Path) -> Path:
+    """Where the sessions of the project at ``root`` are kept."""
+    return root / ".aries" / "sessions"
+
+
+def message_to_dict(message: Message) -> dict[str, Any]:
+    """A message as plain JSON data."""
+    return asdict(message)
+
+
+def message_from_dict(data: dict[str, Any]) -> Message:
+    """The message of :func:`message_to_dict`."""
+    calls = [ToolCall(**call) for call in data.get("tool_calls", [])]
+    return Message(**{**data, "tool_calls": calls})
+
+
+@dataclass
+class SlotUsage:
+    """Tokens and cost spent on one model slot in a session."""
+
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+
+
+@dataclass
+class Session:
+    """One conversation with the agent and its file."""
+
+    id: str
+    path: Path
+    messages: list[Message] = field(default_factory=list)
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    approvals: list[dict[str, Any]] = field(default_factory=list)
+    usage: dict[str, SlotUsage] = field(default_factory=dict)
+    prompts: int = 0
+    turns: int = 0
+
+    @classmethod
+    def create(cls, root: Path, **meta: Any) -> Session:
+        """A new, empty session with its file started."""
+        session_id = time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
+        directory = sessions_dir(root)
+        directory.mkdir(parents=True, exist_ok=True)
+        session = cls(id=session_id, path=directory / f"{session_id}.jsonl")
+        session._append({"kind": "meta", "id": session_id, "created": time.time(), "root": str(root), **meta})
+        return session
+
+    @classmethod
+    def load(cls, path: Path) -> Session:
+        """Replay a session file; a torn last line (a kill mid-write) is skipped, a corrupt one elsewhere is named."""
+        session = cls(id=path.stem, path=path)
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                if number == len(lines):
+                    break
+                raise ValueError(f"{path}:{number} is not valid JSON ({exc}); the session cannot be resumed.") from exc
+            session._replay(record)
+        return session
+
+    def _replay(self, record: dict[str, Any]) -> None:
+        kind = record.get("kind")
+        if kind == "message":
+            self.messages.append(message_from_dict(record["message"]))
+        elif kind == "prompt":
+            self.prompts += 1
+        elif kind == "tool":
+            self.tool_calls.append(record)
+        elif kind == "approval":
+            self.approvals.append(record)
+        elif kind == "usage":
+            self._add_usage(record)
+        elif kind == "compaction":
+            self.messages = [message_from_dict(item) for item in record["messages"]]
+
+    def _append(self, record: dict[str, Any]) -> None:
+        with self.path.open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record, default=str) + "\n")
+
+    def _add_usage(self, record: dict[str, Any]) -> None:
+        slot = self.usage.setdefault(record["slot"], SlotUsage())
+        slot.calls += 1
+        slot.input_tokens += int(record.get("input_tokens", 0))
+        slot.output_tokens += int(record.get("output_tokens", 0))
+        slot.cost_usd += float(record.get("cost_usd", 0.0))
+        if record["slot"] == "primary":
+            self.turns += 1
+
+    def add_prompt(self, text: str) -> None:
+        """Note that a new prompt starts a run (its user message is added separately)."""
+        self.prompts += 1
+        self._append({"kind": "prompt", "text": text, "time": time.time()})
+
+    def add_message(self, message: Message) -> None:
+        """Append ``message`` to the transcript and the file."""
+        self.messages.append(message)
+        self._append({"kind": "message", "message": message_to_dict(message), "time": time.time()})
+
+    def add_tool_call(self, record: dict[str, Any]) -> None:
+        """Record one tool call: id, name, arguments, output, is_error, seconds, turn."""
+        record = {"kind": "tool", **record, "time": time.time()}
+        self.tool_calls.append(record)
+        self._append(record)
+
+    def add_approval(self, tool_call_id: str, name: str, approved: bool, by: str, reason: str = "") -> None:
+        """Record who allowed or refused a tool call."""
+        record = {"kind": "approval", "tool_call_id": tool_call_id, "name": name, "approved": approved, "by": by,
+                  "reason": reason, "time": time.time()}
+        self.approvals.append(record)
+        self._append(record)
+
+    def add_usage(self, slot: str, model: str, input_tokens: int, output_tokens: int, cost_usd: float) -> None:
+        """Record the tokens and cost of one model call on ``slot``."""
+        record = {"kind": "usage", "slot": slot, "model": model, "input_tokens": input_tokens,
+                  "output_tokens": output_tokens, "cost_usd": cost_usd, "time": time.time()}
+        self._add_usage(record)
+        self._append(record)
+
+    def replace_messages(self, messages: list[Message], stage: str) -> None:
+        """Swap in a compacted transcript (the file keeps the old records before it)."""
+        self.messages = list(messages)
+        self._append({"kind": "compaction", "stage": stage, "messages": [message_to_dict(m) for m in messages],
+                      "time": time.time()})
+
+    def repl_steps(self) -> list[str]:
+        """The code of every Repl call, in order: the agent's work as re-runnable cells."""
+        return [str(call["arguments"].get("code", "")) for call in self.tool_calls if call.get("name") == "Repl"]
+
+    @property
+    def cost_usd(self) -> float:
+        """Total cost of the session over every slot."""
+        return sum(slot.cost_usd for slot in self.usage.values())
+
+
+def list_sessions(root: Path) -> list[Path]:
+    """Session files of the project, oldest first."""
+    directory = sessions_dir(root)
+    if not directory.is_dir():
+        return []
+    return sorted(directory.glob("*.jsonl"), key=lambda path: (path.stat().st_mtime, path.name))

@@ -1,0 +1,260 @@
+"""``%aries <prompt>`` and ``%%aries``: run the agent in this kernel; and its subcommands.
+
+Subcommands: ``tools``, ``compact``, ``reset``, ``resume``, ``history``, ``cost``, ``config``, plus an "Agent"
+section of ``%aries status``. The ``model`` subcommand lives in :mod:`.model`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pandas as pd
+from IPython.core.error import UsageError
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+
+from aries_kernel.agent import Agent, agent_for
+from aries_kernel.agent.events import ApprovalRequested
+from aries_kernel.agent.phases import LEAN, schema_tokens
+from aries_kernel.agent.render import TextRenderer, ask_on_stdin
+from aries_kernel.agent.repl import format_value, truncate
+from aries_kernel.agent.session import list_sessions
+from aries_kernel.agent.tools import TOOLS
+
+from .aries import HelpText, prompt_handler, split_args, status_section, subcommand
+
+__all__ = ["run_prompt", "interpolate"]
+
+_VARIABLE = re.compile(r"(?<!\{)\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)\}(?!\})")
+_FLAGS_WITH_VALUE = ("--model", "--max-turns")
+_FLAGS = ("--yes", "--bare")
+
+
+@magic_arguments()
+@argument("--model", default=None, help="Model of the primary slot from now on (a shortname or provider:model).")
+@argument("--bare", action="store_true", help="Bare tools for this run: Read, Grep and Glob instead of Repl.")
+@argument("--max-turns", type=int, default=None, help="Most model turns for this run.")
+@argument("--yes", action="store_true", help="Allow Edit, Write, Bash and NotebookEdit without asking, this run.")
+def _prompt_options(line: str) -> None:
+    """%aries [--model M] [--bare] [--max-turns N] [--yes] <prompt>"""
+
+
+def _split_options(text: str) -> tuple[str, str]:
+    """Leading option tokens, and the prompt after them kept verbatim (quotes and apostrophes untouched)."""
+    options: list[str] = []
+    rest = text.lstrip()
+    while rest.startswith("--"):
+        token, _, after = rest.partition(" ")
+        name = token.split("=", 1)[0]
+        if name == "--":
+            return " ".join(options), after.lstrip()
+        if name in _FLAGS:
+            options.append(token)
+        elif name in _FLAGS_WITH_VALUE:
+            if "=" in token:
+                options.append(token)
+            else:
+                value, _, after = after.lstrip().partition(" ")
+                if not value:
+                    raise UsageError(f"{name} needs a value.")
+                options.extend([token, value])
+        else:
+            raise UsageError(f"Unknown option {name}; options are {', '.join(_FLAGS + _FLAGS_WITH_VALUE)}.")
+        rest = after.lstrip()
+    return " ".join(options), rest
+
+
+def interpolate(text: str, namespace: dict[str, Any]) -> str:
+    """Replace ``{name}`` (or ``{name.attr}``) by the variable's value; unknown names and ``{{x}}`` stay as written."""
+
+    def value_of(match: re.Match[str]) -> str:
+        head, *attributes = match.group(1).split(".")
+        if head not in namespace:
+            return match.group(0)
+        value = namespace[head]
+        try:
+            for attribute in attributes:
+                value = getattr(value, attribute)
+        except AttributeError:
+            return match.group(0)
+        return format_value(value)
+
+    return _VARIABLE.sub(value_of, text)
+
+
+def _agent(magics: Any) -> Agent:
+    return agent_for(magics.context)
+
+
+@prompt_handler
+def run_prompt(magics: Any, text: str, cell: str | None) -> None:
+    """Run the agent on the prompt: the line after options, then the cell body (with ``{var}`` interpolated)."""
+    options, prompt = _split_options(text)
+    args = parse_argstring(_prompt_options, options)
+    if cell is not None:
+        body = interpolate(cell, magics.shell.user_ns)
+        prompt = f"{prompt}\n{body}".strip() if prompt else body.strip()
+    if not prompt:
+        raise UsageError("Give the agent a prompt: %aries <prompt>, or a %%aries cell.")
+    if args.max_turns is not None and args.max_turns < 1:
+        raise UsageError("--max-turns must be at least 1.")
+    agent = _agent(magics)
+    if args.model:
+        agent.router.set_slot("primary", args.model)
+    renderer = TextRenderer()
+    run = agent.run(prompt, max_turns=args.max_turns, auto_approve=True if args.yes else None,
+                    mode="bare" if args.bare else None)
+    try:
+        for event in run:
+            renderer(event)
+            if isinstance(event, ApprovalRequested):
+                ask_on_stdin(event)
+    except KeyboardInterrupt:
+        run.close()  # the loop settles the transcript (partial text kept, pending calls answered)
+        print("\n[interrupted; the transcript so far is kept]")
+
+
+@subcommand("tools", "the agent's tools: phase, approval, schema tokens")
+def tools_command(magics: Any, args: str, cell: str | None) -> pd.DataFrame:
+    """One row per tool; ``lean`` says whether its schema is sent before any widening in the current mode."""
+    agent = _agent(magics)
+    lean = set(LEAN[agent.settings.mode])
+    rows = [
+        {
+            "tool": tool.name,
+            "lean": tool.name in lean,
+            "memory": tool.memory,
+            "needs_approval": tool.needs_approval and not agent.settings.auto_approve,
+            "schema_tokens": schema_tokens([tool]),
+            "arguments": ", ".join(tool.parameters["properties"]),
+        }
+        for tool in TOOLS.values()
+    ]
+    return pd.DataFrame(rows)
+
+
+@subcommand("compact", "compact the agent's history now (prune, then summarize)")
+def compact_command(magics: Any, args: str, cell: str | None) -> HelpText:
+    agent = _agent(magics)
+    if agent.session is None or not agent.session.messages:
+        return HelpText("Nothing to compact: the session has no history yet.")
+    renderer = TextRenderer()
+    for event in agent.compact():
+        renderer(event)
+    return HelpText(f"{len(agent.session.messages)} messages after compaction.")
+
+
+@subcommand("reset", "start a new agent session (the old one stays on disk)")
+def reset_command(magics: Any, args: str, cell: str | None) -> HelpText:
+    agent = _agent(magics)
+    renderer = TextRenderer()
+    for event in agent.reset():
+        renderer(event)
+    return HelpText("Started a new session; the next prompt opens it.")
+
+
+@subcommand("resume", "continue a saved session: resume [session id prefix], or resume --list")
+def resume_command(magics: Any, args: str, cell: str | None) -> Any:
+    agent = _agent(magics)
+    words = split_args(args)
+    if words == ["--list"]:
+        return pd.DataFrame(
+            [{"session": path.stem, "bytes": path.stat().st_size} for path in reversed(list_sessions(agent.root))]
+        )
+    if len(words) > 1:
+        raise UsageError("Usage: %aries resume [session id prefix] | --list")
+    try:
+        session = agent.resume(words[0] if words else None)
+    except (FileNotFoundError, ValueError) as exc:
+        raise UsageError(str(exc)) from exc
+    last = next((m.content for m in reversed(session.messages) if m.role == "assistant" and m.content), "")
+    return HelpText(
+        f"Resumed session {session.id}: {len(session.messages)} messages, {session.turns} turns, "
+        f"${session.cost_usd:.4f}.\nLast reply: {truncate(last, 500) or '(none)'}"
+    )
+
+
+@magic_arguments()
+@argument("--cells", action="store_true", help="Put the agent's Repl steps into the next cell to re-run them.")
+@argument("--print", action="store_true", dest="print_steps", help="Print the Repl steps as code.")
+@argument("--limit", type=int, default=40, help="Most messages to show.")
+def _history_options(line: str) -> None:
+    """%aries history [--cells | --print] [--limit N]"""
+
+
+@subcommand("history", "the session transcript; --cells turns the agent's Repl steps into a cell")
+def history_command(magics: Any, args: str, cell: str | None) -> Any:
+    options = parse_argstring(_history_options, args)
+    session = _agent(magics).session
+    if session is None:
+        return HelpText("No session yet.")
+    if options.cells or options.print_steps:
+        steps = session.repl_steps()
+        if not steps:
+            return HelpText("The agent has not run any Repl code in this session.")
+        code = "\n\n".join(f"# aries step {number}\n{step.rstrip()}" for number, step in enumerate(steps, 1))
+        if options.cells:
+            magics.shell.set_next_input(code, replace=False)
+            return HelpText(f"{len(steps)} Repl step(s) put into the next cell.")
+        return HelpText(code)
+    lines = []
+    for message in session.messages[-options.limit:]:
+        if message.role == "tool":
+            lines.append(f"  result{' (error)' if message.is_error else ''}: {truncate(message.content, 300)}")
+            continue
+        if message.content:
+            lines.append(f"{message.role}: {truncate(message.content, 1000)}")
+        for call in message.tool_calls:
+            lines.append(f"  call {call.name}: {truncate(str(call.arguments), 300)}")
+    return HelpText("\n".join(lines) or "The session is empty.")
+
+
+@subcommand("cost", "tokens and cost of this agent session, per model slot")
+def cost_command(magics: Any, args: str, cell: str | None) -> Any:
+    session = _agent(magics).session
+    if session is None or not session.usage:
+        return HelpText("No model calls in this session yet.")
+    rows = [{"slot": slot, "calls": usage.calls, "input_tokens": usage.input_tokens,
+             "output_tokens": usage.output_tokens, "cost_usd": round(usage.cost_usd, 6)}
+            for slot, usage in session.usage.items()]
+    frame = pd.DataFrame(rows)
+    total = {"slot": "total", **{column: frame[column].sum() for column in frame.columns if column != "slot"}}
+    return pd.concat([frame, pd.DataFrame([total])], ignore_index=True)
+
+
+@subcommand("config", "show the agent settings, or set them: config name=value ...")
+def config_command(magics: Any, args: str, cell: str | None) -> Any:
+    agent = _agent(magics)
+    settings = agent.settings
+    traits = settings.traits(config=True)
+    for assignment in split_args(args):
+        name, sep, value = assignment.partition("=")
+        if not sep or name not in traits:
+            raise UsageError(f"Use name=value with a name among: {', '.join(sorted(traits))}.")
+        try:
+            setattr(settings, name, traits[name].from_string(value))
+        except Exception as exc:  # traitlets raises TraitError or ValueError; both mean a bad value
+            raise UsageError(f"Bad value for {name}: {exc}") from exc
+    agent.phase.mode = settings.mode
+    return pd.DataFrame(
+        [{"setting": name, "value": getattr(settings, name), "help": trait.help} for name, trait in
+         sorted(traits.items())]
+    )
+
+
+@status_section("Agent")
+def agent_status(context: Any) -> str:
+    """Session, turns, context use, phase and cost."""
+    agent = agent_for(context)
+    session = agent.session
+    approvals = "allowed (auto_approve)" if agent.settings.auto_approve else "asked"
+    if session is None:
+        return f"No session yet ({agent.settings.mode} mode; edits and commands {approvals})."
+    return (
+        f"Session {session.id}: {session.prompts} prompt(s), {session.turns} turn(s), "
+        f"{len(session.messages)} messages\n"
+        f"Context: ~{agent.last_request_tokens:,} tokens in the last request; phase {agent.phase.phase}, "
+        f"{agent.phase.mode} mode\n"
+        f"Cost: ${session.cost_usd:.4f}; edits and commands {approvals}\n"
+        f"File: {session.path}"
+    )
