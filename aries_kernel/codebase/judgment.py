@@ -420,6 +420,12 @@ def _base_names(node: Node, python: bool) -> list[str]:
     return [_text(c) for c in extends.named_children if c.type in ("identifier", "member_expression")]
 
 
+def _is_logger_name(text: str) -> bool:
+    """`logger`, `log`, `LOGGER`, `self._log`, `auditLogger`: but not `catalog` or `dialog`."""
+    last = text.rsplit(".", 1)[-1]
+    return any(token in ("log", "logger", "logging") for token in split_identifier(last))
+
+
 def _logging_pattern(node: Node, python: bool) -> str | None:
     kind = node.type
     if kind in ("assignment", "variable_declarator"):
@@ -428,27 +434,26 @@ def _logging_pattern(node: Node, python: bool) -> str | None:
         if value is None or target is None or value.type not in ("call", "call_expression"):
             return None
         callee = _callee(value)
-        if "getLogger" in callee or re.search(r"log", _text(target), re.I):
-            return re.sub(r"\s+", " ", _text(node).split("\n", 1)[0]) if "getLogger" in callee else (
-                f"{_text(target)} = {callee}(...)"
-            )
-        return None
+        if "getLogger" in callee:
+            return " ".join(_text(node).split())
+        return f"{_text(target)} = {callee}(...)" if _is_logger_name(_text(target)) else None
     if kind not in ("call", "call_expression"):
         return None
     callee = _callee(node)
-    if callee in ("print", "console.log", "console.error", "console.warn", "console.info", "console.debug"):
+    if callee in ("print", "warnings.warn") or (callee.startswith("console.") and not python):
         return f"{callee}(...)"
     obj, _, method = callee.rpartition(".")
-    if obj and method in _LOG_LEVELS and re.search(r"log", obj, re.I):
-        first = _first_arg(node)
-        style = ""
-        if first is not None and python and first.type == "string":
-            if _text(first)[:2].lower().startswith("f"):
-                style = " with an f-string"
-            elif "%" in _text(first) and len(node.child_by_field_name("arguments").named_children) > 1:
-                style = " with %-style args"
-        return f"{callee}(...){style}"
-    return None
+    if not (obj and method in _LOG_LEVELS and _is_logger_name(obj)):
+        return None
+    first = _first_arg(node)
+    style = ""
+    if first is not None and python and first.type == "string":
+        arguments = node.child_by_field_name("arguments")
+        if _text(first)[:2].lower().startswith("f"):
+            style = " with an f-string"
+        elif "%" in _text(first) and arguments is not None and len(arguments.named_children) > 1:
+            style = " with %-style args"
+    return f"{callee}(...){style}"
 
 
 def _imports_pattern(node: Node, python: bool) -> str | None:
@@ -802,8 +807,10 @@ class JudgmentMixin:
         (function length, nesting depth, docstrings, type annotations) and "imports" (import form, relative or
         absolute paths; from-import vs import, ESM vs CommonJS).
 
-        Each finding's deviation is the share of the reference that does *not* do what the snippet does
-        (for lengths and nesting: how far into the reference's top quartile the snippet falls). The overall
+        Each finding's deviation says how much rarer the snippet's choice is in the reference than the
+        reference's dominant choice: 0 when it matches the dominant style, 1 when the reference never does it,
+        0.18 for the minority side of a 55/45 split (for lengths and nesting: how far into the reference's top
+        quartile the snippet falls). The overall
         deviation is the mean over criteria of each criterion's mean finding deviation; it is in
         `df.attrs["deviation"]` and in the first row (criterion "overall"). Columns: criterion, finding,
         expected, observed, deviation.
@@ -909,7 +916,7 @@ class JudgmentMixin:
         counts = Counter(style for _, style in reference)
         total = sum(counts.values())
         dominant, top = counts.most_common(1)[0]
-        deviation = sum(1 - counts.get(style, 0) / total for _, style in observed) / len(observed)
+        deviation = sum(1 - counts.get(style, 0) / top for _, style in observed) / len(observed)
         odd = sorted({style for _, style in observed if style != dominant})
         shown = ", ".join(f"{label} ({style})" for label, style in observed[:4])
         if len(observed) > 4:
