@@ -1,0 +1,426 @@
+"""The vault's index database: one :class:`VaultIndex` owns its SQLAlchemy engine and its schema.
+
+SQLite by default, in WAL mode with a busy timeout, FTS5 for BM25. Every write runs inside ``BEGIN IMMEDIATE``
+(so two processes never deadlock upgrading a read lock) and is retried with backoff while another writer holds
+the database, so "database is locked" does not reach the user. The schema is built by named, append-only
+migrations recorded in ``_vault_migrations``. A file that is not a database (or is damaged) is moved aside and
+rebuilt; notes come back from the markdown files, learned state from an export.
+
+Tables: ``notes`` (+ ``notes_fts``), ``links``, ``embeddings`` (keyed by content hash and model), ``access``,
+``q_values``, ``cooccurrence`` (learned state, keyed by title key so it survives a rebuild), ``audit``,
+``archive`` and ``state`` (a generation counter bumped whenever notes or links change).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import random
+import re
+import sqlite3
+import time
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+from sqlalchemy import create_engine, event
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import DatabaseError, OperationalError
+
+from aries_kernel.vault.notes import Note, normalize_title
+
+__all__ = ["MIGRATIONS", "VaultBusyError", "VaultIndex", "fts_query"]
+
+T = TypeVar("T")
+Migration = Callable[[Connection], None]
+MIGRATIONS: list[Migration] = []
+migration = MIGRATIONS.append
+
+_STOPWORDS = frozenset(
+    "a an and are as at be but by did do does for from had has have how i in is it its of on or so that the "
+    "their them then there these they this to was were what when where which who whom why will with you your "
+    "he she his her him we our us me my".split()
+)
+
+
+class VaultBusyError(RuntimeError):
+    """Another process kept the vault database locked for longer than the retry budget."""
+
+
+def fts_query(text: str) -> str:
+    """An FTS5 MATCH expression for free text: each word quoted, OR-ed, stop words dropped; "" if none left."""
+    words = re.findall(r"\w+", text.casefold())
+    kept = [w for w in words if w not in _STOPWORDS] or words
+    unique = list(dict.fromkeys(kept))
+    return " OR ".join(f'"{w}"' for w in unique)
+
+
+class VaultIndex:
+    """The index database of one vault folder (notes, links, embeddings, learned state, audit, archive)."""
+
+    def __init__(self, db_path: Path, retry_seconds: float = 60.0) -> None:
+        self.db_path = Path(db_path)
+        self.retry_seconds = retry_seconds
+        self.recreated = not self.db_path.exists()
+        self.corrupt_copy: Path | None = None
+        self.db_path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._open()
+        except DatabaseError as exc:
+            if not _is_corruption(exc):
+                raise
+            self.engine.dispose()
+            aside = self.db_path.with_name(f"{self.db_path.name}.corrupt-{int(time.time())}")
+            for suffix in ("", "-wal", "-shm"):
+                part = Path(str(self.db_path) + suffix)
+                if part.exists():
+                    part.replace(Path(str(aside) + suffix))
+            self.recreated = True
+            self.corrupt_copy = aside
+            self._open()
+
+    def _open(self) -> None:
+        self.engine = _make_engine(self.db_path)
+        with self.engine.connect() as conn:
+            # Reading the schema proves the file is a database before we try to migrate it.
+            conn.exec_driver_sql("SELECT count(*) FROM sqlite_master").scalar()
+        self.write(_migrate)
+
+    # -- transactions ---------------------------------------------------------------------------------
+
+    def write(self, work: Callable[[Connection], T]) -> T:
+        """Run ``work(conn)`` in one ``BEGIN IMMEDIATE`` transaction, retrying with backoff while locked."""
+        deadline = time.monotonic() + self.retry_seconds
+        delay = 0.01
+        while True:
+            try:
+                with self.engine.connect() as conn:
+                    conn.execution_options(sqlite_immediate=True)
+                    with conn.begin():
+                        return work(conn)
+            except OperationalError as exc:
+                if not _is_busy(exc) or time.monotonic() > deadline:
+                    if _is_busy(exc):
+                        raise VaultBusyError(
+                            f"The vault index {self.db_path} stayed locked by another process for "
+                            f"{self.retry_seconds:.0f} s; try again, or close the other kernel."
+                        ) from exc
+                    raise
+                time.sleep(delay * (0.5 + random.random()))
+                delay = min(delay * 2, 0.5)
+
+    def read(self, work: Callable[[Connection], T]) -> T:
+        """Run ``work(conn)`` on one consistent snapshot (a deferred read transaction)."""
+        with self.engine.connect() as conn:
+            return work(conn)
+
+    def close(self) -> None:
+        """Release the engine's connections (the file stays)."""
+        self.engine.dispose()
+
+    # -- notes ----------------------------------------------------------------------------------------
+
+    def generation(self) -> int:
+        """A counter that changes whenever notes or links change, in any process."""
+        return int(self.read(lambda c: c.exec_driver_sql("SELECT value FROM state WHERE name='notes_gen'").scalar()))
+
+    @staticmethod
+    def bump(conn: Connection) -> None:
+        """Mark notes or links as changed (callers do it inside their write transaction)."""
+        conn.exec_driver_sql("UPDATE state SET value = value + 1 WHERE name='notes_gen'")
+
+    @staticmethod
+    def upsert_note(conn: Connection, note: Note, created: float, updated: float) -> int:
+        """Insert or replace the row of ``note`` (matched by path) and its links; returns the row id."""
+        meta = note.meta
+        row = (
+            note.path,
+            note.title,
+            note.title.casefold(),
+            normalize_title(note.title),
+            note.folder,
+            str(meta.get("type") or ""),
+            str(meta.get("description") or ""),
+            note.body,
+            note.content_hash,
+            created,
+            updated,
+            note.size,
+            note.mtime_ns,
+        )
+        existing = conn.exec_driver_sql("SELECT id FROM notes WHERE path = ?", (note.path,)).scalar()
+        if existing is None:
+            note_id = conn.exec_driver_sql(
+                "INSERT INTO notes (path, title, key, norm, folder, type, description, body, content_hash, "
+                "created, updated, size, mtime_ns) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                row,
+            ).lastrowid
+        else:
+            note_id = int(existing)
+            conn.exec_driver_sql(
+                "UPDATE notes SET path=?, title=?, key=?, norm=?, folder=?, type=?, description=?, body=?, "
+                "content_hash=?, created=?, updated=?, size=?, mtime_ns=? WHERE id=?",
+                (*row, note_id),
+            )
+            conn.exec_driver_sql("DELETE FROM links WHERE src = ?", (note_id,))
+        if note.links:
+            conn.exec_driver_sql(
+                "INSERT OR IGNORE INTO links (src, target) VALUES (?, ?)", [(note_id, t) for t in note.links]
+            )
+        return int(note_id)
+
+    @staticmethod
+    def delete_note(conn: Connection, path: str) -> None:
+        """Remove the row (and its links) of the note at ``path``."""
+        note_id = conn.exec_driver_sql("SELECT id FROM notes WHERE path = ?", (path,)).scalar()
+        if note_id is not None:
+            conn.exec_driver_sql("DELETE FROM links WHERE src = ?", (note_id,))
+            conn.exec_driver_sql("DELETE FROM notes WHERE id = ?", (note_id,))
+
+    @staticmethod
+    def audit(conn: Connection, at: float, action: str, title: str, path: str, detail: str = "") -> None:
+        """Append one line to the audit log (every write to a note goes through here)."""
+        conn.exec_driver_sql(
+            "INSERT INTO audit (at, action, title, path, detail) VALUES (?,?,?,?,?)",
+            (at, action, title, path, detail),
+        )
+
+    def bm25(self, match: str, limit: int) -> list[tuple[int, float]]:
+        """Best ``limit`` notes for an FTS5 ``match`` expression as (id, score), higher is better."""
+        if not match:
+            return []
+        rows = self.read(
+            lambda c: c.exec_driver_sql(
+                "SELECT rowid, -bm25(notes_fts, 4.0, 2.0, 1.0) FROM notes_fts WHERE notes_fts MATCH ? "
+                "ORDER BY bm25(notes_fts, 4.0, 2.0, 1.0) LIMIT ?",
+                (match, limit),
+            ).all()
+        )
+        return [(int(r[0]), float(r[1])) for r in rows]
+
+    # -- embeddings cache -----------------------------------------------------------------------------
+
+    def cached_vectors(self, model: str) -> dict[str, np.ndarray]:
+        """Every cached vector of ``model`` by content hash."""
+        rows = self.read(
+            lambda c: c.exec_driver_sql("SELECT content_hash, vector FROM embeddings WHERE model = ?", (model,)).all()
+        )
+        return {r[0]: np.frombuffer(r[1], dtype=np.float32) for r in rows}
+
+    def store_vectors(self, model: str, vectors: dict[str, np.ndarray]) -> None:
+        """Cache vectors by content hash (no generation bump: the notes did not change)."""
+        if not vectors:
+            return
+        payload = [(h, model, np.asarray(v, dtype=np.float32).tobytes()) for h, v in vectors.items()]
+        self.write(
+            lambda c: c.exec_driver_sql(
+                "INSERT OR REPLACE INTO embeddings (content_hash, model, vector) VALUES (?,?,?)", payload
+            )
+        )
+
+    # -- learned state --------------------------------------------------------------------------------
+
+    def accesses(self, keys: Iterable[str] | None = None) -> list[tuple[str, float]]:
+        """(key, time) of recorded accesses, for ``keys`` or for every note."""
+        if keys is None:
+            return [(r[0], float(r[1])) for r in self.read(lambda c: c.exec_driver_sql("SELECT key, at FROM access").all())]
+        wanted = list(dict.fromkeys(keys))
+        out: list[tuple[str, float]] = []
+        for chunk in _chunks(wanted, 500):
+            marks = ",".join("?" * len(chunk))
+            out.extend(
+                (r[0], float(r[1]))
+                for r in self.read(
+                    lambda c: c.exec_driver_sql(f"SELECT key, at FROM access WHERE key IN ({marks})", tuple(chunk)).all()
+                )
+            )
+        return out
+
+    @staticmethod
+    def record_access(conn: Connection, key: str, at: float, kind: str) -> None:
+        """One access to a note (read, used, echo): it warms the note."""
+        conn.exec_driver_sql("INSERT OR IGNORE INTO access (key, at, kind) VALUES (?,?,?)", (key, at, kind))
+
+    def q_values(self) -> dict[str, tuple[float, int]]:
+        """Key -> (Q, exposures) for every note with learned state."""
+        rows = self.read(lambda c: c.exec_driver_sql("SELECT key, q, exposures FROM q_values").all())
+        return {r[0]: (float(r[1]), int(r[2])) for r in rows}
+
+    def cooccurrence(self) -> list[tuple[str, str, float]]:
+        """(uid a, uid b, weight) pairs stored here (uids are ``source:key``)."""
+        return [
+            (r[0], r[1], float(r[2]))
+            for r in self.read(lambda c: c.exec_driver_sql("SELECT a, b, weight FROM cooccurrence").all())
+        ]
+
+    def export_learning(self) -> dict[str, list[list[Any]]]:
+        """Learned tables as plain lists (for JSON)."""
+
+        def dump(conn: Connection) -> dict[str, list[list[Any]]]:
+            return {
+                "q_values": [list(r) for r in conn.exec_driver_sql("SELECT key, q, exposures, updates, updated FROM q_values")],
+                "access": [list(r) for r in conn.exec_driver_sql("SELECT key, at, kind FROM access")],
+                "cooccurrence": [list(r) for r in conn.exec_driver_sql("SELECT a, b, weight FROM cooccurrence")],
+            }
+
+        return self.read(dump)
+
+    def import_learning(self, data: dict[str, list[list[Any]]]) -> None:
+        """Merge exported learned state: Q-values and co-occurrence replace, access events are added."""
+
+        def load(conn: Connection) -> None:
+            if data.get("q_values"):
+                conn.exec_driver_sql(
+                    "INSERT OR REPLACE INTO q_values (key, q, exposures, updates, updated) VALUES (?,?,?,?,?)",
+                    [tuple(r) for r in data["q_values"]],
+                )
+            if data.get("access"):
+                conn.exec_driver_sql(
+                    "INSERT OR IGNORE INTO access (key, at, kind) VALUES (?,?,?)", [tuple(r) for r in data["access"]]
+                )
+            if data.get("cooccurrence"):
+                conn.exec_driver_sql(
+                    "INSERT OR REPLACE INTO cooccurrence (a, b, weight) VALUES (?,?,?)",
+                    [tuple(r) for r in data["cooccurrence"]],
+                )
+            self.audit(conn, time.time(), "import_learning", "", "", f"{len(data.get('q_values', []))} q-values")
+
+        self.write(load)
+
+
+def _chunks(items: Sequence[str], size: int) -> Iterable[Sequence[str]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _make_engine(db_path: Path) -> Engine:
+    engine = create_engine(f"sqlite:///{db_path}", connect_args={"timeout": 5.0, "check_same_thread": False})
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: sqlite3.Connection, record: Any) -> None:
+        # Let SQLAlchemy's "begin" event issue BEGIN itself, so writers can ask for BEGIN IMMEDIATE.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA busy_timeout = 5000")
+        cursor.execute("PRAGMA journal_mode = WAL")
+        cursor.execute("PRAGMA synchronous = NORMAL")
+        cursor.execute("PRAGMA foreign_keys = ON")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        immediate = conn.get_execution_options().get("sqlite_immediate")
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+    return engine
+
+
+def _is_busy(exc: OperationalError) -> bool:
+    text = str(exc.orig).lower()
+    return "locked" in text or "busy" in text
+
+
+def _is_corruption(exc: DatabaseError) -> bool:
+    text = str(exc.orig).lower()
+    return "not a database" in text or "malformed" in text or "corrupt" in text
+
+
+def _migrate(conn: Connection) -> None:
+    conn.exec_driver_sql("CREATE TABLE IF NOT EXISTS _vault_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
+    applied = {r[0] for r in conn.exec_driver_sql("SELECT name FROM _vault_migrations")}
+    for step in MIGRATIONS:
+        if step.__name__ in applied:
+            continue
+        step(conn)
+        conn.exec_driver_sql(
+            "INSERT INTO _vault_migrations (name, applied_at) VALUES (?, ?)",
+            (step.__name__, _dt.datetime.now(_dt.timezone.utc).isoformat()),
+        )
+
+
+@migration
+def m001_notes(conn: Connection) -> None:
+    conn.exec_driver_sql(
+        """CREATE TABLE notes (
+            id INTEGER PRIMARY KEY,
+            path TEXT NOT NULL UNIQUE,
+            title TEXT NOT NULL,
+            key TEXT NOT NULL,
+            norm TEXT NOT NULL,
+            folder TEXT NOT NULL,
+            type TEXT NOT NULL DEFAULT '',
+            description TEXT NOT NULL DEFAULT '',
+            body TEXT NOT NULL,
+            content_hash TEXT NOT NULL,
+            created REAL NOT NULL,
+            updated REAL NOT NULL,
+            size INTEGER NOT NULL DEFAULT 0,
+            mtime_ns INTEGER NOT NULL DEFAULT 0)"""
+    )
+    conn.exec_driver_sql("CREATE INDEX notes_key ON notes (key)")
+    conn.exec_driver_sql("CREATE INDEX notes_norm ON notes (norm)")
+    conn.exec_driver_sql("CREATE INDEX notes_hash ON notes (content_hash)")
+    conn.exec_driver_sql(
+        "CREATE TABLE links (src INTEGER NOT NULL REFERENCES notes (id) ON DELETE CASCADE, target TEXT NOT NULL, "
+        "PRIMARY KEY (src, target))"
+    )
+    conn.exec_driver_sql("CREATE INDEX links_target ON links (target)")
+    conn.exec_driver_sql("CREATE TABLE state (name TEXT PRIMARY KEY, value INTEGER NOT NULL)")
+    conn.exec_driver_sql("INSERT INTO state (name, value) VALUES ('notes_gen', 0)")
+
+
+@migration
+def m002_fts(conn: Connection) -> None:
+    conn.exec_driver_sql(
+        "CREATE VIRTUAL TABLE notes_fts USING fts5(title, description, body, content='notes', content_rowid='id', "
+        "tokenize='porter unicode61')"
+    )
+    conn.exec_driver_sql(
+        "CREATE TRIGGER notes_ai AFTER INSERT ON notes BEGIN INSERT INTO notes_fts (rowid, title, description, body) "
+        "VALUES (new.id, new.title, new.description, new.body); END"
+    )
+    conn.exec_driver_sql(
+        "CREATE TRIGGER notes_ad AFTER DELETE ON notes BEGIN INSERT INTO notes_fts (notes_fts, rowid, title, "
+        "description, body) VALUES ('delete', old.id, old.title, old.description, old.body); END"
+    )
+    conn.exec_driver_sql(
+        "CREATE TRIGGER notes_au AFTER UPDATE ON notes BEGIN INSERT INTO notes_fts (notes_fts, rowid, title, "
+        "description, body) VALUES ('delete', old.id, old.title, old.description, old.body); "
+        "INSERT INTO notes_fts (rowid, title, description, body) VALUES (new.id, new.title, new.description, "
+        "new.body); END"
+    )
+
+
+@migration
+def m003_embeddings(conn: Connection) -> None:
+    conn.exec_driver_sql(
+        "CREATE TABLE embeddings (content_hash TEXT NOT NULL, model TEXT NOT NULL, vector BLOB NOT NULL, "
+        "PRIMARY KEY (content_hash, model))"
+    )
+
+
+@migration
+def m004_learning(conn: Connection) -> None:
+    conn.exec_driver_sql(
+        "CREATE TABLE access (key TEXT NOT NULL, at REAL NOT NULL, kind TEXT NOT NULL, PRIMARY KEY (key, at, kind))"
+    )
+    conn.exec_driver_sql(
+        "CREATE TABLE q_values (key TEXT PRIMARY KEY, q REAL NOT NULL, exposures INTEGER NOT NULL DEFAULT 0, "
+        "updates INTEGER NOT NULL DEFAULT 0, updated REAL NOT NULL DEFAULT 0)"
+    )
+    conn.exec_driver_sql(
+        "CREATE TABLE cooccurrence (a TEXT NOT NULL, b TEXT NOT NULL, weight REAL NOT NULL, PRIMARY KEY (a, b))"
+    )
+
+
+@migration
+def m005_audit_archive(conn: Connection) -> None:
+    conn.exec_driver_sql(
+        "CREATE TABLE audit (id INTEGER PRIMARY KEY, at REAL NOT NULL, action TEXT NOT NULL, title TEXT NOT NULL, "
+        "path TEXT NOT NULL, detail TEXT NOT NULL DEFAULT '')"
+    )
+    conn.exec_driver_sql(
+        "CREATE TABLE archive (id INTEGER PRIMARY KEY, title TEXT NOT NULL, key TEXT NOT NULL, path TEXT NOT NULL, "
+        "archived_path TEXT NOT NULL, archived_at REAL NOT NULL, restored_at REAL)"
+    )
+    conn.exec_driver_sql("CREATE INDEX archive_key ON archive (key)")

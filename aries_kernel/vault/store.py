@@ -1,0 +1,335 @@
+"""One vault folder kept in step with its index: sync from files, add, forget (archive) and restore.
+
+A :class:`NoteStore` is the global vault or the project brain. Writes go file first (atomic rename) and index
+second, inside one ``BEGIN IMMEDIATE`` transaction, so a duplicate check and the write it guards cannot interleave
+with another process, and a writer killed between the two leaves a file that the next sync indexes.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.engine import Connection
+
+from aries_kernel.vault.index import VaultIndex, fts_query
+from aries_kernel.vault.notes import (
+    FOLDERS,
+    MAX_NOTE_BYTES,
+    Note,
+    NoteError,
+    atomic_write,
+    content_hash,
+    iter_note_files,
+    normalize_title,
+    parse_created,
+    parse_note,
+    render_note,
+    safe_path,
+    sanitize_title,
+    wiki_links,
+)
+
+__all__ = ["AddResult", "NoteStore", "Skipped"]
+
+ARCHIVE_DIR = ".archive"
+NEAR_DUPLICATE_JACCARD = 0.85
+_WORD = re.compile(r"\w+")
+
+
+@dataclass(frozen=True)
+class AddResult:
+    """What :meth:`NoteStore.add` did: ``action`` is ``created``, ``updated`` or ``unchanged``."""
+
+    title: str
+    source: str
+    path: str
+    action: str
+    duplicate_of: str | None = None
+
+    def __str__(self) -> str:
+        twin = f" (near-duplicate of {self.duplicate_of!r})" if self.duplicate_of else ""
+        return f"{self.action} [[{self.title}]] at {self.path} in the {self.source} vault{twin}"
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A file the sync did not index, and why."""
+
+    source: str
+    path: str
+    reason: str
+
+
+class NoteStore:
+    """The markdown folder ``root`` of one vault (``source`` is ``global`` or ``project``) and its index."""
+
+    def __init__(self, source: str, root: Path, db_path: Path, clock: Callable[[], float]) -> None:
+        self.source = source
+        self.root = Path(root).expanduser()
+        self.clock = clock
+        self.index = VaultIndex(db_path)
+        self.skipped: list[Skipped] = []
+
+    # -- files -> index -------------------------------------------------------------------------------
+
+    def sync(self) -> tuple[int, int]:
+        """Index new and changed files, drop rows of deleted ones; returns (changed, removed)."""
+        indexed: dict[str, tuple[int, int]] = {
+            r[0]: (int(r[1]), int(r[2]))
+            for r in self.index.read(lambda c: c.exec_driver_sql("SELECT path, mtime_ns, size FROM notes").all())
+        }
+        changed: list[Note] = []
+        skipped: list[Skipped] = []
+        present: set[str] = set()
+        files = iter_note_files(self.root) if self.root.is_dir() else []
+        for path in files:
+            rel = path.relative_to(self.root).as_posix()
+            if path.suffix != ".md":
+                skipped.append(Skipped(self.source, rel, "not a markdown (.md) note"))
+                continue
+            try:
+                stat = path.stat()
+                if indexed.get(rel) == (stat.st_mtime_ns, stat.st_size):
+                    present.add(rel)
+                    continue
+                changed.append(parse_note(self.root, path))
+                present.add(rel)
+            except NoteError as exc:
+                skipped.append(Skipped(self.source, rel, str(exc)))
+            except OSError as exc:
+                skipped.append(Skipped(self.source, rel, f"{rel}: cannot read ({exc.strerror})"))
+        removed = [p for p in indexed if p not in present]
+        self.skipped = skipped
+        if changed or removed:
+            self.index.write(lambda conn: self._apply_sync(conn, changed, removed))
+        return len(changed), len(removed)
+
+    def _apply_sync(self, conn: Connection, changed: Sequence[Note], removed: Sequence[str]) -> None:
+        for note in changed:
+            mtime = note.mtime_ns / 1e9
+            VaultIndex.upsert_note(conn, note, parse_created(note.meta.get("created"), mtime), mtime)
+        gone = 0
+        for rel in removed:
+            # Another process may have written this note after we listed the folder: keep it if it exists now.
+            if not (self.root / rel).exists():
+                VaultIndex.delete_note(conn, rel)
+                gone += 1
+        VaultIndex.bump(conn)
+        VaultIndex.audit(conn, self.clock(), "sync", "", "", f"{len(changed)} indexed, {gone} removed")
+
+    def rebuild(self) -> None:
+        """Forget every note row and index the files again; learned state and the audit log are kept."""
+
+        def clear(conn: Connection) -> None:
+            conn.exec_driver_sql("DELETE FROM links")
+            conn.exec_driver_sql("DELETE FROM notes")
+            VaultIndex.bump(conn)
+            VaultIndex.audit(conn, self.clock(), "rebuild", "", "", "index cleared")
+
+        self.index.write(clear)
+        self.sync()
+
+    # -- lookups --------------------------------------------------------------------------------------
+
+    def find(self, title: str) -> dict[str, Any] | None:
+        """The row of the note titled ``title`` (case-insensitive, sanitized like a file name), or None."""
+        key = sanitize_title(title).casefold()
+        row = self.index.read(
+            lambda c: c.exec_driver_sql(
+                "SELECT id, title, key, path, folder, type, description, body, created, updated FROM notes "
+                "WHERE key = ? ORDER BY path LIMIT 1",
+                (key,),
+            ).mappings().first()
+        )
+        return dict(row) if row else None
+
+    # -- writes ---------------------------------------------------------------------------------------
+
+    def add(
+        self, title: str, content: str, type: str = "insight", folder: str = "inbox", project: str | None = None
+    ) -> AddResult:
+        """Write a new note, or update the near-duplicate that already exists (same title or same content)."""
+        return self.add_many([(title, content, type)], folder=folder, project=project)[0]
+
+    def add_many(
+        self,
+        items: Sequence[tuple[str, str, str]],
+        folder: str = "inbox",
+        project: str | None = None,
+        created: Sequence[float] | None = None,
+    ) -> list[AddResult]:
+        """Add many ``(title, content, type)`` notes in one transaction: the bulk path (benchmarks, imports)."""
+        if folder not in FOLDERS:
+            raise NoteError(f"Unknown folder {folder!r}; notes go to one of {', '.join(FOLDERS)}.")
+        prepared = [(sanitize_title(t), _check_content(t, c), ty) for t, c, ty in items]
+        now = self.clock()
+        moments = list(created) if created is not None else [now] * len(prepared)
+
+        def work(conn: Connection) -> list[AddResult]:
+            results = [
+                self._add_one(conn, title, body, kind, folder, project, moment)
+                for (title, body, kind), moment in zip(prepared, moments)
+            ]
+            if any(r.action != "unchanged" for r in results):
+                VaultIndex.bump(conn)
+            return results
+
+        return self.index.write(work)
+
+    def _add_one(
+        self, conn: Connection, title: str, body: str, kind: str, folder: str, project: str | None, created: float
+    ) -> AddResult:
+        twin = self._duplicate(conn, title, body)
+        if twin is not None:
+            if twin["body"].strip() == body:
+                return AddResult(twin["title"], self.source, twin["path"], "unchanged", twin["title"])
+            meta = self._meta_of(twin["path"]) or {"type": kind}
+            self._write(conn, twin["title"], twin["path"], meta, body, twin["created"], "update")
+            return AddResult(twin["title"], self.source, twin["path"], "updated", twin["title"])
+        rel = f"{folder}/{title}.md"
+        if safe_path(self.root, rel).exists():
+            raise NoteError(
+                f"{self.root / rel} exists but is not indexed (see vault.skipped for why); fix or move that file first."
+            )
+        iso = _dt.datetime.fromtimestamp(created, _dt.timezone.utc).isoformat(timespec="seconds")
+        meta: dict[str, Any] = {"description": _first_line(body), "type": kind, "created": iso}
+        if project:
+            meta["project"] = project
+        self._write(conn, title, rel, meta, body, created, "add")
+        return AddResult(title, self.source, rel, "created")
+
+    def _write(
+        self, conn: Connection, title: str, rel: str, meta: dict[str, Any], body: str, created: float, action: str
+    ) -> None:
+        target = safe_path(self.root, rel)
+        atomic_write(target, render_note(meta, body))
+        stat = target.stat()
+        note = Note(title, rel, body, meta, wiki_links(body), content_hash(f"{title}\n{body}"), stat.st_size, stat.st_mtime_ns)
+        VaultIndex.upsert_note(conn, note, created, self.clock())
+        VaultIndex.audit(conn, self.clock(), action, title, rel, f"{len(body)} chars")
+
+    def _meta_of(self, rel: str) -> dict[str, Any] | None:
+        try:
+            return parse_note(self.root, safe_path(self.root, rel)).meta
+        except (NoteError, OSError):
+            return None
+
+    def _duplicate(self, conn: Connection, title: str, body: str) -> dict[str, Any] | None:
+        found = conn.exec_driver_sql(
+            "SELECT id, title, path, body, created FROM notes WHERE key = ? OR norm = ? OR content_hash = ? LIMIT 1",
+            (title.casefold(), normalize_title(title), content_hash(f"{title}\n{body}")),
+        ).mappings().first()
+        if found:
+            return dict(found)
+        words = set(_WORD.findall(body.casefold()))
+        if len(words) < 5:
+            return None
+        match = fts_query(" ".join(sorted(words, key=len, reverse=True)[:24]))
+        for row in conn.exec_driver_sql(
+            "SELECT n.id, n.title, n.path, n.body, n.created FROM notes_fts JOIN notes n ON n.id = notes_fts.rowid "
+            "WHERE notes_fts MATCH ? ORDER BY rank LIMIT 3",
+            (match,),
+        ).mappings():
+            other = set(_WORD.findall(row["body"].casefold()))
+            if other and len(words & other) / len(words | other) >= NEAR_DUPLICATE_JACCARD:
+                return dict(row)
+        return None
+
+    def forget(self, title: str) -> str:
+        """Move the note to the archive folder and out of the index; returns its archived path."""
+        row = self.find(title)
+        if row is None:
+            raise KeyError(f"No note titled {title!r} in the {self.source} vault.")
+
+        def work(conn: Connection) -> str:
+            archived = _free_name(safe_path(self.root, f"{ARCHIVE_DIR}/{row['path']}"))
+            archived.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(safe_path(self.root, row["path"]), archived)
+            rel = archived.relative_to(self.root.resolve()).as_posix()
+            VaultIndex.delete_note(conn, row["path"])
+            conn.exec_driver_sql(
+                "INSERT INTO archive (title, key, path, archived_path, archived_at) VALUES (?,?,?,?,?)",
+                (row["title"], row["key"], row["path"], rel, self.clock()),
+            )
+            VaultIndex.bump(conn)
+            VaultIndex.audit(conn, self.clock(), "forget", row["title"], row["path"], f"archived to {rel}")
+            return rel
+
+        return self.index.write(work)
+
+    def restore(self, title: str) -> AddResult:
+        """Bring the most recently archived note titled ``title`` back to where it was."""
+        key = sanitize_title(title).casefold()
+        row = self.index.read(
+            lambda c: c.exec_driver_sql(
+                "SELECT id, title, path, archived_path FROM archive WHERE key = ? AND restored_at IS NULL "
+                "ORDER BY archived_at DESC LIMIT 1",
+                (key,),
+            ).mappings().first()
+        )
+        if row is None:
+            row = self._archived_on_disk(key)
+        if row is None:
+            raise KeyError(f"No archived note titled {title!r} in the {self.source} vault.")
+
+        def work(conn: Connection) -> AddResult:
+            source = safe_path(self.root, row["archived_path"])
+            target = safe_path(self.root, row["path"])
+            if target.exists():
+                raise NoteError(f"Cannot restore {row['path']}: a note already exists there; rename or forget it first.")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(source, target)
+            note = parse_note(self.root, target)
+            mtime = note.mtime_ns / 1e9
+            VaultIndex.upsert_note(conn, note, parse_created(note.meta.get("created"), mtime), mtime)
+            if row.get("id") is not None:
+                conn.exec_driver_sql("UPDATE archive SET restored_at = ? WHERE id = ?", (self.clock(), row["id"]))
+            VaultIndex.bump(conn)
+            VaultIndex.audit(conn, self.clock(), "restore", note.title, note.path, f"from {row['archived_path']}")
+            return AddResult(note.title, self.source, note.path, "restored")
+
+        return self.index.write(work)
+
+    def _archived_on_disk(self, key: str) -> dict[str, Any] | None:
+        # The archive table lives in the index; if the index was rebuilt, the archive folder still knows.
+        archive = self.root / ARCHIVE_DIR
+        if not archive.is_dir():
+            return None
+        for path in sorted(archive.rglob("*.md"), key=lambda p: p.stat().st_mtime, reverse=True):
+            if path.stem.casefold() == key:
+                rel = path.relative_to(self.root).as_posix()
+                return {"id": None, "title": path.stem, "path": rel.removeprefix(f"{ARCHIVE_DIR}/"), "archived_path": rel}
+        return None
+
+
+def _check_content(title: str, content: str) -> str:
+    if not isinstance(content, str):
+        raise NoteError(f"The content of {title!r} must be text, not {type(content).__name__}.")
+    size = len(content.encode("utf-8"))
+    if size > MAX_NOTE_BYTES:
+        raise NoteError(
+            f"The note {title!r} is {size:,} bytes, over the {MAX_NOTE_BYTES:,}-byte limit; "
+            "split it into smaller notes that each make one claim."
+        )
+    if "\x00" in content:
+        raise NoteError(f"The content of {title!r} contains NUL bytes; a note must be text, not binary data.")
+    return content.strip()
+
+
+def _first_line(body: str) -> str:
+    line = next((ln.strip() for ln in body.splitlines() if ln.strip()), "")
+    return line[:157] + "..." if len(line) > 160 else line
+
+
+def _free_name(path: Path) -> Path:
+    candidate, n = path, 1
+    while candidate.exists():
+        candidate = path.with_name(f"{path.stem} ({n}){path.suffix}")
+        n += 1
+    return candidate

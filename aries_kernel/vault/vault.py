@@ -1,0 +1,807 @@
+"""The ``vault`` of the REPL body: the global vault and the project brain, searched and learned as one.
+
+:func:`open_vault` builds a :class:`Vault` from settings (``AriesVault`` in the Jupyter config, ``$ARIES_VAULT``
+for the global folder). Every query returns a DataFrame with one column per signal, so a user can see why a
+note ranked; every row says which vault (``global`` or ``project``) it came from.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import rustworkx as rx
+from traitlets import Bool, Dict, Int, Unicode
+from traitlets.config import Configurable
+
+from aries_kernel.vault import learning, ranking
+from aries_kernel.vault.embeddings import Embedder, make_embedder
+from aries_kernel.vault.index import fts_query
+from aries_kernel.vault.store import AddResult, NoteStore
+
+__all__ = ["AriesVault", "NoteText", "Vault", "open_vault"]
+
+SIGNALS = ("semantic", "bm25", "pagerank", "warmth")
+RANKED_COLUMNS = [
+    "title", "source", "score", "semantic", "bm25", "pagerank", "warmth", "q_value", "cooccurrence",
+    "folder", "type", "path", "snippet",
+]  # fmt: skip
+_WORD = re.compile(r"\w+")
+_EMBED_CHARS = 4000
+_COOC_SEEDS = 5
+_COOC_WEIGHT = 0.5
+
+
+class AriesVault(Configurable):
+    """Vault settings (``c.AriesVault.path = ...``); ``$ARIES_VAULT`` overrides ``path``."""
+
+    path = Unicode("~/.aries/vault", help="Folder of the global vault (markdown notes).").tag(config=True)
+    embedder = Unicode(
+        "wordllama", help="Embedding model: wordllama, model2vec:<model>, endpoint:<model> or hash."
+    ).tag(config=True)
+    project_brain = Bool(True, help="Also search and write <root>/.aries/memory/, the project brain.").tag(
+        config=True
+    )
+    weights = Dict(
+        {"semantic": 1.0, "bm25": 1.0, "pagerank": 0.25, "warmth": 0.25},
+        help="Weight of each signal in the Reciprocal Rank Fusion.",
+    ).tag(config=True)
+    pool = Int(50, help="Candidates taken from each of BM25 and semantic search before fusion.").tag(config=True)
+
+
+class NoteText(str):
+    """A note's markdown (a ``str``) that also knows its title, source and path, and renders as markdown."""
+
+    title: str
+    source: str
+    path: str
+
+    def _repr_markdown_(self) -> str:
+        return f"**{self.title}** ({self.source}: `{self.path}`)\n\n{self}"
+
+
+@dataclass
+class _Corpus:
+    """Every note of every store, in arrays, with the embeddings and link graphs; rebuilt when notes change."""
+
+    generation: tuple[int, ...]
+    store: np.ndarray
+    ids: np.ndarray
+    titles: list[str]
+    keys: list[str]
+    folders: list[str]
+    types: list[str]
+    paths: list[str]
+    created: np.ndarray
+    position: dict[tuple[int, int], int]
+    by_uid: dict[str, int]
+    vectors: np.ndarray
+    graph: rx.PyDiGraph
+    neighbours: list[list[int]]
+    pagerank: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.titles)
+
+
+def open_vault(
+    root: str | os.PathLike[str] | None = None,
+    config: Any = None,
+    *,
+    path: str | os.PathLike[str] | None = None,
+    embedder: Embedder | None = None,
+    clock: Callable[[], float] = time.time,
+) -> Vault:
+    """The global vault (``path``, else ``$ARIES_VAULT``, else ``AriesVault.path``) plus ``<root>/.aries/memory``."""
+    settings = AriesVault(config=config)
+    folder = Path(path or os.environ.get("ARIES_VAULT") or settings.path).expanduser()
+    stores = [NoteStore("global", folder, folder / ".aries" / "index.db", clock)]
+    if root is not None and settings.project_brain:
+        project = Path(root).expanduser().resolve()
+        stores.append(NoteStore("project", project / ".aries" / "memory", project / ".aries" / "vault.db", clock))
+    return Vault(
+        stores,
+        embedder or make_embedder(settings.embedder),
+        weights=dict(settings.weights),
+        pool=settings.pool,
+        clock=clock,
+        project_name=Path(root).name if root is not None else None,
+    )
+
+
+class Vault:
+    """Persistent memory: ranked, important, warm and explored queries, capture, archive, and learning."""
+
+    def __init__(
+        self,
+        stores: Sequence[NoteStore],
+        embedder: Embedder,
+        weights: dict[str, float] | None = None,
+        pool: int = 50,
+        clock: Callable[[], float] = time.time,
+        project_name: str | None = None,
+    ) -> None:
+        self.stores = list(stores)
+        self.embedder = embedder
+        self.weights = dict(weights or {"semantic": 1.0, "bm25": 1.0, "pagerank": 0.25, "warmth": 0.25})
+        self.pool = pool
+        self.clock = clock
+        self.project_name = project_name
+        self._corpus_cache: _Corpus | None = None
+        self._lock = threading.RLock()
+        self._session: learning.Session | None = None
+        for store in self.stores:
+            store.sync()
+
+    # -- bookkeeping ----------------------------------------------------------------------------------
+
+    @property
+    def skipped(self) -> pd.DataFrame:
+        """Files the last sync did not index, with the reason (broken front matter, binary, too large...)."""
+        rows = [(s.source, s.path, s.reason) for store in self.stores for s in store.skipped]
+        return pd.DataFrame(rows, columns=["source", "path", "reason"])
+
+    def _store(self, where: str | None) -> NoteStore:
+        name = where or "global"
+        for store in self.stores:
+            if store.source == name:
+                return store
+        raise ValueError(f"No {name!r} vault here; choose one of {', '.join(s.source for s in self.stores)}.")
+
+    def sync(self) -> None:
+        """Pick up notes edited, added or deleted by hand since the vault was opened."""
+        for store in self.stores:
+            store.sync()
+
+    def rebuild(self) -> None:
+        """Rebuild every index from the markdown files (learned state is kept)."""
+        with self._lock:
+            for store in self.stores:
+                store.rebuild()
+            self._corpus_cache = None
+
+    def _corpus(self) -> _Corpus:
+        generation = tuple(store.index.generation() for store in self.stores)
+        with self._lock:
+            if self._corpus_cache is None or self._corpus_cache.generation != generation:
+                self._corpus_cache = self._load_corpus(generation)
+            return self._corpus_cache
+
+    def _load_corpus(self, generation: tuple[int, ...]) -> _Corpus:
+        store_col: list[int] = []
+        ids: list[int] = []
+        titles: list[str] = []
+        keys: list[str] = []
+        folders: list[str] = []
+        types: list[str] = []
+        paths: list[str] = []
+        created: list[float] = []
+        hashes: list[str] = []
+        raw_links: list[tuple[int, int, str]] = []
+        for s, store in enumerate(self.stores):
+            rows = store.index.read(
+                lambda c: c.exec_driver_sql(
+                    "SELECT id, title, key, folder, type, path, created, content_hash FROM notes ORDER BY id"
+                ).all()
+            )
+            for r in rows:
+                store_col.append(s)
+                ids.append(int(r[0]))
+                titles.append(r[1])
+                keys.append(r[2])
+                folders.append(r[3])
+                types.append(r[4])
+                paths.append(r[5])
+                created.append(float(r[6]))
+                hashes.append(r[7])
+            links = store.index.read(lambda c: c.exec_driver_sql("SELECT src, target FROM links").all())
+            raw_links.extend((s, int(src), target) for src, target in links)
+        position = {(s, i): n for n, (s, i) in enumerate(zip(store_col, ids))}
+        by_uid: dict[str, int] = {}
+        by_key: dict[tuple[int, str], int] = {}
+        for n, (s, key) in enumerate(zip(store_col, keys)):
+            by_uid.setdefault(f"{self.stores[s].source}:{key}", n)
+            by_key.setdefault((s, key), n)
+        any_store = {key: n for n, key in reversed(list(enumerate(keys)))}
+        graph = rx.PyDiGraph()
+        graph.add_nodes_from(range(len(titles)))
+        neighbours: list[set[int]] = [set() for _ in titles]
+        edges = []
+        for s, src, target in raw_links:
+            a = position.get((s, src))
+            b = by_key.get((s, target), any_store.get(target))
+            if a is None or b is None or a == b:
+                continue
+            edges.append((a, b, 1.0))
+            neighbours[a].add(b)
+            neighbours[b].add(a)
+        graph.add_edges_from(edges)
+        vectors = self._vectors(store_col, ids, titles, hashes)
+        return _Corpus(
+            generation=generation,
+            store=np.asarray(store_col, dtype=np.int32),
+            ids=np.asarray(ids, dtype=np.int64),
+            titles=titles,
+            keys=keys,
+            folders=folders,
+            types=types,
+            paths=paths,
+            created=np.asarray(created, dtype=float),
+            position=position,
+            by_uid=by_uid,
+            vectors=vectors,
+            graph=graph,
+            neighbours=[sorted(n) for n in neighbours],
+            pagerank=ranking.pagerank(graph) if titles else np.zeros(0),
+        )
+
+    def _vectors(self, store_col: list[int], ids: list[int], titles: list[str], hashes: list[str]) -> np.ndarray:
+        name = self.embedder.name
+        cached: dict[str, np.ndarray] = {}
+        for store in self.stores:
+            cached.update(store.index.cached_vectors(name))
+        missing: dict[int, list[int]] = {}
+        for n, h in enumerate(hashes):
+            if h not in cached:
+                missing.setdefault(store_col[n], []).append(n)
+        for s, rows in missing.items():
+            store = self.stores[s]
+            wanted = [ids[n] for n in rows]
+            bodies: dict[int, str] = {}
+            for start in range(0, len(wanted), 500):
+                chunk = wanted[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                bodies.update(
+                    store.index.read(
+                        lambda c: dict(
+                            c.exec_driver_sql(f"SELECT id, body FROM notes WHERE id IN ({marks})", tuple(chunk)).all()
+                        )
+                    )
+                )
+            texts = [f"{titles[n]}\n{bodies.get(ids[n], '')[:_EMBED_CHARS]}" for n in rows]
+            fresh = self.embedder.embed(texts)
+            new = {hashes[n]: fresh[k] for k, n in enumerate(rows)}
+            store.index.store_vectors(name, new)
+            cached.update(new)
+        if not hashes:
+            return np.zeros((0, 1), dtype=np.float32)
+        return np.vstack([cached[h] for h in hashes]).astype(np.float32, copy=False)
+
+    def _uid(self, corpus: _Corpus, n: int) -> str:
+        return f"{self.stores[int(corpus.store[n])].source}:{corpus.keys[n]}"
+
+    def _locate(self, title: str, where: str | None = None) -> tuple[NoteStore, dict[str, Any]]:
+        stores = [self._store(where)] if where else sorted(self.stores, key=lambda s: s.source != "project")
+        for store in stores:
+            row = store.find(title)
+            if row is not None:
+                return store, row
+        raise KeyError(f"No note titled {title!r} in the vault; vault.query_ranked({title!r}) lists close matches.")
+
+    # -- queries --------------------------------------------------------------------------------------
+
+    def query_ranked(
+        self, query: str, limit: int = 10, signals: Sequence[str] | None = None, rerank: bool = True
+    ) -> pd.DataFrame:
+        """Notes for ``query`` by weighted RRF (k=60) of semantic, BM25, PageRank and warmth, then Q-value
+        reranking and co-occurrence personalized PageRank. ``signals`` fuses only those named (e.g.
+        ``["bm25"]`` to see one signal alone); ``rerank=False`` skips the learned stages."""
+        _check_query(query)
+        chosen = list(signals) if signals is not None else list(SIGNALS)
+        unknown = [s for s in chosen if s not in SIGNALS]
+        if unknown or not chosen:
+            raise ValueError(f"Unknown signals {unknown or chosen}; choose from {', '.join(SIGNALS)}.")
+        corpus = self._corpus()
+        if len(corpus) == 0:
+            return pd.DataFrame(columns=RANKED_COLUMNS)
+        sims, top, bm25 = self._candidates(corpus, query)
+        candidates = list(dict.fromkeys([*bm25, *top]))
+        table = self._signal_table(corpus, candidates, sims, bm25)
+        rankings = {name: ranking.rank_order(candidates, [table[name][n] for n in candidates]) for name in chosen}
+        fused = ranking.rrf(rankings, self.weights)
+        scores = {n: fused.get(n, 0.0) for n in candidates}
+        if rerank:
+            scores = self._learned_rerank(corpus, scores, table, sims, bm25)
+        order = sorted(scores, key=lambda n: (-scores[n], n))[:limit]
+        frame = self._frame(corpus, order, scores, table, query)
+        self._record(query, corpus, order)
+        return frame
+
+    def _candidates(self, corpus: _Corpus, query: str) -> tuple[np.ndarray, list[int], dict[int, float]]:
+        """Cosine similarity to every note, the ``pool`` most similar, and the ``pool`` best BM25 matches."""
+        qvec = self.embedder.embed([query])[0]
+        sims = corpus.vectors @ qvec
+        take = min(self.pool, len(sims))
+        top = np.argpartition(-sims, take - 1)[:take] if take < len(sims) else np.arange(len(sims))
+        bm25: dict[int, float] = {}
+        match = fts_query(query)
+        for s, store in enumerate(self.stores):
+            for note_id, score in store.index.bm25(match, self.pool):
+                n = corpus.position.get((s, note_id))
+                if n is not None:
+                    bm25[n] = score
+        return sims, [int(n) for n in top], bm25
+
+    def _signal_table(
+        self, corpus: _Corpus, candidates: Sequence[int], sims: np.ndarray, bm25: dict[int, float]
+    ) -> dict[str, dict[int, float]]:
+        warm = self._warmth(corpus, candidates)
+        return {
+            "semantic": {n: float(sims[n]) for n in candidates},
+            "bm25": {n: bm25.get(n, math.nan) for n in candidates},
+            "pagerank": {n: float(corpus.pagerank[n]) for n in candidates},
+            "warmth": {n: warm[n] for n in candidates},
+        }
+
+    def _learned_rerank(
+        self,
+        corpus: _Corpus,
+        scores: dict[int, float],
+        table: dict[str, dict[int, float]],
+        sims: np.ndarray,
+        bm25: dict[int, float],
+    ) -> dict[int, float]:
+        q = self._q_values(corpus)
+        reranked = {n: ranking.q_rerank(s, q.get(n, learning.Q_START)) for n, s in scores.items()}
+        graph = self._cooccurrence_graph(corpus)
+        if graph.num_edges() == 0 or not reranked:
+            return reranked
+        seeds = sorted(reranked, key=lambda n: -reranked[n])[:_COOC_SEEDS]
+        ppr = ranking.personalized_pagerank(graph, {n: reranked[n] for n in seeds})
+        top = max(reranked.values())
+        extra = [n for n, v in ppr.items() if n not in reranked and v > 0]
+        if extra:
+            more = self._signal_table(corpus, extra, sims, bm25)
+            for name in table:
+                table[name].update(more[name])
+        table["cooccurrence"] = {}
+        for n, value in ppr.items():
+            if n in seeds:
+                continue  # the seeds hold the restart mass; only what they pull in is boosted
+            table["cooccurrence"][n] = value
+            reranked[n] = reranked.get(n, 0.0) + _COOC_WEIGHT * value * top
+        return reranked
+
+    def _q_values(self, corpus: _Corpus) -> dict[int, float]:
+        out: dict[int, float] = {}
+        for store in self.stores:
+            for key, (q, _) in store.index.q_values().items():
+                n = corpus.by_uid.get(f"{store.source}:{key}")
+                if n is not None:
+                    out[n] = q
+        return out
+
+    def _cooccurrence_graph(self, corpus: _Corpus) -> rx.PyDiGraph:
+        graph = rx.PyDiGraph()
+        graph.add_nodes_from(range(len(corpus)))
+        for store in self.stores:
+            for a, b, weight in store.index.cooccurrence():
+                na, nb = corpus.by_uid.get(a), corpus.by_uid.get(b)
+                if na is not None and nb is not None:
+                    graph.add_edge(na, nb, weight)
+                    graph.add_edge(nb, na, weight)
+        return graph
+
+    def _warmth(self, corpus: _Corpus, nodes: Iterable[int]) -> dict[int, float]:
+        wanted = set(nodes)
+        around = set(wanted)
+        for n in wanted:
+            around.update(corpus.neighbours[n])
+        return self._warmth_parts(corpus, around)[1]
+
+    def _warmth_parts(self, corpus: _Corpus, nodes: set[int]) -> tuple[dict[int, float], dict[int, float]]:
+        now = self.clock()
+        ages: dict[int, list[float]] = {n: [(now - corpus.created[n]) / 3600.0] for n in nodes}
+        by_store: dict[int, dict[str, int]] = {}
+        for n in nodes:
+            by_store.setdefault(int(corpus.store[n]), {})[corpus.keys[n]] = n
+        everything = len(nodes) == len(corpus)
+        for s, keys in by_store.items():
+            index = self.stores[s].index
+            for key, at in index.accesses(None if everything else keys):
+                n = keys.get(key)
+                if n is not None:
+                    ages[n].append((now - at) / 3600.0)
+        activation = {
+            n: ranking.base_level_activation(a, ranking.decay_for(corpus.folders[n])) for n, a in ages.items()
+        }
+        links = {n: corpus.neighbours[n] for n in nodes}
+        return activation, ranking.spread_activation(activation, links)
+
+    def _record(self, query: str, corpus: _Corpus, order: Sequence[int]) -> None:
+        if self._session is not None:
+            self._session.record_retrieval(query, [self._uid(corpus, n) for n in order])
+
+    def _frame(
+        self,
+        corpus: _Corpus,
+        order: Sequence[int],
+        scores: dict[int, float],
+        table: dict[str, dict[int, float]],
+        query: str | None,
+    ) -> pd.DataFrame:
+        q = self._q_values(corpus)
+        bodies = self._bodies(corpus, order)
+        terms = [w for w in fts_query(query or "").replace('"', "").split(" OR ") if w]
+        rows = []
+        for n in order:
+            rows.append(
+                {
+                    "title": corpus.titles[n],
+                    "source": self.stores[int(corpus.store[n])].source,
+                    "score": scores[n],
+                    "semantic": table.get("semantic", {}).get(n, math.nan),
+                    "bm25": table.get("bm25", {}).get(n, math.nan),
+                    "pagerank": float(corpus.pagerank[n]),
+                    "warmth": table.get("warmth", {}).get(n, math.nan),
+                    "q_value": q.get(n, learning.Q_START),
+                    "cooccurrence": table.get("cooccurrence", {}).get(n, 0.0),
+                    "folder": corpus.folders[n],
+                    "type": corpus.types[n],
+                    "path": corpus.paths[n],
+                    "snippet": _snippet(bodies.get(n, ""), terms),
+                }
+            )
+        return pd.DataFrame(rows, columns=RANKED_COLUMNS)
+
+    def _bodies(self, corpus: _Corpus, order: Sequence[int]) -> dict[int, str]:
+        out: dict[int, str] = {}
+        for s, store in enumerate(self.stores):
+            wanted = [int(corpus.ids[n]) for n in order if corpus.store[n] == s]
+            if not wanted:
+                continue
+            marks = ",".join("?" * len(wanted))
+            rows = store.index.read(
+                lambda c: c.exec_driver_sql(f"SELECT id, body FROM notes WHERE id IN ({marks})", tuple(wanted)).all()
+            )
+            for note_id, body in rows:
+                n = corpus.position.get((s, int(note_id)))
+                if n is not None:
+                    out[n] = body
+        return out
+
+    def query_important(self, limit: int = 10) -> pd.DataFrame:
+        """Notes by PageRank authority over the wiki-link graph, with in- and out-degree."""
+        corpus = self._corpus()
+        order = [int(n) for n in np.argsort(-corpus.pagerank, kind="stable")[:limit]] if len(corpus) else []
+        frame = self._frame(corpus, order, {n: float(corpus.pagerank[n]) for n in order}, {}, None)
+        frame.insert(3, "in_degree", [corpus.graph.in_degree(n) for n in order])
+        frame.insert(4, "out_degree", [corpus.graph.out_degree(n) for n in order])
+        return frame.drop(columns=["semantic", "bm25", "warmth", "cooccurrence"])
+
+    def query_warmth(self, query: str | None = None, limit: int = 10) -> pd.DataFrame:
+        """The warmth field: notes by ACT-R activation plus spreading activation, among ``query``'s matches
+        when given (else over the whole vault); ``activation`` is the base level before spreading."""
+        corpus = self._corpus()
+        if len(corpus) == 0:
+            return pd.DataFrame(columns=["title", "source", "score", "activation", "warmth", "path", "snippet"])
+        if query is not None:
+            _check_query(query)
+            _, top, bm25 = self._candidates(corpus, query)
+            nodes = set(bm25) | set(top)
+        else:
+            nodes = set(range(len(corpus)))
+        around = set(nodes)
+        for n in nodes:
+            around.update(corpus.neighbours[n])
+        activation, warmth = self._warmth_parts(corpus, around)
+        order = sorted(nodes, key=lambda n: (-warmth[n], n))[:limit]
+        frame = self._frame(corpus, order, {n: warmth[n] for n in order}, {"warmth": warmth}, query)
+        frame.insert(3, "activation", [activation[n] for n in order])
+        if query is not None:
+            self._record(query, corpus, order)
+        return frame[["title", "source", "score", "activation", "warmth", "q_value", "folder", "path", "snippet"]]
+
+    def explore(
+        self,
+        query: str,
+        limit: int = 15,
+        depth: int = 2,
+        decompose: Callable[[str], list[str]] | None = None,
+    ) -> pd.DataFrame:
+        """Personalized PageRank over wiki-links from the best seeds of ``query`` (and, when ``decompose`` is
+        given, of its sub-questions, recursively to ``depth`` levels); results stay within ``depth`` link hops
+        of a seed. Deterministic without ``decompose``."""
+        _check_query(query)
+        corpus = self._corpus()
+        columns = ["title", "source", "score", "seed", "hops", "via", "path", "snippet"]
+        if len(corpus) == 0:
+            return pd.DataFrame(columns=columns)
+        seeds: dict[int, float] = {}
+        via: dict[int, str] = {}
+        self._explore_seeds(corpus, query, depth, decompose, seeds, via, set())
+        undirected = rx.PyDiGraph()
+        undirected.add_nodes_from(range(len(corpus)))
+        undirected.add_edges_from(
+            [(a, b, 1.0) for a, nbrs in enumerate(corpus.neighbours) for b in nbrs]
+        )
+        ppr = ranking.personalized_pagerank(undirected, seeds) or dict(seeds)
+        hops = _hops(corpus.neighbours, seeds, depth)
+        order = sorted((n for n in ppr if n in hops), key=lambda n: (-ppr[n], n))[:limit]
+        frame = self._frame(corpus, order, {n: ppr[n] for n in order}, {}, query)
+        frame["seed"] = [n in seeds for n in order]
+        frame["hops"] = [hops[n] for n in order]
+        frame["via"] = [via.get(n, "") for n in order]
+        self._record(query, corpus, order)
+        return frame[columns]
+
+    def _explore_seeds(
+        self,
+        corpus: _Corpus,
+        question: str,
+        levels: int,
+        decompose: Callable[[str], list[str]] | None,
+        seeds: dict[int, float],
+        via: dict[int, str],
+        asked: set[str],
+    ) -> None:
+        asked.add(question.strip().casefold())
+        sims, top, bm25 = self._candidates(corpus, question)
+        candidates = list(dict.fromkeys([*bm25, *top]))
+        table = self._signal_table(corpus, candidates, sims, bm25)
+        fused = ranking.rrf(
+            {name: ranking.rank_order(candidates, [table[name][n] for n in candidates]) for name in SIGNALS},
+            self.weights,
+        )
+        for rank, n in enumerate(sorted(fused, key=lambda n: (-fused[n], n))[:5], start=1):
+            if 1.0 / rank > seeds.get(n, 0.0):
+                seeds[n] = 1.0 / rank
+                via[n] = question
+        if decompose is None or levels <= 1:
+            return
+        for sub in list(decompose(question))[:4]:
+            if isinstance(sub, str) and sub.strip() and sub.strip().casefold() not in asked:
+                self._explore_seeds(corpus, sub, levels - 1, decompose, seeds, via, asked)
+
+    # -- writes ---------------------------------------------------------------------------------------
+
+    def add(
+        self,
+        title: str,
+        content: str,
+        type: str = "insight",
+        *,
+        project: bool = False,
+        where: str | None = None,
+        folder: str = "inbox",
+    ) -> AddResult:
+        """Capture a note (the title is a prose claim) into ``inbox/`` of the global vault, or of the project
+        brain with ``project=True`` / ``where="project"``. A near-duplicate title or content updates the
+        existing note instead of writing a twin."""
+        store = self._store("project" if project else where)
+        result = store.add(title, content, type, folder=folder, project=self.project_name)
+        if self._session is not None:
+            self._session.mark_used(f"{store.source}:{result.title.casefold()}")
+        return result
+
+    def add_many(
+        self,
+        items: Sequence[tuple[str, str, str]],
+        *,
+        where: str | None = None,
+        folder: str = "inbox",
+        created: Sequence[float] | None = None,
+    ) -> list[AddResult]:
+        """Bulk capture of ``(title, content, type)`` in one transaction (imports, benchmarks)."""
+        return self._store(where).add_many(items, folder=folder, project=self.project_name, created=created)
+
+    def read(self, title: str, where: str | None = None) -> NoteText:
+        """The markdown of the note titled ``title`` (project brain first); reading warms the note."""
+        store, row = self._locate(title, where)
+        text = NoteText(f"# {row['title']}\n\n{row['body']}")
+        text.title, text.source, text.path = row["title"], store.source, row["path"]
+        store.index.write(lambda c: store.index.record_access(c, row["key"], self.clock(), "read"))
+        return text
+
+    def forget(self, title: str, where: str | None = None) -> str:
+        """Soft-delete: move the note to the vault's ``.archive/`` folder; :meth:`restore` brings it back."""
+        store, row = self._locate(title, where)
+        return store.forget(row["title"])
+
+    def restore(self, title: str, where: str | None = None) -> AddResult:
+        """Bring back a note removed with :meth:`forget`."""
+        errors = []
+        for store in [self._store(where)] if where else self.stores:
+            try:
+                return store.restore(title)
+            except KeyError as exc:
+                errors.append(str(exc))
+        raise KeyError(" ".join(errors))
+
+    def audit(self, limit: int = 20) -> pd.DataFrame:
+        """The most recent writes, newest first: time, source, action, title, path, detail."""
+        frames = []
+        for store in self.stores:
+            rows = store.index.read(
+                lambda c: c.exec_driver_sql(
+                    "SELECT at, action, title, path, detail FROM audit ORDER BY id DESC LIMIT ?", (limit,)
+                ).all()
+            )
+            frame = pd.DataFrame(rows, columns=["at", "action", "title", "path", "detail"])
+            frame.insert(1, "source", store.source)
+            frames.append(frame)
+        result = pd.concat(frames, ignore_index=True).sort_values("at", ascending=False).head(limit)
+        result["at"] = pd.to_datetime(result["at"], unit="s", utc=True)
+        return result.reset_index(drop=True)
+
+    # -- learning -------------------------------------------------------------------------------------
+
+    @property
+    def session(self) -> learning.Session | None:
+        """The session in progress (what was retrieved and used), or None."""
+        return self._session
+
+    def begin_session(self) -> learning.Session:
+        """Start recording retrievals and uses; a session already running is returned as is."""
+        if self._session is None:
+            self._session = learning.Session(started=self.clock())
+        return self._session
+
+    def mark_used(self, title: str, where: str | None = None) -> None:
+        """Record that the note titled ``title`` was used in this session (rewarded at its end)."""
+        store, row = self._locate(title, where)
+        self.begin_session().mark_used(f"{store.source}:{row['key']}")
+
+    def boost(self, title: str, where: str | None = None) -> None:
+        """An echo: the note was referenced, so warm it now and reward it at the session's end."""
+        store, row = self._locate(title, where)
+        store.index.write(lambda c: store.index.record_access(c, row["key"], self.clock(), "echo"))
+        self.begin_session().mark_used(f"{store.source}:{row['key']}")
+
+    def end_session(self) -> pd.DataFrame:
+        """Credit Q-values once for everything the session exposed or used, update co-occurrence, and end it.
+
+        Returns one row per credited note (title, source, used, reward, q_before, q_after, exposures)."""
+        columns = ["title", "source", "used", "reward", "q_before", "q_after", "exposures"]
+        session, self._session = self._session, None
+        if session is None or session.ended:
+            return pd.DataFrame(columns=columns)
+        session.ended = True
+        learned: dict[str, tuple[float, int]] = {}
+        for store in self.stores:
+            for key, value in store.index.q_values().items():
+                learned[f"{store.source}:{key}"] = value
+        credits = learning.credit(session, learned)
+        pairs = learning.cooccurrence_pairs(session.used)
+        now = self.clock()
+        for store in self.stores:
+            prefix = f"{store.source}:"
+            mine = [c for c in credits if c.uid.startswith(prefix)]
+            # A pair lives in the project brain when either note does, else in the global vault.
+            home = [p for p in pairs if self._pair_home(p) == store.source]
+            if not mine and not home:
+                continue
+
+            def work(conn: Any, mine: list[learning.Credit] = mine, home: list[tuple[str, str]] = home) -> None:
+                if mine:
+                    conn.exec_driver_sql(
+                        "INSERT INTO q_values (key, q, exposures, updates, updated) VALUES (?,?,?,1,?) "
+                        "ON CONFLICT (key) DO UPDATE SET q = excluded.q, exposures = excluded.exposures, "
+                        "updates = updates + 1, updated = excluded.updated",
+                        [(c.uid.removeprefix(prefix), c.q_after, c.exposures, now) for c in mine],
+                    )
+                if home:
+                    conn.exec_driver_sql(
+                        "INSERT INTO cooccurrence (a, b, weight) VALUES (?,?,1) "
+                        "ON CONFLICT (a, b) DO UPDATE SET weight = weight + 1",
+                        home,
+                    )
+                store.index.audit(conn, now, "session", "", "", f"{len(mine)} credited, {len(home)} pairs")
+
+            store.index.write(work)
+        rows = []
+        for c in credits:
+            source, _, key = c.uid.partition(":")
+            rows.append((self._title_of(source, key), source, c.used, c.reward, c.q_before, c.q_after, c.exposures))
+        return pd.DataFrame(rows, columns=columns)
+
+    def _pair_home(self, pair: tuple[str, str]) -> str:
+        has_project = any(uid.startswith("project:") for uid in pair) and any(
+            s.source == "project" for s in self.stores
+        )
+        return "project" if has_project else "global"
+
+    def _title_of(self, source: str, key: str) -> str:
+        row = self._store(source).find(key)
+        return row["title"] if row else key
+
+    def export_learning(self, path: str | os.PathLike[str]) -> Path:
+        """Write Q-values, access history and co-occurrence of every store to a JSON file."""
+        target = Path(path).expanduser()
+        data = {
+            "format": "aries-vault-learning",
+            "version": 1,
+            "exported_at": self.clock(),
+            "stores": {store.source: store.index.export_learning() for store in self.stores},
+        }
+        target.write_text(json.dumps(data), encoding="utf-8")
+        return target
+
+    def import_learning(self, path: str | os.PathLike[str]) -> None:
+        """Merge a file written by :meth:`export_learning` (after a rebuild, or onto another machine)."""
+        source = Path(path).expanduser()
+        try:
+            data = json.loads(source.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ValueError(f"{source}: not a readable vault learning export ({exc}).") from exc
+        if not isinstance(data, dict) or data.get("format") != "aries-vault-learning":
+            raise ValueError(f"{source}: not a vault learning export (no 'format': 'aries-vault-learning').")
+        for store in self.stores:
+            if store.source in data.get("stores", {}):
+                store.index.import_learning(data["stores"][store.source])
+
+    # -- display --------------------------------------------------------------------------------------
+
+    def summary(self) -> list[dict[str, Any]]:
+        """Per store: source, folder, notes, links, archived, last write (UTC)."""
+        out = []
+        for store in self.stores:
+            counts = store.index.read(
+                lambda c: c.exec_driver_sql(
+                    "SELECT (SELECT count(*) FROM notes), (SELECT count(*) FROM links), "
+                    "(SELECT count(*) FROM archive WHERE restored_at IS NULL), "
+                    "(SELECT max(at) FROM audit WHERE action NOT IN ('sync', 'session'))"
+                ).one()
+            )
+            last = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(counts[3])) if counts[3] else "never"
+            out.append(
+                {"source": store.source, "folder": str(store.root), "notes": counts[0], "links": counts[1],
+                 "archived": counts[2], "last_write": last}  # fmt: skip
+            )
+        return out
+
+    def __repr__(self) -> str:
+        parts = [
+            f"{s['source']}: {s['notes']} notes, {s['links']} links, last write {s['last_write']} ({s['folder']})"
+            for s in self.summary()
+        ]
+        return "Vault(" + "; ".join(parts) + ")"
+
+    def _repr_markdown_(self) -> str:
+        lines = ["**Vault**", "", "| source | notes | links | archived | last write | folder |", "|---|---|---|---|---|---|"]
+        for s in self.summary():
+            lines.append(
+                f"| {s['source']} | {s['notes']} | {s['links']} | {s['archived']} | {s['last_write']} | `{s['folder']}` |"
+            )
+        return "\n".join(lines)
+
+
+def _check_query(query: Any) -> None:
+    if not isinstance(query, str) or not query.strip():
+        raise ValueError("The vault needs a non-empty query, e.g. vault.query_ranked('how we handle retries').")
+    if not _WORD.search(query):
+        raise ValueError(f"The query {query!r} has no words to search for; ask with words.")
+
+
+def _snippet(body: str, terms: Sequence[str], width: int = 160) -> str:
+    flat = " ".join(body.split())
+    lower = flat.casefold()
+    at = min((p for p in (lower.find(t) for t in terms) if p >= 0), default=-1)
+    start = max(0, at - width // 4) if at > 0 else 0
+    piece = flat[start : start + width]
+    return ("..." if start else "") + piece + ("..." if start + width < len(flat) else "")
+
+
+def _hops(neighbours: list[list[int]], seeds: Iterable[int], depth: int) -> dict[int, int]:
+    distance = {n: 0 for n in seeds}
+    frontier = list(distance)
+    for level in range(1, depth + 1):
+        nxt = []
+        for node in frontier:
+            for other in neighbours[node]:
+                if other not in distance:
+                    distance[other] = level
+                    nxt.append(other)
+        frontier = nxt
+    return distance
+
