@@ -1,9 +1,9 @@
 """Judgment operations of `codebase` on fixture repositories with known answers.
 
-Fixtures (tests/fixtures/codebase/judgment/): `pyshop`, a snake_case Python package whose reports module holds a
-planted renamed copy of `compute_invoice_total` (`summarize_sales`); `tsapp`, a camelCase TypeScript app; `jsmix`,
-CommonJS JavaScript with a renamed copy of `cartTotal` (`orderSum`). Each is copied to a temporary directory so
-the index written under `.aries/` never lands in the source tree.
+Fixtures (tests/fixtures/codebase/judgment/): `pyshop`, a snake_case Python package whose reports module
+holds a planted renamed copy of `compute_invoice_total` (`summarize_sales`); `tsapp`, a camelCase TypeScript
+app; `jsmix`, CommonJS JavaScript with a renamed copy of `cartTotal` (`orderSum`). Each is copied to a
+temporary directory so the index written under `.aries/` never lands in the source tree.
 """
 
 from __future__ import annotations
@@ -42,20 +42,20 @@ def greet(name: str) -> str:
     return "hello " + name.title()
 '''
 
-SNAKE_TS = '''
+SNAKE_TS = """
 export async function load_user_orders(user_id: number): Promise<unknown[]> {
   const order_list = await getJson(`/api/orders/${user_id}`);
   return order_list as unknown[];
 }
-'''
+"""
 
-CAMEL_TS = '''
+CAMEL_TS = """
 /** Orders of one user. */
 export async function loadUserOrders(userId: number): Promise<unknown[]> {
   const orderList = await getJson(`/api/orders/${userId}`);
   return orderList as unknown[];
 }
-'''
+"""
 
 
 def _open(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[Codebase]:
@@ -99,7 +99,7 @@ def _rows(frame: pd.DataFrame, **match: object) -> pd.DataFrame:
     return frame[mask]
 
 
-# ------------------------------------------------------------------------------------------- detect_duplication
+# ---------------------------------------------------------------------------------- detect_duplication
 
 
 def test_planted_copy_is_an_exact_duplicate(shop: Codebase) -> None:
@@ -113,7 +113,9 @@ def test_planted_copy_is_an_exact_duplicate(shop: Codebase) -> None:
     assert exact["similarity"].tolist() == [1.0]
     # The planted renamed copy in reports is found too, but only as a structural duplicate.
     renamed = _rows(found, name="summarize_sales")
-    assert renamed[["file", "kind", "similarity"]].values.tolist() == [["shop/reports/summary.py", "structural", 1.0]]
+    assert renamed[["file", "kind", "similarity"]].values.tolist() == [
+        ["shop/reports/summary.py", "structural", 1.0]
+    ]
     assert list(found.columns) == ["file", "name", "line", "end_line", "kind", "similarity", "snippet_name"]
 
 
@@ -145,7 +147,9 @@ def test_javascript_duplicates(jsmix: Codebase) -> None:
     original = _definition(FIXTURES / "jsmix/lib/cartTotals.js", "function cartTotal")
     found = jsmix.detect_duplication(original)
     assert _rows(found, kind="exact")["name"].tolist() == ["cartTotal"]
-    assert _rows(found, kind="structural")[["file", "name"]].values.tolist() == [["lib/priceMath.js", "orderSum"]]
+    assert _rows(found, kind="structural")[["file", "name"]].values.tolist() == [
+        ["lib/priceMath.js", "orderSum"]
+    ]
 
 
 def test_detect_duplication_rejects_bad_input(shop: Codebase) -> None:
@@ -155,7 +159,7 @@ def test_detect_duplication_rejects_bad_input(shop: Codebase) -> None:
         shop.detect_duplication("   \n")
 
 
-# ------------------------------------------------------------------------------------------- is_consistent_with
+# ---------------------------------------------------------------------------------- is_consistent_with
 
 
 def _naming(report: pd.DataFrame) -> pd.DataFrame:
@@ -167,7 +171,11 @@ def test_snake_case_snippet_deviates_from_camel_case_repository(tsapp: Codebase)
     camel = tsapp.is_consistent_with(CAMEL_TS, "typescript")
 
     snake_naming = _naming(snake)
-    assert set(snake_naming["finding"].str.split(":").str[0]) == {"function names", "variable names", "parameter names"}
+    assert set(snake_naming["finding"].str.split(":").str[0]) == {
+        "function names",
+        "variable names",
+        "parameter names",
+    }
     assert (snake_naming["deviation"] == 1.0).all()
     assert snake_naming["expected"].str.startswith("camelCase").all()
     assert snake_naming["finding"].str.contains("snake_case where the reference uses camelCase").all()
@@ -195,10 +203,14 @@ def test_reference_may_be_a_file_or_a_list_of_files(tsapp: Codebase) -> None:
 
 
 def test_camel_case_snippet_deviates_from_snake_case_python(shop: Codebase) -> None:
-    report = shop.is_consistent_with("def loadOrders(userId):\n    return userId\n", "python", criteria="naming")
+    report = shop.is_consistent_with(
+        "def loadOrders(userId):\n    return userId\n", "python", criteria="naming"
+    )
     assert (_naming(report)["deviation"] == 1.0).all()
     assert _naming(report)["expected"].str.startswith("snake_case").all()
-    fitting = shop.is_consistent_with("def load_orders(user_id):\n    return user_id\n", "python", criteria="naming")
+    fitting = shop.is_consistent_with(
+        "def load_orders(user_id):\n    return user_id\n", "python", criteria="naming"
+    )
     assert fitting.attrs["deviation"] == 0.0
 
 
@@ -217,7 +229,7 @@ def test_structure_and_import_findings(shop: Codebase, tsapp: Codebase) -> None:
     assert form["expected"].startswith("ESM import")
 
 
-# ------------------------------------------------------------------------------------------- suggest_location
+# ---------------------------------------------------------------------------------- suggest_location
 
 
 @pytest.mark.parametrize(
@@ -247,7 +259,7 @@ def test_suggest_location_needs_words(shop: Codebase) -> None:
         shop.suggest_location("!!! ???")
 
 
-# ------------------------------------------------------------------------------------------- find_similar_patterns
+# ---------------------------------------------------------------------------------- find_similar_patterns
 
 
 def test_similar_by_name_tokens(shop: Codebase) -> None:
@@ -264,7 +276,13 @@ def test_similar_by_signature(shop: Codebase, tsapp: Codebase) -> None:
     loaders = shop.find_similar_patterns("def load_*", mode="signature")
     assert set(loaders["name"]) == {"load_user_config", "load_defaults"}
     asynchronous = tsapp.find_similar_patterns("async function", mode="signature")
-    assert set(asynchronous["name"]) == {"getJson", "postJson", "fetchUserProfile", "saveUserProfile", "startApp"}
+    assert set(asynchronous["name"]) == {
+        "getJson",
+        "postJson",
+        "fetchUserProfile",
+        "saveUserProfile",
+        "startApp",
+    }
     with_params = tsapp.find_similar_patterns("function *(displayName: string)", mode="signature")
     assert set(with_params["name"]) == {"formatUserName", "userInitials"}  # an arrow function counts too
 
@@ -282,12 +300,14 @@ def test_unknown_mode_is_rejected(shop: Codebase) -> None:
         shop.find_similar_patterns("load", mode="fuzzy")
 
 
-# ------------------------------------------------------------------------------------------- find_convention
+# ---------------------------------------------------------------------------------- find_convention
 
 
 def test_logging_convention(shop: Codebase) -> None:
     modules_with_logger = [
-        p for p in (FIXTURES / "pyshop").rglob("*.py") if "logger = logging.getLogger(__name__)" in p.read_text()
+        p
+        for p in (FIXTURES / "pyshop").rglob("*.py")
+        if "logger = logging.getLogger(__name__)" in p.read_text()
     ]
     found = shop.find_convention("logging")
     top = found.iloc[0]

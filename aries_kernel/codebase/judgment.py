@@ -2,8 +2,8 @@
 
 These are the questions an agent asks before writing new code: does this exist already, does it look like the
 code around it, where does it belong, and how does this repository usually do X. `JudgmentMixin` answers them
-from the index that `Codebase` builds (symbol table with shape and exact hashes, sources, communities, PageRank)
-and from tree-sitter parses of snippets and of the files it needs, cached by content.
+from the index that `Codebase` builds (symbol table with shape and exact hashes, sources, communities,
+PageRank) and from tree-sitter parses of snippets and of the files it needs, cached by content.
 """
 
 from __future__ import annotations
@@ -45,7 +45,11 @@ _JS_DEFS = frozenset(
     }
 )
 _JS_FUNCTION_VALUES = frozenset({"arrow_function", "function_expression", "function", "generator_function"})
-_JS_FUNCTIONS = _JS_FUNCTION_VALUES | {"function_declaration", "generator_function_declaration", "method_definition"}
+_JS_FUNCTIONS = _JS_FUNCTION_VALUES | {
+    "function_declaration",
+    "generator_function_declaration",
+    "method_definition",
+}
 _CLASSES = frozenset({"class_definition", "class_declaration", "abstract_class_declaration"})
 _NESTING = frozenset(
     {
@@ -90,8 +94,47 @@ _SIGNATURE_KINDS = {
     "variable": ("variable",),
 }
 _STOPWORDS = frozenset(
-    "a an and are as at be by for from has have in into is it its of on or that the this to with which when "
-    "where will new code module file files function functions class something some".split()
+    {
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "for",
+        "from",
+        "has",
+        "have",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "of",
+        "on",
+        "or",
+        "that",
+        "the",
+        "this",
+        "to",
+        "with",
+        "which",
+        "when",
+        "where",
+        "will",
+        "new",
+        "code",
+        "module",
+        "file",
+        "files",
+        "function",
+        "functions",
+        "class",
+        "something",
+        "some",
+    }
 )
 _TOPICS = {
     "error handling": ("error", "errors", "exception", "exceptions", "raise", "throw", "error-handling"),
@@ -100,14 +143,16 @@ _TOPICS = {
     "async": ("asynchronous", "await", "asyncio", "concurrency", "promises", "promise"),
     "api calls": ("api", "apis", "http", "https", "requests", "fetch", "network", "api call", "rest"),
 }
-_LOG_LEVELS = frozenset({"debug", "info", "warning", "warn", "error", "exception", "critical", "fatal", "trace", "log"})
-_HTTP_METHODS = frozenset({"get", "post", "put", "patch", "delete", "head", "options", "request", "send", "stream"})
-_HTTP_ROOTS = frozenset({"requests", "httpx", "aiohttp", "urllib", "urllib3", "axios", "http", "https", "got", "ky"})
+_LOG_LEVELS = frozenset(
+    {"debug", "info", "warning", "warn", "error", "exception", "critical", "fatal", "trace", "log"}
+)
+_HTTP_METHODS = frozenset(
+    {"get", "post", "put", "patch", "delete", "head", "options", "request", "send", "stream"}
+)
+_HTTP_ROOTS = frozenset(
+    {"requests", "httpx", "aiohttp", "urllib", "urllib3", "axios", "http", "https", "got", "ky"}
+)
 _ASYNC_LIBS = ("asyncio.", "trio.", "anyio.", "Promise.")
-
-
-def _is_function_kind(kind: str) -> bool:
-    return kind in ("function", "method")
 
 
 @dataclass
@@ -174,7 +219,7 @@ def _anchored_shapes(root: Node, python: bool) -> dict[int, Node]:
 
 
 def _tokens(text: str) -> list[str]:
-    """Search tokens of free text or code: identifier parts, lower-cased, stop words dropped, lightly stemmed."""
+    """Search tokens of text or code: identifier parts, lower-cased, stop words dropped, lightly stemmed."""
     out: list[str] = []
     for word in re.findall(r"[A-Za-z][A-Za-z0-9]*", text):
         for token in split_identifier(word):
@@ -241,7 +286,9 @@ def _profile(root: Node, language: str) -> _Profile:
                 prof.nesting.append((label, _max_nesting(node)))
                 prof.documented.append((label, "documented" if _has_doc(node, python) else "undocumented"))
                 if typed_language:
-                    prof.typed.append((label, "type-annotated" if _has_types(node, python) else "unannotated"))
+                    prof.typed.append(
+                        (label, "type-annotated" if _has_types(node, python) else "unannotated")
+                    )
         elif kind == "assignment" and python:
             left = node.child_by_field_name("left")
             if left is not None and left.type == "identifier":
@@ -252,9 +299,8 @@ def _profile(root: Node, language: str) -> _Profile:
                 name_node = node.child_by_field_name("name")
                 if name_node is not None and name_node.type == "identifier":
                     _add_name(prof, "constant" if _text(name_node).isupper() else "variable", name_node)
-        elif kind == "identifier" and _is_parameter_name(node):
-            if _text(node) not in ("self", "cls"):
-                _add_name(prof, "parameter", node)
+        elif kind == "identifier" and _is_parameter_name(node) and _text(node) not in ("self", "cls"):
+            _add_name(prof, "parameter", node)
         _collect_imports(prof, node, python)
     return prof
 
@@ -267,8 +313,11 @@ def _is_parameter_name(node: Node) -> bool:
         return True
     if parent.type == "typed_parameter":
         return parent.named_children[0].id == node.id
-    named = parent.child_by_field_name("pattern" if parent.type.endswith("required_parameter") or
-                                       parent.type == "optional_parameter" else "name")
+    named = parent.child_by_field_name(
+        "pattern"
+        if parent.type.endswith("required_parameter") or parent.type == "optional_parameter"
+        else "name"
+    )
     return parent.type in _PARAMETER_WRAPPERS and named is not None and named.id == node.id
 
 
@@ -310,10 +359,18 @@ def _has_doc(node: Node, python: bool) -> bool:
     if python:
         body = node.child_by_field_name("body")
         first = body.named_children[0] if body is not None and body.named_children else None
-        return bool(first is not None and first.type == "expression_statement" and first.named_children
-                    and first.named_children[0].type == "string")
+        return bool(
+            first is not None
+            and first.type == "expression_statement"
+            and first.named_children
+            and first.named_children[0].type == "string"
+        )
     anchor = node.parent if node.parent is not None and node.parent.type == "export_statement" else node
-    if node.type in _JS_FUNCTION_VALUES and node.parent is not None and node.parent.type == "variable_declarator":
+    if (
+        node.type in _JS_FUNCTION_VALUES
+        and node.parent is not None
+        and node.parent.type == "variable_declarator"
+    ):
         anchor = node.parent.parent or node
         if anchor.parent is not None and anchor.parent.type == "export_statement":
             anchor = anchor.parent
@@ -398,8 +455,16 @@ def _error_pattern(node: Node, python: bool) -> str | None:
     if kind in _CLASSES:
         bases = _base_names(node, python)
         for base in bases:
-            if base.endswith(("Error", "Exception", "Warning")) or base in ("Exception", "Error", "BaseException"):
-                return f"class *({base}) — custom exception" if python else f"class * extends {base} — custom error"
+            if base.endswith(("Error", "Exception", "Warning")) or base in (
+                "Exception",
+                "Error",
+                "BaseException",
+            ):
+                return (
+                    f"class *({base}) — custom exception"
+                    if python
+                    else f"class * extends {base} — custom error"
+                )
     if kind == "call_expression":
         function = node.child_by_field_name("function")
         if function is not None and function.type == "member_expression":
@@ -477,7 +542,11 @@ def _imports_pattern(node: Node, python: bool) -> str | None:
         if source is None:
             return None
         spec = _text(source).strip("'\"`")
-        where = "relative" if spec.startswith(".") else ("alias" if spec.startswith(("@/", "~/", "#")) else "package")
+        where = (
+            "relative"
+            if spec.startswith(".")
+            else ("alias" if spec.startswith(("@/", "~/", "#")) else "package")
+        )
         clause = next((c for c in node.named_children if c.type == "import_clause"), None)
         if clause is None:
             return f"import '<{where}>' (side effect)"
@@ -486,8 +555,11 @@ def _imports_pattern(node: Node, python: bool) -> str | None:
         shape = (
             "* as ns"
             if "namespace_import" in forms
-            else ("default, { named }" if {"identifier", "named_imports"} <= forms
-                  else ("{ named }" if "named_imports" in forms else "default"))
+            else (
+                "default, { named }"
+                if {"identifier", "named_imports"} <= forms
+                else ("{ named }" if "named_imports" in forms else "default")
+            )
         )
         return f"import {'type ' if type_only else ''}{shape} from '<{where}>'"
     if kind == "assignment_expression" and _text(node.child_by_field_name("left")).startswith(
@@ -560,7 +632,8 @@ def _topic(topic: str) -> str:
         if key in aliases or key.replace(" ", "-") in aliases:
             return name
     raise ValueError(
-        f"Unknown convention topic {topic!r}; use one of: {', '.join(_TOPICS)} (aliases such as 'errors', 'http')."
+        f"Unknown convention topic {topic!r}; use one of: {', '.join(_TOPICS)} "
+        "(aliases such as 'errors', 'http')."
     )
 
 
@@ -572,6 +645,7 @@ class JudgmentMixin:
     """
 
     if TYPE_CHECKING:
+
         def wait_ready(self) -> None: ...
         def symbol_table(self) -> pd.DataFrame: ...
         def source(self, file: str) -> str: ...
@@ -629,16 +703,20 @@ class JudgmentMixin:
             return []
         return [str(lang) for lang in files["language"].value_counts().index if lang]
 
-    def _snippet_tree(self, snippet: str, language: str | None, prefer: str | None = None) -> tuple[Tree, str]:
+    def _snippet_tree(
+        self, snippet: str, language: str | None, prefer: str | None = None
+    ) -> tuple[Tree, str]:
         """Parse a snippet in the given language, or else in the first language that parses it cleanly:
-        `prefer`, then the repository's languages by file count (the fewest syntax errors wins if none does)."""
+        `prefer`, then the repository's languages by file count (fewest syntax errors if none parses)."""
         if not snippet.strip():
             raise ValueError("The snippet is empty; pass the source code to check as a string.")
         source = snippet.encode("utf-8")
         if language is not None:
             lang = _LANGUAGE_ALIASES.get(language.lower())
             if lang is None:
-                raise ValueError(f"Unknown language {language!r}; use one of: python, javascript, typescript, tsx.")
+                raise ValueError(
+                    f"Unknown language {language!r}; use one of: python, javascript, typescript, tsx."
+                )
             return self.parse(source, lang), lang
         candidates = ([prefer] if prefer else []) + self._repo_languages()
         candidates += ["python", "typescript", "javascript"]
@@ -646,7 +724,11 @@ class JudgmentMixin:
         best: tuple[int, Tree, str] | None = None
         for lang in candidates:
             tree = self.parse(source, lang)
-            errors = sum(1 for n in _walk(tree.root_node) if n.is_error or n.is_missing) if tree.root_node.has_error else 0
+            errors = (
+                sum(1 for n in _walk(tree.root_node) if n.is_error or n.is_missing)
+                if tree.root_node.has_error
+                else 0
+            )
             if errors == 0:
                 return tree, lang
             if best is None or errors < best[0]:
@@ -686,7 +768,7 @@ class JudgmentMixin:
         out = candidates.assign(similarity=scores, same_shape=candidates["shape_hash"] == target_hash)
         return out
 
-    # ------------------------------------------------------------------------------------ find_similar_patterns
+    # ------------------------------------------------------------------------- find_similar_patterns
 
     def find_similar_patterns(
         self, pattern: str, limit: int = 10, mode: str = "name", language: str | None = None
@@ -695,14 +777,17 @@ class JudgmentMixin:
 
         mode="name": Jaccard of identifier tokens (`loadUserConfig` ~ `load_config`); extra column `matched`.
         mode="signature": a kind and name filter such as "def load_*", "class *Error", "async function" or
-        "function *(req, res)"; score favours names where the pattern's literal part covers more; column `signature`.
-        mode="shape": `pattern` is a code snippet; score is AST-shape similarity of its first definition to every
+        "function *(req, res)"; score favours names that the pattern's literal part covers more; column
+        `signature`. mode="shape": `pattern` is a code snippet; score is AST-shape similarity of its first
+        definition to every
         function (or class) of the repository, 1.0 for an identical shape hash; column `same_shape`.
         """
         if limit < 1:
             raise ValueError(f"limit must be at least 1, got {limit}")
         if not pattern or not pattern.strip():
-            raise ValueError("The pattern is empty; pass a name, a signature such as 'def load_*', or a snippet.")
+            raise ValueError(
+                "The pattern is empty; pass a name, a signature such as 'def load_*', or a snippet."
+            )
         self.wait_ready()
         symbols = self.symbol_table()
         columns = ["name", "kind", "file", "line", "score"]
@@ -759,7 +844,7 @@ class JudgmentMixin:
         scores = out["name"].map(lambda n: round(literal / max(len(str(n)), 1), 3) if literal else 1.0)
         return out.assign(score=scores.clip(upper=1.0))
 
-    # ------------------------------------------------------------------------------------ detect_duplication
+    # ------------------------------------------------------------------------- detect_duplication
 
     def detect_duplication(
         self, snippet: str, threshold: float = 0.75, language: str | None = None
@@ -784,12 +869,16 @@ class JudgmentMixin:
             scored = scored[scored["similarity"] >= threshold]
             rows.append(scored.assign(kind="structural", snippet_name=unit.name))
         columns = ["file", "name", "line", "end_line", "kind", "similarity", "snippet_name"]
-        out = pd.concat([r[columns] for r in rows], ignore_index=True) if rows else pd.DataFrame(columns=columns)
+        out = (
+            pd.concat([r[columns] for r in rows], ignore_index=True)
+            if rows
+            else pd.DataFrame(columns=columns)
+        )
         out["similarity"] = out["similarity"].astype(float).round(3)
         out = out.sort_values(["similarity", "kind", "file", "line"], ascending=[False, True, True, True])
         return out.reset_index(drop=True)
 
-    # ------------------------------------------------------------------------------------ is_consistent_with
+    # ------------------------------------------------------------------------- is_consistent_with
 
     def is_consistent_with(
         self,
@@ -803,7 +892,8 @@ class JudgmentMixin:
 
         reference: a file path (relative to the root), a list of them, or a language name ("python",
         "typescript", ...: the `max_files` highest-PageRank files of that language). criteria: "all" or any of
-        "naming" (snake_case / camelCase / PascalCase of functions, classes, variables, parameters), "structure"
+        "naming" (snake_case / camelCase / PascalCase of functions, classes, variables, parameters),
+        "structure"
         (function length, nesting depth, docstrings, type annotations) and "imports" (import form, relative or
         absolute paths; from-import vs import, ESM vs CommonJS).
 
@@ -830,25 +920,35 @@ class JudgmentMixin:
         findings: list[dict[str, Any]] = []
         if "naming" in chosen:
             for role in ("function", "class", "variable", "constant", "parameter"):
-                findings += self._categorical("naming", f"{role} names", expected.names.get(role, []),
-                                              observed.names.get(role, []))
+                findings += self._categorical(
+                    "naming", f"{role} names", expected.names.get(role, []), observed.names.get(role, [])
+                )
         if "structure" in chosen:
-            findings += self._numeric("structure", "function length (lines)", expected.lengths, observed.lengths)
+            findings += self._numeric(
+                "structure", "function length (lines)", expected.lengths, observed.lengths
+            )
             findings += self._numeric("structure", "nesting depth", expected.nesting, observed.nesting)
             findings += self._categorical("structure", "docstrings", expected.documented, observed.documented)
             findings += self._categorical("structure", "type annotations", expected.typed, observed.typed)
         if "imports" in chosen:
-            findings += self._categorical("imports", "import form", expected.import_form, observed.import_form)
-            findings += self._categorical("imports", "import path", expected.import_path, observed.import_path)
+            findings += self._categorical(
+                "imports", "import form", expected.import_form, observed.import_form
+            )
+            findings += self._categorical(
+                "imports", "import path", expected.import_path, observed.import_path
+            )
 
         columns = ["criterion", "finding", "expected", "observed", "deviation"]
         table = pd.DataFrame(findings, columns=columns)
-        per_criterion = table.groupby("criterion")["deviation"].mean() if not table.empty else pd.Series(dtype=float)
+        per_criterion = (
+            table.groupby("criterion")["deviation"].mean() if not table.empty else pd.Series(dtype=float)
+        )
         overall = round(float(per_criterion.mean()), 3) if len(per_criterion) else 0.0
         summary = {
             "criterion": "overall",
             "finding": f"snippet vs {self._describe_reference(reference, files)}",
-            "expected": ", ".join(f"{c} {per_criterion[c]:.2f}" for c in per_criterion.index) or "nothing to compare",
+            "expected": ", ".join(f"{c} {per_criterion[c]:.2f}" for c in per_criterion.index)
+            or "nothing to compare",
             "observed": f"{len(table)} findings",
             "deviation": overall,
         }
@@ -865,7 +965,9 @@ class JudgmentMixin:
             return set(_CRITERIA)
         unknown = chosen - set(_CRITERIA)
         if unknown or not chosen:
-            raise ValueError(f"Unknown criteria {sorted(unknown)}; use 'all' or any of {', '.join(_CRITERIA)}.")
+            raise ValueError(
+                f"Unknown criteria {sorted(unknown)}; use 'all' or any of {', '.join(_CRITERIA)}."
+            )
         return chosen
 
     def _reference_files(self, reference: str | Sequence[str], max_files: int) -> list[str]:
@@ -921,15 +1023,20 @@ class JudgmentMixin:
         shown = ", ".join(f"{label} ({style})" for label, style in observed[:4])
         if len(observed) > 4:
             shown += f", and {len(observed) - 4} more"
-        finding = (f"{aspect}: {' and '.join(odd)} where the reference uses {dominant}" if odd
-                   else f"{aspect}: consistent ({dominant})")
-        return [{
-            "criterion": criterion,
-            "finding": finding,
-            "expected": f"{dominant} ({top / total:.0%} of {total})",
-            "observed": shown,
-            "deviation": deviation,
-        }]
+        finding = (
+            f"{aspect}: {' and '.join(odd)} where the reference uses {dominant}"
+            if odd
+            else f"{aspect}: consistent ({dominant})"
+        )
+        return [
+            {
+                "criterion": criterion,
+                "finding": finding,
+                "expected": f"{dominant} ({top / total:.0%} of {total})",
+                "observed": shown,
+                "deviation": deviation,
+            }
+        ]
 
     @staticmethod
     def _numeric(
@@ -942,25 +1049,31 @@ class JudgmentMixin:
         deviations = [max(0.0, (r - 0.75) / 0.25) for r in ranks]
         worst = int(np.argmax(ranks))
         label, value = observed[worst]
-        finding = (f"{aspect}: {label} is above {ranks[worst]:.0%} of the reference" if deviations[worst] > 0
-                   else f"{aspect}: within the reference's usual range")
-        return [{
-            "criterion": criterion,
-            "finding": finding,
-            "expected": f"median {np.median(values):g}, 90th percentile {np.percentile(values, 90):g}",
-            "observed": ", ".join(f"{n} {v}" for n, v in observed[:4]),
-            "deviation": sum(deviations) / len(deviations),
-        }]
+        finding = (
+            f"{aspect}: {label} is above {ranks[worst]:.0%} of the reference"
+            if deviations[worst] > 0
+            else f"{aspect}: within the reference's usual range"
+        )
+        return [
+            {
+                "criterion": criterion,
+                "finding": finding,
+                "expected": f"median {np.median(values):g}, 90th percentile {np.percentile(values, 90):g}",
+                "observed": ", ".join(f"{n} {v}" for n, v in observed[:4]),
+                "deviation": sum(deviations) / len(deviations),
+            }
+        ]
 
-    # ------------------------------------------------------------------------------------ suggest_location
+    # ------------------------------------------------------------------------- suggest_location
 
     def suggest_location(self, description: str, limit: int = 3) -> pd.DataFrame:
         """Communities where code described by `description` would fit, best first.
 
-        Each community is a document made of its files' path tokens (weight 3), symbol names (2) and comment and
-        docstring words (1); communities are ranked by BM25 against the description's tokens. confidence is the
-        share of the description's (IDF-weighted) terms the community matches, scaled by its score relative to
-        the best. Columns: community, label, files (its best-matching files), confidence, score, rationale.
+        Each community is a document made of its files' path tokens (weight 3), symbol names (2) and comment
+        and docstring words (1); communities are ranked by BM25 against the description's tokens. confidence
+        is the share of the description's (IDF-weighted) terms the community matches, scaled by its score
+        relative to the best. Columns: community, label, files (its best-matching files), confidence, score,
+        rationale.
         """
         if limit < 1:
             raise ValueError(f"limit must be at least 1, got {limit}")
@@ -968,7 +1081,9 @@ class JudgmentMixin:
         # Show the user's own words in the rationale, not their stems.
         shown = {_stem(t): t for t in reversed(split_identifier(description))}
         if not query:
-            raise ValueError(f"The description {description!r} has no searchable words; describe what the code does.")
+            raise ValueError(
+                f"The description {description!r} has no searchable words; describe what the code does."
+            )
         self.wait_ready()
         communities = self.communities()
         columns = ["community", "label", "files", "confidence", "score", "rationale"]
@@ -1000,17 +1115,21 @@ class JudgmentMixin:
             )
             top = ranked[0]
             top_terms = [t for t in query if file_terms[top].get(t)]
-            rows.append({
-                "community": community,
-                "label": members["label"].iloc[0],
-                "files": ", ".join(ranked[:3]),
-                "confidence": round(coverage * score / best, 3),
-                "score": round(score, 3),
-                "rationale": (
-                    f"matches {', '.join(repr(shown.get(t, t)) for t in matched)} across {len(members)} files; "
-                    f"best file {top}" + (f" ({', '.join(shown.get(t, t) for t in top_terms)})" if top_terms else "")
-                ),
-            })
+            words = ", ".join(repr(shown.get(t, t)) for t in matched)
+            rows.append(
+                {
+                    "community": community,
+                    "label": members["label"].iloc[0],
+                    "files": ", ".join(ranked[:3]),
+                    "confidence": round(coverage * score / best, 3),
+                    "score": round(score, 3),
+                    "rationale": (
+                        f"matches {words} across {len(members)} files; "
+                        f"best file {top}"
+                        + (f" ({', '.join(shown.get(t, t) for t in top_terms)})" if top_terms else "")
+                    ),
+                }
+            )
         out = pd.DataFrame(rows, columns=columns)
         out = out.sort_values(["score", "confidence"], ascending=False, kind="stable")
         return out.head(limit).reset_index(drop=True)
@@ -1022,19 +1141,21 @@ class JudgmentMixin:
         for name in names:
             for token in _tokens(str(name)):
                 terms[token] += 2
-        words = self._cached("comments", file, lambda _t, text, lang: Counter(_tokens(_comment_text(text, lang))))
+        words = self._cached(
+            "comments", file, lambda _t, text, lang: Counter(_tokens(_comment_text(text, lang)))
+        )
         if words:
             terms.update(words)
         return terms
 
-    # ------------------------------------------------------------------------------------ find_convention
+    # ------------------------------------------------------------------------- find_convention
 
     def find_convention(self, topic: str, limit: int = 5, max_files: int = 40) -> pd.DataFrame:
         """The repository's recurring patterns for `topic`, drawn from its `max_files` highest-PageRank files.
 
         Topics: "error handling" (aliases errors, exceptions), "logging" (log), "imports", "async" (await,
         promises), "api calls" (http, api, requests, fetch). Columns: pattern, count (occurrences), files (how
-        many files use it), share (of scanned files), example ("file:line: source line" from the highest-ranked
+        many files use it), share (of scanned files), example ("file:line: source line" from the best-ranked
         file using it). Sorted by files, then count.
         """
         if limit < 1:
@@ -1053,19 +1174,23 @@ class JudgmentMixin:
         for pattern, hits in found.items():
             file, line, code = hits[0]
             n_files = len({h[0] for h in hits})
-            rows.append({
-                "pattern": pattern,
-                "count": len(hits),
-                "files": n_files,
-                "share": round(n_files / max(len(ranked), 1), 3),
-                "example": f"{file}:{line}: {code}",
-            })
+            rows.append(
+                {
+                    "pattern": pattern,
+                    "count": len(hits),
+                    "files": n_files,
+                    "share": round(n_files / max(len(ranked), 1), 3),
+                    "example": f"{file}:{line}: {code}",
+                }
+            )
         out = pd.DataFrame(rows, columns=columns)
         out = out.sort_values(["files", "count", "pattern"], ascending=[False, False, True], kind="stable")
         return out.head(limit).reset_index(drop=True)
 
 
-def _scan(tree: Tree, text: str, language: str, rule: Callable[[Node, bool], str | None]) -> list[tuple[str, int, str]]:
+def _scan(
+    tree: Tree, text: str, language: str, rule: Callable[[Node, bool], str | None]
+) -> list[tuple[str, int, str]]:
     """(pattern, line, source line) for every node of a file that `rule` recognizes."""
     lines = text.splitlines()
     python = language == "python"
@@ -1087,9 +1212,9 @@ def _comment_text(text: str, language: str) -> str:
     return " ".join(part for match in pattern.findall(text) for part in match if part)
 
 
-def _bm25(query: list[str], docs: dict[Any, Counter[str]], k1: float = 1.2, b: float = 0.75) -> tuple[
-    dict[Any, float], dict[str, float]
-]:
+def _bm25(
+    query: list[str], docs: dict[Any, Counter[str]], k1: float = 1.2, b: float = 0.75
+) -> tuple[dict[Any, float], dict[str, float]]:
     """BM25 score of each document for the query terms, and the IDF of each term."""
     keys = list(docs)
     lengths = np.array([sum(docs[k].values()) for k in keys], dtype=float)
@@ -1100,4 +1225,4 @@ def _bm25(query: list[str], docs: dict[Any, Counter[str]], k1: float = 1.2, b: f
     idf = np.log(1 + (n - df + 0.5) / (df + 0.5))
     norm = k1 * (1 - b + b * lengths / avg)
     scores = (tf * (k1 + 1) / (tf + norm[:, None]) * idf).sum(axis=1)
-    return {k: float(s) for k, s in zip(keys, scores)}, {t: float(i) for t, i in zip(query, idf)}
+    return dict(zip(keys, scores.tolist(), strict=True)), dict(zip(query, idf.tolist(), strict=True))

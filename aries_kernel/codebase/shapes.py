@@ -1,9 +1,9 @@
 """Shape fingerprints of code: AST-shape and normalized-text hashes, node-type n-grams, identifier tokens.
 
 The indexer calls `shape_hash` and `exact_hash` for every function, class and method it records, so both are
-cheap: the shape of a function comes from tree-sitter's own S-expression rendering (built in C), which lists the
-named node types in pre-order with their nesting and field names but never identifier or literal text. That is
-exactly the "shape" we want: a copy with renamed variables or changed constants renders the same.
+cheap: the shape of a function comes from tree-sitter's own S-expression rendering (built in C), which lists
+the named node types in pre-order with their nesting and field names but never identifier or literal text.
+That is exactly the "shape" we want: a copy with renamed variables or changed constants renders the same.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ __all__ = [
     "split_identifier",
 ]
 
-# Class bodies can hold thousands of lines (pandas' DataFrame); rendering them whole would cost more than the parse.
+# Class bodies can hold thousands of lines (pandas' DataFrame); rendering them whole costs more than parsing.
 CLASS_NODE_TYPES = frozenset(
     {"class_definition", "class_declaration", "abstract_class_declaration", "class", "interface_declaration"}
 )
@@ -49,7 +49,9 @@ def _shape_text(node: Node) -> str:
         for child in node.named_children:
             if child.type in _CLASS_BODY_TYPES:
                 # Members by kind only: a renamed copy of the class keeps its outline.
-                parts.append("{" + " ".join(m.type for m in child.named_children if m.type != "comment") + "}")
+                parts.append(
+                    "{" + " ".join(m.type for m in child.named_children if m.type != "comment") + "}"
+                )
             else:
                 parts.append(_without_noise(str(child)))
         return " ".join(parts)
@@ -63,7 +65,7 @@ def _without_noise(sexp: str) -> str:
 
 
 def shape_hash(node: Node) -> str:
-    """Stable hash of a node's AST shape; identifiers, literals, operators and comments are abstracted away."""
+    """Stable hash of a node's AST shape; identifiers, literals, operators and comments abstracted away."""
     return _digest(_shape_text(node).encode())
 
 
@@ -71,7 +73,7 @@ def exact_hash(text: bytes) -> str:
     """Hash of source text with whitespace normalized, so a pasted copy matches wherever it is indented.
 
     The first line is stripped (a node's text starts at its first token), later lines lose their common
-    indentation and trailing spaces, runs of blanks inside a line become one space, and blank lines are dropped.
+    indentation and trailing spaces, runs of blanks inside a line become one space, blank lines are dropped.
     Relative indentation survives because it is meaningful in Python.
     """
     lines = text.expandtabs(8).splitlines()
@@ -115,7 +117,8 @@ def split_identifier(name: str) -> list[str]:
 
 
 def naming_style(name: str) -> str | None:
-    """Classify an identifier: snake_case, camelCase, PascalCase, UPPER_CASE, or None when one lower word says nothing."""
+    """Classify an identifier: snake_case, camelCase, PascalCase, UPPER_CASE, mixed, or None (a single lower
+    word says nothing about style)."""
     core = name.strip("_$")
     if not core or not core[0].isalpha():
         return None
