@@ -654,48 +654,49 @@ class JudgmentMixin:
         def list_files(self) -> pd.DataFrame: ...
         def top_files(self, limit: int = 20) -> pd.DataFrame: ...
         def communities(self) -> pd.DataFrame: ...
+        def _relative(self, file: Any) -> str: ...
 
     # ----------------------------------------------------------------------------------------- shared helpers
 
-    def _judgment_cache(self) -> dict[tuple[str, str], Any]:
+    def _judgment_store(self) -> dict[tuple[str, str], Any]:
         cache = self.__dict__.get("_judgment_cache_store")
         if cache is None:
             cache = self.__dict__["_judgment_cache_store"] = {}
         return cache
 
-    def _file_tree(self, file: str) -> tuple[Tree, str, str] | None:
+    def _parsed_file(self, file: str) -> tuple[Tree, str, str] | None:
         """(tree, source text, language) of an indexed file, or None when it cannot be read or parsed."""
         language = self.language_of(file)
         if language is None:
             return None
         try:
             text = self.source(file)
-        except (OSError, UnicodeDecodeError, KeyError, ValueError):
+        except (OSError, UnicodeDecodeError, RuntimeError):
             return None
         return self.parse(text.encode("utf-8"), language), text, language
 
-    def _cached(self, kind: str, file: str, build: Callable[[Tree, str, str], Any]) -> Any:
+    def _per_file(self, kind: str, file: str, build: Callable[[Tree, str, str], Any]) -> Any:
         """Per-file derived data, rebuilt when the file's content changes."""
         try:
             text = self.source(file)
-        except (OSError, UnicodeDecodeError, KeyError, ValueError):
+        except (OSError, UnicodeDecodeError, RuntimeError):
             return None
         digest = hashlib.blake2b(text.encode("utf-8", "replace"), digest_size=12).hexdigest()
-        cache = self._judgment_cache()
+        cache = self._judgment_store()
         hit = cache.get((kind, file))
         if hit is not None and hit[0] == digest:
             return hit[1]
-        parsed = self._file_tree(file)
+        parsed = self._parsed_file(file)
         value = build(*parsed) if parsed is not None else None
         cache[(kind, file)] = (digest, value)
         return value
 
-    def _file_shapes(self, file: str) -> dict[int, Counter[tuple[str, ...]]]:
+    def _shapes_of(self, file: str) -> dict[int, Counter[tuple[str, ...]]]:
         def build(tree: Tree, text: str, language: str) -> dict[int, Counter[tuple[str, ...]]]:
             anchored = _anchored_shapes(tree.root_node, language == "python")
             return {line: shape_ngrams(node_type_sequence(node)) for line, node in anchored.items()}
 
-        return self._cached("shapes", file, build) or {}
+        return self._per_file("shapes", file, build) or {}
 
     def _repo_languages(self) -> list[str]:
         files = self.list_files()
@@ -703,7 +704,7 @@ class JudgmentMixin:
             return []
         return [str(lang) for lang in files["language"].value_counts().index if lang]
 
-    def _snippet_tree(
+    def _parse_snippet(
         self, snippet: str, language: str | None, prefer: str | None = None
     ) -> tuple[Tree, str]:
         """Parse a snippet in the given language, or else in the first language that parses it cleanly:
@@ -736,8 +737,8 @@ class JudgmentMixin:
         assert best is not None
         return best[1], best[2]
 
-    def _snippet_units(self, snippet: str, language: str | None) -> tuple[list[_Unit], str]:
-        tree, lang = self._snippet_tree(snippet, language)
+    def _snippet_definitions(self, snippet: str, language: str | None) -> tuple[list[_Unit], str]:
+        tree, lang = self._parse_snippet(snippet, language)
         units = _units(tree.root_node, lang == "python")
         if not units:
             root = tree.root_node
@@ -763,7 +764,7 @@ class JudgmentMixin:
             if row.shape_hash == target_hash:
                 scores.append(1.0)
                 continue
-            grams = self._file_shapes(row.file).get(int(row.line))
+            grams = self._shapes_of(row.file).get(int(row.line))
             scores.append(shape_similarity(target, grams) if grams is not None else 0.0)
         out = candidates.assign(similarity=scores, same_shape=candidates["shape_hash"] == target_hash)
         return out
@@ -803,7 +804,7 @@ class JudgmentMixin:
             out = self._signature_matches(symbols, pattern)
             extra = ["signature"]
         elif mode == "shape":
-            units, lang = self._snippet_units(pattern, language)
+            units, lang = self._snippet_definitions(pattern, language)
             out = self._shape_scores(symbols, units[0], lang).rename(columns={"similarity": "score"})
             out = out[out["score"] > 0]
             extra = ["same_shape"]
@@ -859,7 +860,7 @@ class JudgmentMixin:
         if not 0 < threshold <= 1:
             raise ValueError(f"threshold must be in (0, 1], got {threshold}")
         self.wait_ready()
-        units, lang = self._snippet_units(snippet, language)
+        units, lang = self._snippet_definitions(snippet, language)
         symbols = self.symbol_table()
         rows: list[pd.DataFrame] = []
         for unit in units:
@@ -905,36 +906,42 @@ class JudgmentMixin:
         `df.attrs["deviation"]` and in the first row (criterion "overall"). Columns: criterion, finding,
         expected, observed, deviation.
         """
-        chosen = self._criteria(criteria)
+        chosen = self._chosen_criteria(criteria)
         self.wait_ready()
         files = self._reference_files(reference, max_files)
         ref_language = Counter(self.language_of(f) for f in files).most_common(1)[0][0]
-        tree, lang = self._snippet_tree(snippet, language, prefer=ref_language)
+        tree, lang = self._parse_snippet(snippet, language, prefer=ref_language)
         observed = _profile(tree.root_node, lang)
         expected = _Profile()
         for file in files:
-            prof = self._cached("profile", file, lambda t, _s, lg: _profile(t.root_node, lg))
+            prof = self._per_file("profile", file, lambda t, _s, lg: _profile(t.root_node, lg))
             if prof is not None:
                 expected.merge(prof)
 
         findings: list[dict[str, Any]] = []
         if "naming" in chosen:
             for role in ("function", "class", "variable", "constant", "parameter"):
-                findings += self._categorical(
+                findings += self._categorical_finding(
                     "naming", f"{role} names", expected.names.get(role, []), observed.names.get(role, [])
                 )
         if "structure" in chosen:
-            findings += self._numeric(
+            findings += self._numeric_finding(
                 "structure", "function length (lines)", expected.lengths, observed.lengths
             )
-            findings += self._numeric("structure", "nesting depth", expected.nesting, observed.nesting)
-            findings += self._categorical("structure", "docstrings", expected.documented, observed.documented)
-            findings += self._categorical("structure", "type annotations", expected.typed, observed.typed)
+            findings += self._numeric_finding(
+                "structure", "nesting depth", expected.nesting, observed.nesting
+            )
+            findings += self._categorical_finding(
+                "structure", "docstrings", expected.documented, observed.documented
+            )
+            findings += self._categorical_finding(
+                "structure", "type annotations", expected.typed, observed.typed
+            )
         if "imports" in chosen:
-            findings += self._categorical(
+            findings += self._categorical_finding(
                 "imports", "import form", expected.import_form, observed.import_form
             )
-            findings += self._categorical(
+            findings += self._categorical_finding(
                 "imports", "import path", expected.import_path, observed.import_path
             )
 
@@ -959,7 +966,7 @@ class JudgmentMixin:
         return out
 
     @staticmethod
-    def _criteria(criteria: str | Sequence[str]) -> set[str]:
+    def _chosen_criteria(criteria: str | Sequence[str]) -> set[str]:
         chosen = {criteria} if isinstance(criteria, str) else set(criteria)
         if "all" in chosen:
             return set(_CRITERIA)
@@ -997,12 +1004,6 @@ class JudgmentMixin:
             files.append(rel)
         return files
 
-    def _relative(self, path: str) -> str:
-        root = str(getattr(self, "root", "")).rstrip("/")
-        if root and path.startswith(root + "/"):
-            return path[len(root) + 1 :]
-        return path.removeprefix("./")
-
     @staticmethod
     def _describe_reference(reference: str | Sequence[str], files: list[str]) -> str:
         if isinstance(reference, str) and reference.lower() in _LANGUAGE_ALIASES and len(files) != 1:
@@ -1010,7 +1011,7 @@ class JudgmentMixin:
         return ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
 
     @staticmethod
-    def _categorical(
+    def _categorical_finding(
         criterion: str, aspect: str, reference: list[tuple[str, str]], observed: list[tuple[str, str]]
     ) -> list[dict[str, Any]]:
         if not reference or not observed:
@@ -1039,7 +1040,7 @@ class JudgmentMixin:
         ]
 
     @staticmethod
-    def _numeric(
+    def _numeric_finding(
         criterion: str, aspect: str, reference: list[tuple[str, int]], observed: list[tuple[str, int]]
     ) -> list[dict[str, Any]]:
         if not reference or not observed:
@@ -1091,7 +1092,7 @@ class JudgmentMixin:
             return pd.DataFrame(columns=columns)
         symbols = self.symbol_table()
         names_by_file = symbols.groupby("file")["name"].apply(list).to_dict()
-        file_terms = {f: self._file_terms(f, names_by_file.get(f, [])) for f in communities["file"]}
+        file_terms = {f: self._location_terms(f, names_by_file.get(f, [])) for f in communities["file"]}
         groups = communities.groupby("community", sort=False)
         docs: dict[Any, Counter[str]] = {}
         for community, members in groups:
@@ -1134,14 +1135,14 @@ class JudgmentMixin:
         out = out.sort_values(["score", "confidence"], ascending=False, kind="stable")
         return out.head(limit).reset_index(drop=True)
 
-    def _file_terms(self, file: str, names: Iterable[str]) -> Counter[str]:
+    def _location_terms(self, file: str, names: Iterable[str]) -> Counter[str]:
         terms: Counter[str] = Counter()
         for token in _tokens(file.replace("/", " ").rsplit(".", 1)[0]):
             terms[token] += 3
         for name in names:
             for token in _tokens(str(name)):
                 terms[token] += 2
-        words = self._cached(
+        words = self._per_file(
             "comments", file, lambda _t, text, lang: Counter(_tokens(_comment_text(text, lang)))
         )
         if words:
@@ -1166,7 +1167,7 @@ class JudgmentMixin:
         ranked = [f for f in self.top_files(limit=max_files)["file"] if self.language_of(f) is not None]
         found: dict[str, list[tuple[str, int, str]]] = defaultdict(list)
         for file in ranked:
-            hits = self._cached(f"convention:{name}", file, lambda t, text, lg: _scan(t, text, lg, rule))
+            hits = self._per_file(f"convention:{name}", file, lambda t, text, lg: _scan(t, text, lg, rule))
             for pattern, line, code in hits or ():
                 found[pattern].append((file, line, code))
         columns = ["pattern", "count", "files", "share", "example"]
