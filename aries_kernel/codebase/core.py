@@ -1,0 +1,405 @@
+"""``Codebase``: the live index of one repository, its lifecycle (background indexing, warm load, reindex) and
+the accessors the query and judgment operations build on.
+
+Construction is cheap; :meth:`Codebase.index_in_background` starts the work in a daemon thread, and every
+public operation first calls :meth:`Codebase.wait_ready`, which shows a progress bar while it waits.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from aries_kernel.codebase.config import AriesCodebase
+from aries_kernel.codebase.extract import Record, content_hash, read_source
+from aries_kernel.codebase.files import Problem, SourceFile, Walk, indexable, walk
+from aries_kernel.codebase.graph import FileGraph
+from aries_kernel.codebase.indexer import default_workers, plan, run_plan, too_large
+from aries_kernel.codebase.judgment import JudgmentMixin
+from aries_kernel.codebase.languages import language_for_path
+from aries_kernel.codebase.languages import parse as parse_source
+from aries_kernel.codebase.progress import Progress
+from aries_kernel.codebase.queries import QueryMixin
+from aries_kernel.codebase.ranking import Rankings
+from aries_kernel.codebase.resolve import TsConfig, load_tsconfigs
+from aries_kernel.codebase.store import IndexStore, ensure_aries_dir
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from tree_sitter import Tree
+
+__all__ = ["Codebase", "CodebaseError"]
+
+log = logging.getLogger(__name__)
+
+
+class CodebaseError(RuntimeError):
+    """The index could not be built or a request names something the index does not hold."""
+
+
+class Codebase(QueryMixin, JudgmentMixin):
+    """The tree-sitter graph of a repository: files, symbols, typed edges, and operations over them.
+
+    >>> codebase = Codebase(Path("."))
+    >>> codebase.index_in_background()
+    >>> codebase.top_files(5)          # waits for the index, with a progress bar
+    """
+
+    def __init__(self, root: str | os.PathLike[str], *, config: Any = None) -> None:
+        self.root = Path(root).expanduser().resolve()
+        if not self.root.is_dir():
+            raise CodebaseError(f"{self.root} is not a folder; give the repository's root folder.")
+        self.settings = AriesCodebase(config=config)
+        self._lock = threading.RLock()
+        self._ready = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+        self._progress = (0, 0, "starting")  # done, total, phase
+        self._records: dict[str, Record] = {}
+        self._stat: dict[str, tuple[int, int]] = {}
+        self._problems: list[Problem] = []
+        self._configs: dict[str, str] = {}  # tsconfig path -> content hash
+        self._tsconfigs: dict[str, TsConfig] = {}
+        self._graph = FileGraph(self.root.name)
+        self._rankings = Rankings(self._graph, self._names_of)
+        self._store: IndexStore | None = None
+        self._texts: dict[str, str] = {}
+        self._tables: dict[str, tuple[int, Any]] = {}
+        self.last_run: dict[str, Any] = {}
+
+    # lifecycle
+
+    def index_in_background(self) -> None:
+        """Start indexing in a daemon thread and return at once (does nothing if already started)."""
+        with self._lock:
+            if self._thread is not None:
+                return
+            self._thread = threading.Thread(target=self._index_safely, name="aries-codebase-index", daemon=True)
+            self._thread.start()
+
+    def wait_ready(self, timeout: float | None = None) -> None:
+        """Block until the index is ready, showing progress; raises :class:`CodebaseError` if indexing failed."""
+        if not self._ready.is_set():
+            self.index_in_background()
+            progress: Progress | None = None
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while not self._ready.wait(0.2):
+                if progress is None:
+                    progress = Progress(f"indexing {self.root.name}")
+                done, total, phase = self._progress
+                progress.update(done, total, phase)
+                if deadline is not None and time.monotonic() > deadline:
+                    raise TimeoutError(f"The index of {self.root} is not ready yet: {self.status()}")
+            if progress is not None:
+                progress.close(self.status())
+        if self._error is not None:
+            raise CodebaseError(f"Indexing {self.root} failed: {self._error!r}. Fix the cause and run "
+                                "codebase.reindex() or %aries index.") from self._error
+
+    @property
+    def ready(self) -> bool:
+        """True once the index is built (or failed)."""
+        return self._ready.is_set()
+
+    def status(self) -> str:
+        """One line: how far indexing is, or what the index holds."""
+        if self._error is not None:
+            return f"failed: {self._error}"
+        if not self._ready.is_set():
+            done, total, phase = self._progress
+            if phase == "parsing" and total:
+                return f"indexing {done:,}/{total:,} files"
+            return f"indexing ({phase})"
+        run = self.last_run
+        skipped = sum(1 for r in self._records.values() if r["status"] != "indexed") + len(self._problems)
+        return (
+            f"ready: {len(self._graph.node_of):,} files, {self._graph.graph.num_edges():,} edges, "
+            f"{skipped} skipped or partial; {run.get('mode', '')} index in {run.get('seconds', 0):.2f} s "
+            f"({run.get('parsed', 0):,} parsed, {run.get('reused', 0):,} from .aries/index.db)"
+        )
+
+    def __repr__(self) -> str:
+        return f"<Codebase {self.root} — {self.status()}>"
+
+    def _repr_markdown_(self) -> str:
+        lines = [f"**codebase** `{self.root}`: {self.status()}"]
+        if self._ready.is_set() and self._error is None:
+            languages: dict[str, int] = {}
+            for rel in self._graph.node_of:
+                language = self._graph.language[rel]
+                languages[language] = languages.get(language, 0) + 1
+            lines.append(", ".join(f"{k}: {v:,}" for k, v in sorted(languages.items())) or "no source files")
+            lines.append("Try `codebase.top_files()`, `codebase.search('...')`, `codebase.communities()`.")
+        return "\n\n".join(lines)
+
+    def _index_safely(self) -> None:
+        try:
+            self._full_index()
+        except BaseException as exc:  # reported by wait_ready; a thread must not die silently
+            log.exception("Indexing %s failed", self.root)
+            self._error = exc
+        finally:
+            self._ready.set()
+
+    def _open_store(self) -> IndexStore | None:
+        if not self.settings.persist:
+            return None
+        try:
+            return IndexStore(ensure_aries_dir(self.root) / "index.db")
+        except OSError as exc:
+            # A read-only checkout still gets an index, just not a persistent one.
+            log.warning("Not persisting the index under %s: %s", self.root, exc)
+            return None
+
+    def _full_index(self) -> None:
+        started = time.perf_counter()
+        self._progress = (0, 0, "listing files")
+        self._store = self._open_store()
+        found = walk(self.root, self.settings.ignore)
+        stored = self._store.load() if self._store is not None else {}
+        max_bytes = self.settings.max_file_size
+        work = plan(self.root, found.sources, stored, max_bytes)
+        total = len(work.to_parse)
+        self._progress = (0, total, "parsing")
+
+        def on_progress(done: int) -> None:
+            self._progress = (done, total, "parsing")
+
+        workers = self.settings.workers or default_workers()
+        parsed = run_plan(self.root, work.to_parse, max_bytes, workers, on_progress)
+        self._progress = (total, total, "building the graph")
+        records = {**work.reused, **parsed}
+        stat = {s.rel: (s.size, s.mtime_ns) for s in found.sources}
+        if self._store is not None:
+            self._store.save([(rel, *stat[rel], parsed[rel]) for rel in sorted(parsed)] + work.restat)
+            gone = set(stored) - set(records)
+            if gone:
+                self._store.delete(sorted(gone))
+        tsconfigs, config_hashes, config_problems = self._read_tsconfigs(found)
+        with self._lock:
+            self._records = dict(sorted(records.items()))
+            self._stat = stat
+            self._problems = found.problems + config_problems
+            self._configs, self._tsconfigs = config_hashes, tsconfigs
+            self._graph.build((r for r in self._records.values() if r["status"] != "skipped"), tsconfigs)
+            self.last_run = {
+                "mode": "warm" if stored else "cold", "seconds": time.perf_counter() - started,
+                "parsed": len(parsed), "reused": len(work.reused),
+            }
+
+    def _read_tsconfigs(self, found: Walk) -> tuple[dict[str, TsConfig], dict[str, str], list[Problem]]:
+        texts: dict[str, str] = {}
+        problems: list[Problem] = []
+        for rel in found.configs:
+            try:
+                texts[rel] = (self.root / rel).read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                problems.append(Problem(rel, f"tsconfig unreadable ({exc}); its paths/baseUrl are ignored"))
+        configs, bad = load_tsconfigs(texts)
+        problems += [Problem(rel, reason) for rel, reason in bad]
+        return configs, {rel: content_hash(t.encode()) for rel, t in texts.items()}, problems
+
+    # incremental
+
+    def reindex(self, paths: Any = None) -> pd.DataFrame:
+        """Re-index changed files (all of the repository, or just ``paths``) and update the graph in place.
+
+        Only files whose content hash changed are re-parsed. Returns one row per change: file, change
+        (added, modified, deleted, skipped).
+        """
+        import pandas as pd
+
+        self.wait_ready()
+        with self._lock:
+            if self._error is not None:
+                self._error = None
+                self._full_index()
+                return pd.DataFrame({"file": sorted(self._records), "change": "added"})
+            started = time.perf_counter()
+            if paths is None:
+                found = walk(self.root, self.settings.ignore)
+                candidates = {s.rel: s for s in found.sources}
+                checked = set(self._stat) | set(candidates)
+                problems = found.problems
+                tsconfigs, config_hashes, config_problems = self._read_tsconfigs(found)
+                problems = problems + config_problems
+            else:
+                candidates, checked = self._candidates(paths)
+                tsconfigs, config_hashes, problems = self._tsconfigs, self._configs, self._problems
+                if any(p.rsplit("/", 1)[-1] in ("tsconfig.json", "jsconfig.json") for p in checked):
+                    return self.reindex(None)
+            changes = self._apply(candidates, checked)
+            self._problems = problems
+            tsconfig_changed = config_hashes != self._configs
+            self._configs, self._tsconfigs = config_hashes, tsconfigs
+            if changes or tsconfig_changed:
+                graph_changes = {
+                    rel: (self._records[rel] if rel in self._records and self._records[rel]["status"] != "skipped"
+                          else None)
+                    for rel in changes
+                }
+                self._graph.update(graph_changes, tsconfigs)
+                for rel in changes:
+                    self._texts.pop(rel, None)
+            self.last_run = {**self.last_run, "reindex_seconds": time.perf_counter() - started,
+                             "reindexed": len(changes)}
+        return pd.DataFrame(sorted(changes.items()), columns=["file", "change"])
+
+    def _candidates(self, paths: Any) -> tuple[dict[str, SourceFile], set[str]]:
+        """Stat the given paths; those gone or no longer indexable are checked (and dropped) too."""
+        if isinstance(paths, (str, os.PathLike)):
+            paths = [paths]
+        candidates: dict[str, SourceFile] = {}
+        checked: set[str] = set()
+        for path in paths:
+            rel = self._relative(path)
+            checked.add(rel)
+            language = language_for_path(rel)
+            full = self.root / rel
+            if language is None or not indexable(self.root, rel, self.settings.ignore):
+                continue
+            try:
+                stat = full.stat()
+            except OSError:
+                continue
+            if full.is_file():
+                candidates[rel] = SourceFile(rel, language, stat.st_size, stat.st_mtime_ns)
+        return candidates, checked
+
+    def _apply(self, candidates: dict[str, SourceFile], checked: set[str]) -> dict[str, str]:
+        """Re-read what changed among ``checked`` and update records, stat keys and the store."""
+        max_bytes = self.settings.max_file_size
+        changes: dict[str, str] = {}
+        to_parse: list[SourceFile] = []
+        for rel in sorted(checked):
+            source = candidates.get(rel)
+            old = self._records.get(rel)
+            if source is None:
+                if old is not None:
+                    changes[rel] = "deleted"
+                continue
+            if old is not None and self._stat.get(rel) == (source.size, source.mtime_ns):
+                continue
+            if source.size > max_bytes:
+                record = too_large(source, max_bytes)
+            else:
+                try:
+                    data = read_source(str(self.root / rel))
+                except OSError:
+                    data = None
+                if old is not None and data is not None and old["hash"] == content_hash(data):
+                    self._stat[rel] = (source.size, source.mtime_ns)
+                    if self._store is not None:
+                        self._store.save([(rel, source.size, source.mtime_ns, old)])
+                    continue
+                to_parse.append(source)
+                continue
+            changes[rel] = "added" if old is None else "modified"
+            self._set_record(source, record)
+        workers = self.settings.workers or default_workers()
+        parsed = run_plan(self.root, to_parse, max_bytes, workers, lambda done: None)
+        for source in to_parse:
+            changes[source.rel] = "added" if source.rel not in self._records else "modified"
+            self._set_record(source, parsed[source.rel])
+        deleted = [rel for rel, change in changes.items() if change == "deleted"]
+        for rel in deleted:
+            del self._records[rel]
+            self._stat.pop(rel, None)
+        if self._store is not None and deleted:
+            self._store.delete(deleted)
+        if deleted or any(change == "added" for change in changes.values()):
+            self._records = dict(sorted(self._records.items()))
+        return changes
+
+    def _set_record(self, source: SourceFile, record: Record) -> None:
+        self._records[source.rel] = record
+        self._stat[source.rel] = (source.size, source.mtime_ns)
+        if self._store is not None:
+            self._store.save([(source.rel, source.size, source.mtime_ns, record)])
+
+    # accessors shared by the query and judgment operations
+
+    def _relative(self, file: Any) -> str:
+        """A root-relative POSIX path for a path given relative to the root or absolute."""
+        path = Path(file)
+        if path.is_absolute():
+            try:
+                path = path.resolve().relative_to(self.root)
+            except ValueError:
+                raise CodebaseError(f"{file} is outside the repository {self.root}.") from None
+        return path.as_posix().removeprefix("./")
+
+    def _file(self, file: Any) -> str:
+        """The indexed file ``file`` names (relative, absolute, or a unique path suffix), or a clear error."""
+        rel = self._relative(file)
+        if rel in self._graph.node_of:
+            return rel
+        matches = [f for f in self._graph.node_of if f.endswith("/" + rel)]
+        if len(matches) == 1:
+            return matches[0]
+        if rel in self._records:
+            record = self._records[rel]
+            raise CodebaseError(f"{rel} is not indexed: {record['reason']}")
+        hint = f" Did you mean one of: {', '.join(sorted(matches)[:5])}?" if matches else (
+            " codebase.list_files() shows the indexed files; run codebase.reindex() after creating files."
+        )
+        raise CodebaseError(f"{rel} is not an indexed file of {self.root}.{hint}")
+
+    def _names_of(self, rel: str) -> list[str]:
+        return [s[0] for s in self._records[rel]["symbols"] if s[5] == ""]
+
+    def _table(self, key: str, build: Any) -> Any:
+        """A derived table cached until the graph changes."""
+        version = self._graph.version
+        hit = self._tables.get(key)
+        if hit is None or hit[0] != version:
+            hit = (version, build())
+            self._tables[key] = hit
+        return hit[1]
+
+    def symbol_table(self) -> pd.DataFrame:
+        """Every definition: name, kind, file, line, end_line, signature, language, shape_hash, exact_hash, parent."""
+        import pandas as pd
+
+        self.wait_ready()
+
+        def build() -> pd.DataFrame:
+            rows = [
+                (s[0], s[1], rel, s[2], s[3], s[4], record["language"], s[6], s[7], s[5])
+                for rel, record in self._records.items() if record["status"] != "skipped"
+                for s in record["symbols"]
+            ]
+            return pd.DataFrame(rows, columns=["name", "kind", "file", "line", "end_line", "signature", "language",
+                                               "shape_hash", "exact_hash", "parent"])
+
+        with self._lock:
+            return self._table("symbols", build).copy()
+
+    def source(self, file: Any) -> str:
+        """The text of an indexed file."""
+        self.wait_ready()
+        with self._lock:
+            rel = self._file(file)
+            text = self._texts.get(rel)
+        if text is None:
+            try:
+                text = read_source(str(self.root / rel)).decode("utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                raise CodebaseError(f"Cannot read {rel}: {exc}. Run codebase.reindex() if it changed.") from exc
+            with self._lock:
+                self._texts[rel] = text
+        return text
+
+    def language_of(self, file: Any) -> str | None:
+        """The language of a file (python, javascript, typescript, tsx), or None for other files."""
+        rel = self._relative(file)
+        record = self._records.get(rel)
+        return record["language"] if record is not None else language_for_path(rel)
+
+    def parse(self, source: bytes, language: str) -> Tree:
+        """Parse ``source`` as ``language`` with tree-sitter."""
+        return parse_source(source, language)

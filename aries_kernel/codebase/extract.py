@@ -1,0 +1,287 @@
+"""Per-file extraction: read, check, parse and pull out symbols, imports and used names as plain data.
+
+This module runs inside the indexer's worker processes, so it imports only tree-sitter and the shape hashes,
+and returns dicts of str/int/tuple that pickle cheaply and store as-is in ``.aries/index.db``.
+
+A record has ``status`` "indexed", "partial" (parsed with syntax errors: what parsed is kept) or "skipped"
+(nothing usable: binary, not UTF-8, too large, unreadable), and a human ``reason`` for the last two.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import TYPE_CHECKING, Any
+
+from aries_kernel.codebase.languages import get_parser, get_query
+
+if TYPE_CHECKING:
+    from tree_sitter import Node
+
+__all__ = ["Record", "content_hash", "extract_batch", "extract_file", "extract_source", "read_source"]
+
+Record = dict[str, Any]
+
+_BINARY_PROBE = 8192
+# Names a file mentions, for reference edges. Words in comments and strings count too: a file that names
+# another's symbol in prose still points at it, and this costs a fraction of capturing every identifier node.
+_IDENTIFIER = re.compile(rb"[A-Za-z_$][A-Za-z0-9_$]*")
+_SIGNATURE_MAX = 240
+_PY_LOCAL_SCOPES = frozenset({"function_definition", "lambda"})
+_PY_CLASS = frozenset({"class_definition"})
+_JS_LOCAL_SCOPES = frozenset(
+    {"function_declaration", "function_expression", "arrow_function", "method_definition",
+     "generator_function_declaration", "generator_function", "function"}
+)
+_JS_CLASS = frozenset({"class_declaration", "class", "abstract_class_declaration"})
+_JS_FUNCTION_VALUES = frozenset({"arrow_function", "function_expression", "function", "generator_function"})
+_KINDS = {
+    "function_definition": "function",
+    "class_definition": "class",
+    "function_declaration": "function",
+    "generator_function_declaration": "function",
+    "class_declaration": "class",
+    "abstract_class_declaration": "class",
+    "method_definition": "method",
+    "interface_declaration": "interface",
+    "type_alias_declaration": "type",
+    "enum_declaration": "enum",
+}
+# Hashes are for code that can be duplicated; declarations of types and variables get none.
+_HASHED_KINDS = frozenset({"function", "class", "method"})
+
+
+def content_hash(data: bytes) -> str:
+    """The key of a file's content in the index."""
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def read_source(path: str) -> bytes:
+    """Read a file's bytes (one seam, so tests can simulate an unreadable file when running as root)."""
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
+def extract_batch(items: list[tuple[str, str, str]], max_bytes: int) -> list[Record]:
+    """Extract every ``(absolute path, relative path, language)`` of a batch (the worker-process entry point)."""
+    return [extract_file(path, rel, language, max_bytes) for path, rel, language in items]
+
+
+def extract_file(path: str, rel: str, language: str, max_bytes: int) -> Record:
+    """Read and extract one file; problems become a skipped record instead of an exception."""
+    try:
+        data = read_source(path)
+    except PermissionError:
+        return _skipped(rel, language, "unreadable: permission denied")
+    except OSError as exc:
+        return _skipped(rel, language, f"unreadable: {exc.strerror or exc}")
+    if len(data) > max_bytes:
+        return _skipped(rel, language, f"too large: {len(data):,} bytes (limit {max_bytes:,})", data)
+    return extract_source(rel, language, data)
+
+
+def extract_source(rel: str, language: str, data: bytes) -> Record:
+    """Check and extract already-read content."""
+    if b"\0" in data[:_BINARY_PROBE]:
+        return _skipped(rel, language, "binary file (contains NUL bytes)", data)
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        return _skipped(
+            rel, language, f"not UTF-8 text (byte 0x{data[exc.start]:02x} at line {line}); re-save it as UTF-8", data
+        )
+    tree = get_parser(language).parse(data)
+    root = tree.root_node
+    captures = get_query(language).captures(root)
+    python = language == "python"
+    symbols = _symbols(captures, data, python)
+    imports = _python_imports(captures.get("import", ())) if python else _js_imports(captures)
+    uses = sorted({name.decode() for name in _IDENTIFIER.findall(data)})
+    record: Record = {
+        "file": rel,
+        "language": language,
+        "status": "indexed",
+        "reason": "",
+        "hash": content_hash(data),
+        "size": len(data),
+        "loc": data.count(b"\n") + (0 if not data or data.endswith(b"\n") else 1),
+        "symbols": symbols,
+        "imports": imports,
+        "uses": tuple(uses),
+    }
+    if root.has_error:
+        line, column = _first_error(root)
+        record["status"] = "partial"
+        record["reason"] = f"syntax error at line {line}, column {column}: indexed what parsed"
+    return record
+
+
+def _skipped(rel: str, language: str, reason: str, data: bytes | None = None) -> Record:
+    return {
+        "file": rel,
+        "language": language,
+        "status": "skipped",
+        "reason": reason,
+        "hash": content_hash(data) if data is not None else "",
+        "size": len(data) if data is not None else 0,
+        "loc": 0,
+        "symbols": (),
+        "imports": (),
+        "uses": (),
+    }
+
+
+def _first_error(root: Node) -> tuple[int, int]:
+    """Line and column (1-based) of the first ERROR or MISSING node, descending only along erroneous branches."""
+    node = root
+    while True:
+        for child in node.children:
+            if child.is_error or child.is_missing:
+                return child.start_point[0] + 1, child.start_point[1] + 1
+            if child.has_error:
+                node = child
+                break
+        else:
+            return node.start_point[0] + 1, node.start_point[1] + 1
+
+
+def _symbols(captures: dict[str, list[Node]], data: bytes, python: bool) -> tuple[tuple[Any, ...], ...]:
+    """``(name, kind, line, end_line, signature, parent, shape_hash, exact_hash)`` for each definition."""
+    from aries_kernel.codebase.shapes import exact_hash, shape_hash
+
+    local_scopes, class_types = (_PY_LOCAL_SCOPES, _PY_CLASS) if python else (_JS_LOCAL_SCOPES, _JS_CLASS)
+    out: list[tuple[Any, ...]] = []
+    for node in captures.get("def", ()):
+        name_node = node.child_by_field_name("name")
+        if name_node is None:
+            continue
+        parent = _enclosing_class(node, local_scopes, class_types)
+        if parent is None:
+            continue  # a local definition inside a function body: not part of the file's interface
+        kind = _KINDS[node.type]
+        if kind == "function" and parent:
+            kind = "method"
+        hashes = (shape_hash(node), exact_hash(data[node.start_byte : node.end_byte])) if kind in _HASHED_KINDS else ("", "")
+        out.append((_text(name_node), kind, *_lines(node), _signature(node, data), parent, *hashes))
+    for node in captures.get("var", ()):
+        if python:
+            decl = node.parent
+            name, kind, value = _text(node), "variable", None
+        else:
+            decl = node
+            name_node = node.child_by_field_name("name")
+            if name_node is None or name_node.type != "identifier":
+                continue
+            value = node.child_by_field_name("value")
+            name = _text(name_node)
+            kind = "function" if value is not None and value.type in _JS_FUNCTION_VALUES else "variable"
+        hashes = (shape_hash(value), exact_hash(data[decl.start_byte : decl.end_byte])) if kind == "function" and value is not None else ("", "")
+        out.append((name, kind, *_lines(decl), _first_line(decl, data), "", *hashes))
+    out.sort(key=lambda s: (s[2], s[0]))
+    return tuple(out)
+
+
+def _enclosing_class(node: Node, local_scopes: frozenset[str], class_types: frozenset[str]) -> str | None:
+    """Name of the class a definition sits in, "" at module level, or None when it is local to a function."""
+    parent = node.parent
+    while parent is not None:
+        if parent.type in local_scopes:
+            return None
+        if parent.type in class_types:
+            name = parent.child_by_field_name("name")
+            return _text(name) if name is not None else "<anonymous>"
+        parent = parent.parent
+    return ""
+
+
+def _lines(node: Node) -> tuple[int, int]:
+    return node.start_point[0] + 1, node.end_point[0] + 1
+
+
+def _text(node: Node) -> str:
+    return (node.text or b"").decode()
+
+
+def _signature(node: Node, data: bytes) -> str:
+    """The header of a definition: everything before its body, whitespace collapsed."""
+    body = node.child_by_field_name("body")
+    if body is None:
+        return _first_line(node, data)
+    header = data[node.start_byte : body.start_byte].decode()
+    return " ".join(header.split()).rstrip(":{ ")[:_SIGNATURE_MAX]
+
+
+def _first_line(node: Node, data: bytes) -> str:
+    text = data[node.start_byte : node.end_byte].split(b"\n", 1)[0].decode()
+    return " ".join(text.split())[:_SIGNATURE_MAX]
+
+
+def _python_imports(nodes: list[Node] | tuple[()]) -> tuple[tuple[Any, ...], ...]:
+    """``(module, names, level, type_only, line)``; ``from .a import b, c`` gives ``("a", ("b", "c"), 1, ...)``."""
+    out: list[tuple[Any, ...]] = []
+    for node in nodes:
+        line = node.start_point[0] + 1
+        if node.type == "import_statement":
+            for name in node.children_by_field_name("name"):
+                out.append((_dotted(name), (), 0, False, line))
+            continue
+        module = node.child_by_field_name("module_name")
+        if module is None:
+            continue
+        level = 0
+        if module.type == "relative_import":
+            dotted = ""
+            for child in module.children:
+                if child.type == "import_prefix":
+                    level = len(_text(child).strip())
+                elif child.type == "dotted_name":
+                    dotted = _text(child)
+        else:
+            dotted = _text(module)
+        names = tuple(_dotted(n) for n in node.children_by_field_name("name"))
+        if any(child.type == "wildcard_import" for child in node.children):
+            names += ("*",)
+        out.append((dotted, names, level, False, line))
+    return tuple(out)
+
+
+def _dotted(node: Node) -> str:
+    if node.type == "aliased_import":
+        name = node.child_by_field_name("name")
+        return _text(name) if name is not None else ""
+    return _text(node)
+
+
+def _js_imports(captures: dict[str, list[Node]]) -> tuple[tuple[Any, ...], ...]:
+    """``(specifier, (), 0, type_only, line)`` for ESM imports/re-exports, ``require`` and dynamic ``import()``."""
+    out: list[tuple[Any, ...]] = []
+    for node in captures.get("import", ()):
+        source = node.child_by_field_name("source")
+        if source is None:
+            continue  # `import x = require(...)` is captured as a require
+        out.append((_string_value(source), (), 0, _type_only(node), node.start_point[0] + 1))
+    for node in captures.get("require", ()):
+        out.append((_string_value(node), (), 0, False, node.start_point[0] + 1))
+    out.sort(key=lambda i: (i[4], i[0]))
+    return tuple(out)
+
+
+def _string_value(node: Node) -> str:
+    return _text(node)[1:-1]
+
+
+def _type_only(node: Node) -> bool:
+    """``import type``/``export type``, or an import whose every named specifier is ``type``-qualified."""
+    if any(child.type == "type" for child in node.children):
+        return True
+    if node.type != "import_statement":
+        return False
+    clause = next((c for c in node.children if c.type == "import_clause"), None)
+    if clause is None:
+        return False
+    parts = clause.named_children
+    if len(parts) != 1 or parts[0].type != "named_imports":
+        return False
+    specifiers = [s for s in parts[0].named_children if s.type == "import_specifier"]
+    return bool(specifiers) and all(any(c.type == "type" for c in s.children) for s in specifiers)

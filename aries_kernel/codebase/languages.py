@@ -1,0 +1,119 @@
+"""Which files are source code, in which language, and the tree-sitter parsers and queries for each language.
+
+Grammars and compiled queries are built once per process (the indexer's worker processes build their own).
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import PurePosixPath
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tree_sitter import Language, Parser, QueryCursor, Tree
+
+__all__ = ["EXTENSIONS", "LANGUAGES", "language_for_path", "get_language", "get_parser", "get_query", "parse"]
+
+EXTENSIONS: dict[str, str] = {
+    ".py": "python",
+    ".pyi": "python",
+    ".js": "javascript",
+    ".jsx": "javascript",
+    ".mjs": "javascript",
+    ".cjs": "javascript",
+    ".ts": "typescript",
+    ".mts": "typescript",
+    ".cts": "typescript",
+    ".tsx": "tsx",
+}
+LANGUAGES = ("python", "javascript", "typescript", "tsx")
+
+# One query per language, run once per file: every capture the extractor needs comes from a single tree walk
+# in C, which is far cheaper than walking the tree node by node from Python. Used names are not captured here:
+# a regex over the text finds them at a quarter of the cost of a node per identifier.
+_PYTHON_QUERY = """
+(import_statement) @import
+(import_from_statement) @import
+(function_definition) @def
+(class_definition) @def
+(module (expression_statement (assignment left: (identifier) @var)))
+"""
+
+_JS_QUERY = """
+(import_statement) @import
+(export_statement source: (string)) @import
+(call_expression function: (identifier) @_require arguments: (arguments . (string) @require)
+  (#eq? @_require "require"))
+(call_expression function: (import) arguments: (arguments . (string) @require))
+(function_declaration) @def
+(generator_function_declaration) @def
+(class_declaration) @def
+(method_definition) @def
+(program (lexical_declaration (variable_declarator) @var))
+(program (variable_declaration (variable_declarator) @var))
+(program (export_statement declaration: (lexical_declaration (variable_declarator) @var)))
+(program (export_statement declaration: (variable_declaration (variable_declarator) @var)))
+"""
+
+_TS_EXTRA = """
+(import_statement (import_require_clause source: (string) @require))
+(abstract_class_declaration) @def
+(interface_declaration) @def
+(type_alias_declaration) @def
+(enum_declaration) @def
+"""
+
+_QUERIES = {
+    "python": _PYTHON_QUERY,
+    "javascript": _JS_QUERY,
+    "typescript": _JS_QUERY + _TS_EXTRA,
+    "tsx": _JS_QUERY + _TS_EXTRA,
+}
+
+
+def language_for_path(path: str) -> str | None:
+    """The language of a source file by its extension (``.d.ts`` is TypeScript), or None for other files."""
+    return EXTENSIONS.get(PurePosixPath(path).suffix.lower())
+
+
+@cache
+def get_language(name: str) -> Language:
+    """The tree-sitter grammar for one of :data:`LANGUAGES`."""
+    from tree_sitter import Language
+
+    if name == "python":
+        import tree_sitter_python as grammar
+
+        return Language(grammar.language())
+    if name == "javascript":
+        import tree_sitter_javascript as grammar
+
+        return Language(grammar.language())
+    if name in ("typescript", "tsx"):
+        import tree_sitter_typescript as grammar
+
+        return Language(grammar.language_typescript() if name == "typescript" else grammar.language_tsx())
+    raise ValueError(f"No tree-sitter grammar for language {name!r}; known: {', '.join(LANGUAGES)}")
+
+
+@cache
+def get_parser(name: str) -> Parser:
+    """A parser for ``name``, one per process and language (parsers are reused, never shared across threads)."""
+    from tree_sitter import Parser
+
+    return Parser(get_language(name))
+
+
+@cache
+def get_query(name: str) -> QueryCursor:
+    """A cursor over the compiled extraction query for ``name`` (one per process and language)."""
+    from tree_sitter import Query, QueryCursor
+
+    return QueryCursor(Query(get_language(name), _QUERIES[name]))
+
+
+def parse(source: bytes, language: str) -> Tree:
+    """Parse ``source`` with a fresh parser (safe to call from any thread)."""
+    from tree_sitter import Parser
+
+    return Parser(get_language(language)).parse(source)

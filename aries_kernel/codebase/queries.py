@@ -1,0 +1,364 @@
+"""The structural operations of ``codebase``: search, ranking, communities, symbols, traversal, listings.
+
+Each returns a pandas DataFrame sorted by its score column (or a numbered source slice for ``get_context``).
+They are mixed into :class:`~aries_kernel.codebase.core.Codebase`, which supplies the index.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from aries_kernel.codebase.extract import Record
+    from aries_kernel.codebase.files import Problem
+    from aries_kernel.codebase.graph import FileGraph
+    from aries_kernel.codebase.ranking import Rankings
+
+__all__ = ["EDGE_KINDS", "QueryMixin", "SourceSlice"]
+
+EDGE_KINDS = ("import", "reference")
+_SNIPPET = 160
+_MAX_CONTENT_HITS_PER_FILE = 20
+_WORD = re.compile(r"[A-Za-z0-9_$]+")
+
+
+class SourceSlice(str):
+    """Numbered source lines; a plain ``str`` that shows as text (not a quoted repr) as a cell result."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(str(self))
+
+
+class QueryMixin:
+    """Operations over the index; see SPEC section 3.1 for the table of names and columns."""
+
+    _graph: FileGraph
+    _records: dict[str, Record]
+    _rankings: Rankings
+    _problems: list[Problem]
+    last_run: dict[str, Any]
+    _lock: Any
+
+    if TYPE_CHECKING:
+
+        def wait_ready(self, timeout: float | None = None) -> None: ...
+        def _file(self, file: Any) -> str: ...
+        def source(self, file: Any) -> str: ...
+        def symbol_table(self) -> pd.DataFrame: ...
+
+    # ranking
+
+    def top_files(self, limit: int = 20) -> pd.DataFrame:
+        """Files by PageRank over the weighted graph: file, pagerank, in_degree, out_degree, symbols, loc."""
+        import pandas as pd
+
+        self.wait_ready()
+        with self._lock:
+            ranks = self._rankings.pagerank()
+            g = self._graph.graph
+            rows = [
+                (rel, ranks.get(rel, 0.0), g.in_degree(node), g.out_degree(node),
+                 len(self._records[rel]["symbols"]), self._records[rel]["loc"])
+                for rel, node in self._graph.node_of.items()
+            ]
+        frame = pd.DataFrame(rows, columns=["file", "pagerank", "in_degree", "out_degree", "symbols", "loc"])
+        return _top(frame, ["pagerank", "file"], [False, True], limit)
+
+    def hits(self, limit: int = 20) -> pd.DataFrame:
+        """Hub and authority score per file, with a role (hub, authority, both) from the larger normalized score."""
+        import pandas as pd
+
+        self.wait_ready()
+        with self._lock:
+            hubs, authorities = self._rankings.hits()
+        frame = pd.DataFrame(
+            [(rel, hubs[rel], authorities.get(rel, 0.0)) for rel in hubs], columns=["file", "hub", "authority"]
+        )
+        hub_n = frame["hub"] / (frame["hub"].max() or 1.0)
+        auth_n = frame["authority"] / (frame["authority"].max() or 1.0)
+        frame["role"] = "both"
+        frame.loc[hub_n > 2 * auth_n, "role"] = "hub"
+        frame.loc[auth_n > 2 * hub_n, "role"] = "authority"
+        frame["score"] = pd.concat([hub_n, auth_n], axis=1).max(axis=1)
+        return _top(frame, ["score", "file"], [False, True], limit)
+
+    def communities(self) -> pd.DataFrame:
+        """One row per file: community id, readable label, community size and the file's PageRank."""
+        import pandas as pd
+
+        self.wait_ready()
+        with self._lock:
+            members = self._rankings.communities()
+            ranks = self._rankings.pagerank()
+        frame = pd.DataFrame(
+            [(rel, cid, label, ranks.get(rel, 0.0)) for rel, (cid, label) in members.items()],
+            columns=["file", "community", "label", "pagerank"],
+        )
+        frame.insert(3, "size", frame.groupby("community")["file"].transform("count").astype(int))
+        return _top(frame, ["community", "pagerank", "file"], [True, False, True], None)
+
+    # symbols and search
+
+    def find_symbol(self, name: str) -> pd.DataFrame:
+        """Definitions of ``name`` (``Class.method`` allowed): exact matches, else case-insensitive, else substring."""
+        self.wait_ready()
+        table = self.symbol_table()
+        parent, _, short = name.rpartition(".")
+        names = table["name"]
+        candidates = [
+            (names == short, 1.0),
+            (names.str.lower() == short.lower(), 0.8),
+            (names.str.lower().str.contains(short.lower(), regex=False), 0.5),
+        ]
+        found = table.iloc[0:0]
+        score = 0.0
+        for mask, score in candidates:
+            if parent:
+                mask = mask & (table["parent"] == parent)
+            found = table[mask]
+            if len(found):
+                break
+        found = found.assign(score=score, pagerank=found["file"].map(self._rankings.pagerank()))
+        columns = ["name", "kind", "file", "line", "end_line", "signature", "parent", "score"]
+        return _top(found, ["score", "pagerank", "file", "line"], [False, False, True, True], None)[columns]
+
+    def search(self, query: str, limit: int = 20) -> pd.DataFrame:
+        """Ranked matches over symbol names and file content: file, line, kind, name, snippet, score.
+
+        A symbol named exactly like the query scores highest, then prefix, substring and shared word tokens;
+        content lines that contain the whole query beat lines that contain all its words. Scores are lifted
+        by the file's PageRank, so central files come first among equals.
+        """
+        import pandas as pd
+
+        self.wait_ready()
+        needle = query.strip().lower()
+        if not needle:
+            raise ValueError("search() needs a non-empty query.")
+        words = [w.lower() for w in _WORD.findall(query)]
+        hits: dict[tuple[str, int], tuple[str, str, str, float]] = {}
+
+        def keep(file: str, line: int, kind: str, name: str, snippet: str, score: float) -> None:
+            old = hits.get((file, line))
+            if old is None or old[3] < score:
+                hits[(file, line)] = (kind, name, snippet, score)
+
+        symbols = self.symbol_table()
+        lowered = symbols["name"].str.lower()
+        for row, low in zip(symbols.itertuples(index=False), lowered):
+            score = _name_score(low, needle, words)
+            if score:
+                keep(row.file, row.line, row.kind, row.name, row.signature[:_SNIPPET], score)
+        with self._lock:
+            files = list(self._graph.node_of)
+            ranks = self._rankings.pagerank()
+        for rel in files:
+            try:
+                text = self.source(rel)
+            except Exception:  # a file that vanished since indexing: reindex will drop it
+                continue
+            for line, snippet, score in _content_hits(text, needle, words):
+                keep(rel, line, "content", "", snippet, score)
+        top_rank = max(ranks.values(), default=0.0) or 1.0
+        rows = [
+            (file, line, kind, name, snippet, round(score * (1 + ranks.get(file, 0.0) / top_rank), 4))
+            for (file, line), (kind, name, snippet, score) in hits.items()
+        ]
+        frame = pd.DataFrame(rows, columns=["file", "line", "kind", "name", "snippet", "score"])
+        return _top(frame, ["score", "file", "line"], [False, True, True], limit)
+
+    def cluster_by_file(self, matches: pd.DataFrame) -> pd.DataFrame:
+        """Group search results by file: file, matches, lines, names, score (sum), best snippet."""
+        import pandas as pd
+
+        if "file" not in matches or "line" not in matches:
+            raise ValueError("cluster_by_file() takes a DataFrame with file and line columns, e.g. search(...).")
+        scored = matches.assign(score=matches["score"] if "score" in matches else 1.0)
+        rows = []
+        for file, group in scored.groupby("file", sort=False):
+            best = group.sort_values("score", ascending=False).iloc[0]
+            names = sorted({n for n in group.get("name", pd.Series(dtype=str)) if isinstance(n, str) and n})
+            rows.append((file, len(group), sorted(int(x) for x in group["line"]), names,
+                         float(group["score"].sum()), str(best.get("snippet", ""))))
+        frame = pd.DataFrame(rows, columns=["file", "matches", "lines", "names", "score", "snippet"])
+        return _top(frame, ["score", "file"], [False, True], None)
+
+    # graph
+
+    def edges(self, kind: str | None = None) -> pd.DataFrame:
+        """The graph as a DataFrame: source, target, kind, weight, type_only (TypeScript type-only imports)."""
+        import pandas as pd
+
+        if kind is not None and kind not in EDGE_KINDS:
+            raise ValueError(f"Unknown edge kind {kind!r}; use one of {EDGE_KINDS} or None for all.")
+        self.wait_ready()
+        with self._lock:
+            rows = [row for row in self._graph.edge_rows() if kind is None or row[2] == kind]
+        frame = pd.DataFrame(rows, columns=["source", "target", "kind", "weight", "type_only"])
+        return _top(frame, ["weight", "source", "target", "kind"], [False, True, True, True], None)
+
+    def show_dependents(self, file: Any, depth: int = 1) -> pd.DataFrame:
+        """Files that depend on ``file`` (reverse edges), up to ``depth`` steps: file, distance, kinds, weight, via."""
+        return self._traverse(file, depth, reverse=True)
+
+    def show_dependencies(self, file: Any, depth: int = 1) -> pd.DataFrame:
+        """Files ``file`` depends on (forward edges), up to ``depth`` steps: file, distance, kinds, weight, via."""
+        return self._traverse(file, depth, reverse=False)
+
+    def _traverse(self, file: Any, depth: int, reverse: bool) -> pd.DataFrame:
+        import pandas as pd
+
+        if depth < 1:
+            raise ValueError(f"depth must be at least 1, not {depth}.")
+        self.wait_ready()
+        with self._lock:
+            start = self._file(file)
+            g = self._graph.graph
+            seen = {start}
+            frontier = [start]
+            rows = []
+            for distance in range(1, depth + 1):
+                reached: dict[str, tuple[set[str], float, str]] = {}
+                for rel in frontier:
+                    node = self._graph.node_of[rel]
+                    edge_list = g.in_edges(node) if reverse else g.out_edges(node)
+                    for source, target, data in edge_list:
+                        other = g[source] if reverse else g[target]
+                        if other in seen:
+                            continue
+                        kinds, weight, via = reached.get(other, (set(), 0.0, rel))
+                        kinds.add(data[0])
+                        reached[other] = (kinds, weight + data[1], via)
+                for other, (kinds, weight, via) in reached.items():
+                    rows.append((other, distance, ", ".join(sorted(kinds)), round(weight, 6), via))
+                seen |= reached.keys()
+                frontier = sorted(reached)
+                if not frontier:
+                    break
+        frame = pd.DataFrame(rows, columns=["file", "distance", "kinds", "weight", "via"])
+        return _top(frame, ["distance", "weight", "file"], [True, False, True], None)
+
+    # source
+
+    def get_context(self, file: Any, lines: int | Iterable[int] | None = None, window: int = 5) -> SourceSlice:
+        """Numbered source of ``file``: around ``lines`` (one or many, ``window`` lines each side, nearby ranges
+        merged, gaps shown as ``...``), or the whole file when ``lines`` is None."""
+        self.wait_ready()
+        with self._lock:
+            rel = self._file(file)
+        text_lines = self.source(rel).splitlines()
+        count = len(text_lines)
+        if lines is None:
+            ranges = [(1, count)]
+        else:
+            wanted = sorted({int(lines)} if isinstance(lines, int) else {int(n) for n in lines})
+            outside = [n for n in wanted if not 1 <= n <= max(count, 1)]
+            if outside:
+                raise ValueError(f"{rel} has {count} lines; line {outside[0]} is outside it.")
+            ranges = []
+            for n in wanted:
+                lo, hi = max(1, n - window), min(count, n + window)
+                if ranges and lo <= ranges[-1][1] + 1:
+                    ranges[-1] = (ranges[-1][0], max(ranges[-1][1], hi))
+                else:
+                    ranges.append((lo, hi))
+        width = len(str(count))
+        parts = []
+        for lo, hi in ranges:
+            parts.append("\n".join(f"{n:>{width}} | {text_lines[n - 1]}" for n in range(lo, hi + 1)))
+        return SourceSlice(f"{rel}\n" + "\n...\n".join(parts))
+
+    # listings
+
+    def list_files(self) -> pd.DataFrame:
+        """Indexed files: file, language, loc, symbols, status (indexed, or partial after syntax errors)."""
+        import pandas as pd
+
+        self.wait_ready()
+        with self._lock:
+            rows = [(rel, r["language"], r["loc"], len(r["symbols"]), r["status"])
+                    for rel, r in self._records.items() if r["status"] != "skipped"]
+        return pd.DataFrame(rows, columns=["file", "language", "loc", "symbols", "status"])
+
+    def skipped(self) -> pd.DataFrame:
+        """Every file skipped (binary, not UTF-8, too large, unreadable, symlink loop...) or only partly indexed."""
+        import pandas as pd
+
+        self.wait_ready()
+        with self._lock:
+            rows = [(rel, r["status"], r["reason"]) for rel, r in self._records.items() if r["status"] != "indexed"]
+            rows += [(p.rel, "skipped", p.reason) for p in self._problems]
+        return pd.DataFrame(sorted(rows), columns=["file", "status", "reason"])
+
+    def stats(self) -> pd.DataFrame:
+        """Counts (files, per language, symbols, edges by kind, skipped, partial) and index timings: metric, value."""
+        import pandas as pd
+
+        self.wait_ready()
+        with self._lock:
+            records = [r for r in self._records.values() if r["status"] != "skipped"]
+            edge_kinds: dict[str, int] = dict.fromkeys(EDGE_KINDS, 0)
+            for _, _, data in self._graph.graph.weighted_edge_list():
+                edge_kinds[data[0]] += 1
+            languages: dict[str, int] = {}
+            for record in records:
+                languages[record["language"]] = languages.get(record["language"], 0) + 1
+            rows: list[tuple[str, Any]] = [
+                ("files", len(records)),
+                *((f"files ({language})", n) for language, n in sorted(languages.items())),
+                ("symbols", sum(len(r["symbols"]) for r in records)),
+                ("loc", sum(r["loc"] for r in records)),
+                *((f"edges ({kind})", n) for kind, n in edge_kinds.items()),
+                ("skipped", sum(1 for r in self._records.values() if r["status"] == "skipped") + len(self._problems)),
+                ("partly indexed", sum(1 for r in records if r["status"] == "partial")),
+                ("index mode", self.last_run.get("mode", "")),
+                ("index seconds", round(float(self.last_run.get("seconds", 0.0)), 3)),
+                ("files parsed", self.last_run.get("parsed", 0)),
+                ("files from index.db", self.last_run.get("reused", 0)),
+            ]
+        return pd.DataFrame(rows, columns=["metric", "value"])
+
+
+def _top(frame: pd.DataFrame, by: list[str], ascending: list[bool], limit: int | None) -> pd.DataFrame:
+    frame = frame.sort_values(by, ascending=ascending, kind="stable").reset_index(drop=True)
+    return frame.head(limit).reset_index(drop=True) if limit is not None else frame
+
+
+def _name_score(name: str, needle: str, words: list[str]) -> float:
+    if name == needle:
+        return 10.0
+    if name.startswith(needle):
+        return 6.0
+    if needle in name:
+        return 4.0
+    if len(words) > 1 and all(w in name for w in words):
+        return 3.0
+    return 0.0
+
+
+def _content_hits(text: str, needle: str, words: list[str]) -> Iterable[tuple[int, str, float]]:
+    """(line, snippet, score) for lines holding the whole query (2.0) or, failing that, all its words (1.0)."""
+    low = text.lower()
+    if needle not in low and not (len(words) > 1 and all(w in low for w in words)):
+        return
+    lines = text.split("\n")
+    found: set[int] = set()
+    for number, line_text in enumerate(lines, 1):
+        line_low = line_text.lower()
+        if needle in line_low:
+            score = 2.0
+        elif len(words) > 1 and all(w in line_low for w in words):
+            score = 1.0
+        else:
+            continue
+        found.add(number)
+        yield number, line_text.strip()[:_SNIPPET], score
+        if len(found) >= _MAX_CONTENT_HITS_PER_FILE:
+            return

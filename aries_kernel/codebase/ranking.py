@@ -1,0 +1,141 @@
+"""Scores over the file graph: PageRank and HITS (rustworkx, weighted) and Leiden communities (igraph).
+
+All three are computed on demand and cached by :class:`Rankings` against the graph's version, so an edit costs
+nothing until a score is asked for again.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import random
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from aries_kernel.codebase.graph import FileGraph
+
+__all__ = ["Rankings", "community_label"]
+
+_LABEL_STOPWORDS = frozenset(
+    "get set is has to from the a an of in on for and or with by as test tests init main index util utils".split()
+)
+
+
+def _weight(edge: tuple[str, float, bool]) -> float:
+    return float(edge[1])
+
+
+class Rankings:
+    """PageRank, HITS and communities of a :class:`FileGraph`, recomputed only after the graph changed."""
+
+    def __init__(self, graph: FileGraph, names_of: Callable[[str], Iterable[str]]) -> None:
+        self._graph = graph
+        self._names_of = names_of
+        self._cache: dict[str, tuple[int, Any]] = {}
+        self._lock = threading.Lock()
+
+    def _cached(self, key: str, compute: Callable[[], Any]) -> Any:
+        with self._lock:
+            hit = self._cache.get(key)
+            if hit is not None and hit[0] == self._graph.version:
+                return hit[1]
+            value = compute()
+            self._cache[key] = (self._graph.version, value)
+            return value
+
+    def pagerank(self) -> dict[str, float]:
+        """File -> PageRank over the weighted graph (parallel edges of both kinds add up)."""
+        return self._cached("pagerank", self._pagerank)
+
+    def hits(self) -> tuple[dict[str, float], dict[str, float]]:
+        """(hub, authority) score per file."""
+        return self._cached("hits", self._hits)
+
+    def communities(self) -> dict[str, tuple[int, str]]:
+        """File -> (community id, label); ids are numbered by community size, largest first."""
+        return self._cached("communities", self._communities)
+
+    def _pagerank(self) -> dict[str, float]:
+        import rustworkx
+
+        g = self._graph.graph
+        if g.num_nodes() == 0:
+            return {}
+        scores = rustworkx.pagerank(g, weight_fn=_weight, max_iter=200, tol=1e-8)
+        return {g[node]: score for node, score in scores.items()}
+
+    def _hits(self) -> tuple[dict[str, float], dict[str, float]]:
+        import rustworkx
+
+        g = self._graph.graph
+        if g.num_edges() == 0:
+            return {g[n]: 0.0 for n in g.node_indices()}, {g[n]: 0.0 for n in g.node_indices()}
+        try:
+            hubs, authorities = rustworkx.hits(g, weight_fn=_weight, max_iter=500, tol=1e-8)
+        except rustworkx.FailedToConverge:
+            hubs, authorities = rustworkx.hits(g, weight_fn=_weight, max_iter=2000, tol=1e-5)
+        return {g[n]: s for n, s in hubs.items()}, {g[n]: s for n, s in authorities.items()}
+
+    def _communities(self) -> dict[str, tuple[int, str]]:
+        import igraph
+
+        g = self._graph.graph
+        files = sorted(self._graph.node_of)
+        if not files:
+            return {}
+        position = {rel: i for i, rel in enumerate(files)}
+        undirected: dict[tuple[int, int], float] = {}
+        for source, target, data in g.weighted_edge_list():
+            a, b = position[g[source]], position[g[target]]
+            if a != b:
+                key = (a, b) if a < b else (b, a)
+                undirected[key] = undirected.get(key, 0.0) + data[1]
+        pairs = sorted(undirected)
+        ig = igraph.Graph(n=len(files), edges=pairs)
+        weights = [undirected[p] for p in pairs]
+        # Leiden is randomized; a fixed seed makes the same graph give the same communities every time.
+        igraph.set_random_number_generator(random.Random(0))
+        try:
+            membership = ig.community_leiden(objective_function="modularity", weights=weights or None,
+                                             n_iterations=-1).membership
+        finally:
+            igraph.set_random_number_generator(random)
+        groups: dict[int, list[int]] = {}
+        for vertex, community in enumerate(membership):
+            groups.setdefault(community, []).append(vertex)
+        # A community must be connected: split any that is not into its connected parts.
+        parts: list[list[str]] = []
+        for members in groups.values():
+            sub = ig.subgraph(members)
+            for component in sub.connected_components():
+                parts.append(sorted(files[members[i]] for i in component))
+        parts.sort(key=lambda p: (-len(p), p[0]))
+        labels: Counter[str] = Counter()
+        out: dict[str, tuple[int, str]] = {}
+        for number, part in enumerate(parts):
+            label = community_label(part, (name for rel in part for name in self._names_of(rel)))
+            labels[label] += 1
+            if labels[label] > 1:
+                label = f"{label} ({labels[label]})"
+            for rel in part:
+                out[rel] = (number, label)
+        return out
+
+
+def community_label(files: list[str], names: Iterable[str]) -> str:
+    """``<common folder>: <top name tokens>``, e.g. ``core/reshape: merge, concat``; a lone file is its path."""
+    from aries_kernel.codebase.shapes import split_identifier
+
+    if len(files) == 1:
+        return files[0]
+    folder = posixpath.commonpath([posixpath.dirname(f) or "." for f in files]) if files else ""
+    folder = folder if folder not in ("", ".") else "(root)"
+    folder_tokens = set(split_identifier(folder))
+    tokens: Counter[str] = Counter()
+    for name in names:
+        for token in set(split_identifier(name)):
+            if len(token) > 2 and token not in _LABEL_STOPWORDS and token not in folder_tokens:
+                tokens[token] += 1
+    top = [token for token, _ in sorted(tokens.items(), key=lambda kv: (-kv[1], kv[0]))[:3]]
+    return f"{folder}: {', '.join(top)}" if top else folder
