@@ -51,6 +51,7 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0  # seconds before the answer starts
     chunk: int = 3  # characters per text / argument delta when streaming
+    pause: float = 0.0  # seconds between streamed events
     model: str | None = None  # default: the model the request named
 
 
@@ -172,7 +173,7 @@ def _handler_for(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
                 if reply.status >= 400:
                     self._send_error(wire, reply)
                 elif body.get("stream"):
-                    self._send_stream(_events(wire, reply, body))
+                    self._send_stream(_events(wire, reply, body), reply.pause)
                 else:
                     self._send_json(200, _complete(wire, reply, body), reply.headers)
             except (BrokenPipeError, ConnectionResetError):
@@ -198,7 +199,7 @@ def _handler_for(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
                 payload = {"error": {"message": reply.error, "type": "scripted", "code": reply.status}}
             self._send_json(reply.status, payload, reply.headers)
 
-        def _send_stream(self, events: Iterator[tuple[str | None, Any]]) -> None:
+        def _send_stream(self, events: Iterator[tuple[str | None, Any]], pause: float) -> None:
             self.send_response(200)
             self.send_header("content-type", "text/event-stream")
             self.send_header("cache-control", "no-cache")
@@ -209,6 +210,8 @@ def _handler_for(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
                 payload = data if isinstance(data, str) else json.dumps(data)
                 self.wfile.write(f"{head}data: {payload}\n\n".encode())
                 self.wfile.flush()
+                if pause:
+                    time.sleep(pause)
             self.close_connection = True
 
     return Handler

@@ -1,0 +1,76 @@
+"""``%aries model``: show the four model slots, or point one at another model at run time."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+
+from aries_kernel.context import AriesContext
+from aries_kernel.models.errors import ModelError
+from aries_kernel.models.router import SLOTS, ModelRouter
+from aries_kernel.models.shortnames import SHORTNAMES
+
+from .aries import status_section, subcommand
+
+__all__ = ["model_command", "router_of"]
+
+
+def router_of(context: AriesContext) -> ModelRouter:
+    """The shell's model router (built once, without touching any key)."""
+    return context.lazy("models", lambda ctx: ModelRouter(config=ctx.config))
+
+
+@subcommand("model", "show the model slots, or set one: %aries model [slot] <shortname or provider:model>")
+@magic_arguments()
+@argument("words", nargs="*", help="[slot] <shortname or provider:model>; the slot defaults to primary")
+@argument("--base-url", default=None, help="base URL of the model's provider (Ollama, llama.cpp, custom)")
+@argument("--usage", action="store_true", help="show calls, tokens and cost per slot instead")
+def model_command(magics: Any, args: str, cell: str | None) -> Any:
+    """Show the model slots (primary, reasoning, cheap, bulk), or change one.
+
+    Examples::
+
+        %aries model                         the slot table
+        %aries model haiku                   primary slot -> haiku
+        %aries model bulk ollama:llama3      bulk slot -> a local Ollama model
+        %aries model cheap custom:my-model --base-url http://gpu-box:8000/v1
+        %aries model --usage                 calls, tokens and cost per slot
+    """
+    parsed = parse_argstring(model_command, args)
+    router = router_of(magics.context)
+    if parsed.usage:
+        return router.usage()
+    words = parsed.words
+    if not words:
+        return router.slots()
+    if len(words) > 2 or (len(words) == 2 and words[0] not in SLOTS):
+        raise UsageError(
+            f"Usage: %aries model [slot] <shortname or provider:model>; slots: {', '.join(SLOTS)}; "
+            f"shortnames: {', '.join(SHORTNAMES)}."
+        )
+    slot, spec = (words[0], words[1]) if len(words) == 2 else ("primary", words[0])
+    if spec in SLOTS:
+        raise UsageError(f"Name a model for the {spec} slot: %aries model {spec} <shortname or provider:model>.")
+    try:
+        router.set_slot(slot, spec, base_url=parsed.base_url)
+    except ModelError as exc:
+        raise UsageError(str(exc)) from exc
+    return router.slots()
+
+
+@status_section("Models")
+def models_status(context: AriesContext) -> str | None:
+    """One line per slot: model, context window, key."""
+    router = router_of(context)
+    lines = []
+    for slot, row in router.slots().iterrows():
+        if "provider" not in row or not isinstance(row.get("provider"), str):
+            lines.append(f"{slot:<10} {row['model']}")
+            continue
+        lines.append(
+            f"{slot:<10} {row['shortname']:<22} {row['provider']}:{row['model']}  "
+            f"{row['context_window']:,} tokens  key {row['key']}"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,138 @@
+"""Both wire formats through the real SDKs against the loopback server: text, tool calls, usage, streaming."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from aries_kernel.models.router import ModelRouter
+from aries_kernel.models.types import (
+    Completion,
+    Message,
+    ModelRequest,
+    TextDelta,
+    ToolCall,
+    ToolCallDelta,
+    ToolCallStarted,
+    ToolSchema,
+)
+from tests.loopback import Reply, ScriptedModelServer
+from tests.models_support import router, server, wire  # noqa: F401  (fixtures)
+
+REPL = ToolSchema("Repl", "Run Python in the kernel.", {"type": "object", "properties": {"code": {"type": "string"}}})
+
+
+def request(text: str = "hello", **kwargs: object) -> ModelRequest:
+    return ModelRequest([Message("user", text)], system="Be brief.", tools=[REPL], **kwargs)  # type: ignore[arg-type]
+
+
+def test_text_round_trip_without_streaming(router: ModelRouter, server: ScriptedModelServer, wire: str) -> None:
+    server.script(Reply(text="Paris.", input_tokens=120, output_tokens=3))
+    completion = router.client("primary").complete(request("Capital of France?"))
+    assert completion.message == Message("assistant", "Paris.")
+    assert completion.stop_reason == "end_turn"
+    assert (completion.usage.input_tokens, completion.usage.output_tokens) == (120, 3)
+    assert completion.slot == "primary" and completion.seconds > 0
+    body = server.requests[0].body
+    assert not body.get("stream")
+    if wire == "anthropic":
+        assert server.requests[0].path == "/v1/messages"
+        assert body["system"] == "Be brief."
+        assert body["messages"] == [{"role": "user", "content": [{"type": "text", "text": "Capital of France?"}]}]
+        assert body["tools"][0]["input_schema"] == REPL.parameters
+    else:
+        assert server.requests[0].path == "/v1/chat/completions"
+        assert body["messages"][0] == {"role": "system", "content": "Be brief."}
+        assert body["tools"][0]["function"]["parameters"] == REPL.parameters
+
+
+def test_cost_comes_from_the_shortname_prices(router: ModelRouter, server: ScriptedModelServer) -> None:
+    server.script(Reply(text="ok", input_tokens=1_000_000, output_tokens=1_000_000))
+    client = router.client("primary")
+    completion = client.complete(request())
+    assert client.info.input_price is not None and client.info.output_price is not None
+    assert completion.usage.cost_usd == pytest.approx(client.info.input_price + client.info.output_price)
+    assert router.usage().loc["primary", "calls"] == 1
+
+
+def test_streamed_text_and_tool_call_in_pieces(router: ModelRouter, server: ScriptedModelServer) -> None:
+    arguments = {"code": "sum(range(10))\nprint('done')"}
+    server.script(Reply(text="Running it.", tool_calls=[("Repl", arguments)], chunk=4, output_tokens=21))
+    events = list(router.client("primary").stream(request()))
+    texts = [e.text for e in events if isinstance(e, TextDelta)]
+    fragments = [e.arguments_fragment for e in events if isinstance(e, ToolCallDelta)]
+    started = [e for e in events if isinstance(e, ToolCallStarted)]
+    assert len(texts) > 1 and "".join(texts) == "Running it."
+    assert len(fragments) > 3  # the arguments really arrived in pieces
+    assert len(started) == 1 and started[0].name == "Repl"
+    assert {e.id for e in events if isinstance(e, ToolCallDelta)} == {started[0].id}
+    completion = events[-1]
+    assert isinstance(completion, Completion)
+    assert not any(isinstance(e, Completion) for e in events[:-1])
+    assert completion.message.tool_calls == [ToolCall(started[0].id, "Repl", arguments)]
+    assert completion.message.content == "Running it."
+    assert completion.stop_reason == "tool_use"
+    assert (completion.usage.input_tokens, completion.usage.output_tokens) == (11, 21)
+    assert server.requests[0].stream
+
+
+def test_tool_call_without_streaming(router: ModelRouter, server: ScriptedModelServer) -> None:
+    server.script(Reply(tool_calls=[("Repl", {"code": "1+1"}), ("Repl", {"code": "2+2"})]))
+    completion = router.client("primary").complete(request())
+    assert [c.arguments for c in completion.message.tool_calls] == [{"code": "1+1"}, {"code": "2+2"}]
+    assert completion.stop_reason == "tool_use"
+    assert len({c.id for c in completion.message.tool_calls}) == 2
+
+
+def test_max_tokens_stop_reason(router: ModelRouter, server: ScriptedModelServer) -> None:
+    server.script(Reply(text="trunc", stop_reason="max_tokens"))
+    events = list(router.client("primary").stream(request(max_tokens=5)))
+    assert isinstance(events[-1], Completion) and events[-1].stop_reason == "max_tokens"
+
+
+def test_tool_results_go_back_in_the_providers_format(
+    router: ModelRouter, server: ScriptedModelServer, wire: str
+) -> None:
+    history = [
+        Message("user", "compute"),
+        Message("assistant", "Let me.", tool_calls=[ToolCall("t1", "Repl", {"code": "1/0"})]),
+        Message("tool", "ZeroDivisionError", tool_call_id="t1", is_error=True),
+    ]
+    server.script(Reply(text="It fails."))
+    router.client("primary").complete(ModelRequest(history))
+    messages = server.requests[0].body["messages"]
+    if wire == "anthropic":
+        assert messages[1] == {"role": "assistant", "content": [
+            {"type": "text", "text": "Let me."},
+            {"type": "tool_use", "id": "t1", "name": "Repl", "input": {"code": "1/0"}}]}
+        assert messages[2] == {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "t1", "content": "ZeroDivisionError", "is_error": True}]}
+    else:
+        assert messages[1]["tool_calls"] == [
+            {"id": "t1", "type": "function", "function": {"name": "Repl", "arguments": '{"code": "1/0"}'}}]
+        assert messages[2] == {"role": "tool", "tool_call_id": "t1", "content": "Error: ZeroDivisionError"}
+
+
+def test_closing_a_stream_early_closes_the_connection(router: ModelRouter, server: ScriptedModelServer) -> None:
+    # Streamed in full this reply would take 100 s; the server's handler ends only when the client hangs up.
+    server.script(Reply(text="x" * 2000, chunk=1, pause=0.05), Reply(text="next"))
+    stream = router.client("primary").stream(request())
+    assert isinstance(next(stream), TextDelta)
+    stream.close()  # what a KeyboardInterrupt in the consumer's loop amounts to
+    deadline = time.monotonic() + 20
+    while server.in_flight and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert server.in_flight == 0
+    assert router.client("primary").complete(request()).message.content == "next"
+
+
+def test_estimate_is_calibrated_by_reported_counts(router: ModelRouter, server: ScriptedModelServer) -> None:
+    client = router.client("primary")
+    long_request = request("word " * 400)
+    before = client.estimate_tokens(long_request)
+    assert 400 <= before <= 800
+    server.script(Reply(text="ok", input_tokens=before * 2))
+    client.complete(long_request)
+    after = client.estimate_tokens(long_request)
+    assert before < after < before * 2
