@@ -984,7 +984,7 @@ class JudgmentMixin:
             lang = _LANGUAGE_ALIASES.get(reference.lower())
             if lang is not None and reference not in known:
                 langs = {lang, "tsx"} if lang == "typescript" else {lang}
-                files = listing[listing["language"].isin(langs)]["file"].tolist()
+                files: list[str] = [str(f) for f in listing[listing["language"].isin(langs)]["file"]]
                 if not files:
                     raise ValueError(f"The repository has no {reference} files to compare with.")
                 if len(files) > max_files:
@@ -993,7 +993,7 @@ class JudgmentMixin:
                     files = sorted(files, key=lambda f: order.get(f, len(order)))[:max_files]
                 return files
             reference = [reference]
-        files = []
+        chosen: list[str] = []
         for item in reference:
             rel = self._relative(str(item))
             if rel not in known:
@@ -1001,8 +1001,8 @@ class JudgmentMixin:
                     f"Reference {item!r} is not an indexed source file of this repository; "
                     "pass a path relative to the root (see codebase.list_files()) or a language name."
                 )
-            files.append(rel)
-        return files
+            chosen.append(rel)
+        return chosen
 
     @staticmethod
     def _describe_reference(reference: str | Sequence[str], files: list[str]) -> str:
