@@ -25,6 +25,7 @@ from .aries import HelpText, prompt_handler, split_args, status_section, subcomm
 
 __all__ = ["run_prompt", "interpolate"]
 
+_QUESTION_LINE = re.compile(r"^(\s*)%aries\s+(\S.*\?)\s*$")
 _VARIABLE = re.compile(r"(?<!\{)\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)\}(?!\})")
 _FLAGS_WITH_VALUE = ("--model", "--max-turns")
 _FLAGS = ("--yes", "--bare")
@@ -80,6 +81,30 @@ def interpolate(text: str, namespace: dict[str, Any]) -> str:
         return format_value(value)
 
     return _VARIABLE.sub(value_of, text)
+
+
+def keep_question_marks(lines: list[str]) -> list[str]:
+    """Input transformer: ``%aries why is it slow?`` is a prompt, not IPython's ``?`` help on ``slow``.
+
+    IPython reads a line ending in ``?`` as a help request; a prompt line is rewritten into the explicit
+    ``run_line_magic`` call first (which still expands ``{var}``).
+    """
+    rewritten = []
+    for line in lines:
+        match = _QUESTION_LINE.match(line)
+        if match:
+            indent, text = match.groups()
+            line = f"{indent}get_ipython().run_line_magic('aries', {text!r})\n"
+        rewritten.append(line)
+    return rewritten
+
+
+def _install_transformer() -> None:
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    if shell is not None and keep_question_marks not in shell.input_transformers_cleanup:
+        shell.input_transformers_cleanup.append(keep_question_marks)
 
 
 def _agent(magics: Any) -> Agent:
@@ -258,3 +283,6 @@ def agent_status(context: Any) -> str:
         f"Cost: ${session.cost_usd:.4f}; edits and commands {approvals}\n"
         f"File: {session.path}"
     )
+
+
+_install_transformer()

@@ -64,22 +64,22 @@ def _skeleton(call: ToolCall) -> ToolCall:
 def prune(messages: Sequence[Message], protect_tokens: int) -> tuple[list[Message], int]:
     """Prune tool results older than the newest ``protect_tokens`` worth; returns the new list and how many changed.
 
-    Tool calls keep their name and their short arguments; results become a marker naming what was cut.
+    The results of the latest tool-calling message are always kept (the model has not seen them yet), and so is
+    the result that crosses the budget. Tool calls keep their name and short arguments; results become a marker.
     """
     calls = {call.id: call for message in messages for call in message.tool_calls}
     result = list(messages)
+    latest_call = max((i for i, message in enumerate(result) if message.tool_calls), default=len(result))
     seen = 0
-    changed = 0
-    boundary = len(result)  # messages at or after this index are protected
+    boundary = 0  # tool results before this index are pruned
     for index in range(len(result) - 1, -1, -1):
         message = result[index]
         if message.role == "tool" and not message.content.startswith(PRUNED_MARKER):
             seen += message_tokens(message)
             if seen > protect_tokens:
-                boundary = index + 1
+                boundary = min(index, latest_call)
                 break
-    else:
-        return result, 0
+    changed = 0
     pruned_ids: set[str] = set()
     for index in range(boundary):
         message = result[index]

@@ -34,7 +34,7 @@ STOP_WORDS = frozenset(
     having he her here hers him his how i if in into is it its itself just me more most my no nor not now of off on
     once only or other our ours out over own same she should so some such than that the their theirs them then there
     these they this those through to too under until up us very via was we were what when where which while who whom
-    why will with would yet you your yours""".split()
+    unless why will with would yet you your yours""".split()
 )
 
 # Words too common in English or in any programming conversation to show that a response used a particular note.
@@ -59,15 +59,18 @@ GENERIC_WORDS = frozenset(
     task tell test tested testing tests text than thing things think three time times too tool tools top true try
     turn two type types under up update updates use used useful user users uses using usually value values version
     want way ways well what whole why work works would write wrong yes zero
-    retry retries retried retrying memory time speed state""".split()
+    api argument arguments avoid avoids cache cached caching client command commit commits connect connection
+    database directory empty execute http import imports index install json kernel library log logs match memory
+    message module output package per prevent prevents print prompt query queries repository response responses
+    retry retries root script server session sessions speed stream streams target thread threads word words""".split()
 )
 
-_TOKEN = re.compile(r"[a-z0-9]+(?:_[a-z0-9]+)*")
+_TOKEN = re.compile(r"[^\W_]+(?:_[^\W_]+)*")
 _WIKILINK = re.compile(r"\[\[([^\[\]|#\n]+)(?:#[^\[\]|\n]*)?(?:\|[^\[\]\n]*)?\]\]")
 
 
 def stem(word: str) -> str:
-    """A light suffix stripper: plurals, -ing, -ed, -ly, doubled consonants and a final e ("caching" -> "cach")."""
+    """A light suffix stripper: plurals, -ing, -ed, -ly, doubled consonants, final e and y ("caching" -> "cach")."""
     w = word
     if w.endswith("ies") and len(w) > 4:
         w = w[:-3] + "y"
@@ -85,23 +88,35 @@ def stem(word: str) -> str:
         w = w[:-1]
     if len(w) > 3 and w.endswith("e"):
         w = w[:-1]
+    if len(w) > 3 and w.endswith("y"):
+        w = w[:-1] + "i"
     return w
 
 
 def _words(text: str) -> list[str]:
-    return _TOKEN.findall(text.casefold())
+    return [w.casefold() for w in _TOKEN.findall(text)]
 
 
 def content_terms(text: str) -> list[str]:
-    """The stems of ``text`` in order, stop words and one-letter words left out (repeats kept)."""
-    return [stem(w) for w in _words(text) if len(w) > 1 and w not in STOP_WORDS]
+    """The stems of ``text`` in order, stop words and one-letter words left out (repeats kept).
+
+    An identifier also yields its parts, so ``input_json_delta`` in a response meets "delta" in a title.
+    """
+    terms: list[str] = []
+    for word in _words(text):
+        parts = [word, *word.split("_")] if "_" in word else [word]
+        terms.extend(stem(w) for w in parts if len(w) > 1 and w not in STOP_WORDS)
+    return terms
 
 
 _GENERIC_STEMS = frozenset(stem(w) for w in GENERIC_WORDS)
 
 
 def _is_identifier(word: str) -> bool:
-    return "_" in word or (any(c.isdigit() for c in word) and any(c.isalpha() for c in word))
+    """snake_case, letters with digits (``float32``) or inner capitals (``useEffect``, ``KeyboardInterrupt``)."""
+    return "_" in word or (any(c.isdigit() for c in word) and any(c.isalpha() for c in word)) or bool(
+        re.search(r"[a-z][A-Z]", word)
+    )
 
 
 @dataclass
@@ -135,7 +150,7 @@ class EchoDetector:
 
     def weight(self, term: str, original: str = "") -> float:
         """How much finding ``term`` says about a reference: low for generic words, high for identifiers."""
-        if term.isdigit() or term in _GENERIC_STEMS or original in GENERIC_WORDS:
+        if term.isdigit() or term in _GENERIC_STEMS or original.casefold() in GENERIC_WORDS:
             base = 0.25
         elif _is_identifier(original or term):
             base = 1.5
@@ -150,11 +165,12 @@ class EchoDetector:
     def title_terms(self, title: str) -> dict[str, float]:
         """The title's distinct content terms with their weights, in title order."""
         terms: dict[str, float] = {}
-        for word in _words(title):
+        for original in _TOKEN.findall(title):
+            word = original.casefold()
             if len(word) < 2 or word in STOP_WORDS:
                 continue
             term = stem(word)
-            terms[term] = max(terms.get(term, 0.0), self.weight(term, word))
+            terms[term] = max(terms.get(term, 0.0), self.weight(term, original))
         return terms
 
     def evidence(self, title: str, response: str, prompt: str = "") -> EchoEvidence:
@@ -177,7 +193,7 @@ class EchoDetector:
         if not distinctive:
             found.reason = "only generic words in the title; a wiki-link is needed"
             return found
-        needed = len(distinctive) if len(distinctive) <= 2 else math.ceil(2 * len(distinctive) / 3)
+        needed = len(distinctive) if len(distinctive) <= 3 else len(distinctive) - 1
         if len(hits) < needed:
             found.reason = f"{len(hits)} of {len(distinctive)} distinctive terms (need {needed})"
             return found

@@ -249,7 +249,6 @@ class Agent:
                     yield from hook.after_response(self, turn, message)
                 for call in message.tool_calls:
                     yield from self._call_tool(call, turn, auto_approve)
-                    self._pending.remove(call)
                 if any(call.name in _OPAQUE_TOOLS for call in message.tool_calls) or self.env.changed:
                     yield from self._reindex_changes(turn)
                 for hook in self.hooks:
@@ -341,6 +340,7 @@ class Agent:
         session.add_tool_call({"id": call.id, "name": call.name, "arguments": call.arguments, "output": output,
                                "is_error": is_error, "seconds": round(seconds, 3), "turn": turn})
         session.add_message(mt.Message("tool", output, tool_call_id=call.id, is_error=is_error))
+        self._pending.remove(call)
         yield ToolCallFinished(call.id, call.name, output, is_error, seconds, turn=turn)
 
     def _approve(self, call: mt.ToolCall, turn: int, auto_approve: bool) -> Iterator[Event]:
@@ -416,8 +416,10 @@ class Agent:
             yield Compaction("prune", before, tokens, count, turn=turn)
         if tokens <= limit and not force:
             return
-        fixed = tokens - compaction.history_tokens(session.messages)
-        keep = max(limit // 2 - fixed, 0)
+        # Keep a tail worth about half the limit; the split works in local estimates, scaled to the client's.
+        local = self.estimate(self.request())
+        history = compaction.history_tokens(session.messages)
+        keep = max(int(limit / 2 * local / max(tokens, 1)) - (local - history), 0)
         split = compaction.split_point(session.messages, keep)
         if split == 0:
             yield Notice("The history cannot be compacted further: one turn fills the context.", turn=turn)

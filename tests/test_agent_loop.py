@@ -1,0 +1,270 @@
+"""The agent loop in process, against a scripted model client (the end-to-end tests use the real router)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+
+from aries_kernel.agent import Agent, AgentHook
+from aries_kernel.agent.compaction import PRUNED_MARKER, SUMMARY_HEADER
+from aries_kernel.agent.events import (
+    ApprovalRequested,
+    Compaction,
+    Event,
+    MemoryRetrieved,
+    PhaseWidened,
+    Reindexed,
+    RunFinished,
+    TextDelta,
+    ToolCallFinished,
+)
+from aries_kernel.agent.phases import LEAN
+from aries_kernel.agent.settings import AriesAgent
+from aries_kernel.agent.tools import TOOLS
+from aries_kernel.models import types as mt
+from tests.agent_scripted import ScriptedClient, ScriptedRouter
+from tests.loopback import Reply
+
+
+class RecordingGraph:
+    """Stands in for the code graph: records what the loop asked to re-index."""
+
+    def __init__(self) -> None:
+        self.reindexed: list[list[str]] = []
+
+    def reindex(self, paths: list[str]) -> None:
+        self.reindexed.append(list(paths))
+
+    def top_files(self, limit: int) -> Any:
+        raise RuntimeError("no graph in this test")
+
+
+class Context:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.shell = InteractiveShell.instance()
+        self.config = None
+        self.codebase = RecordingGraph()
+
+    def lazy(self, name: str, factory: Any) -> Any:
+        raise AssertionError(f"the test agent should not build {name}")
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "core.py").write_text("def run():\n    return 42\n")
+    return root
+
+
+def make_agent(repo: Path, *replies: Any, settings: AriesAgent | None = None, **client: Any) -> tuple[
+    Agent, ScriptedClient, ScriptedClient
+]:
+    primary = ScriptedClient(*replies, **client)
+    cheap = ScriptedClient(slot="cheap")
+    agent = Agent(Context(repo), router=ScriptedRouter(primary, cheap), settings=settings or AriesAgent())
+    return agent, primary, cheap
+
+
+def run_all(agent: Agent, prompt: str, **options: Any) -> list[Event]:
+    return list(agent.run(prompt, **options))
+
+
+def names(request: mt.ModelRequest) -> list[str]:
+    return [tool.name for tool in request.tools]
+
+
+def test_lean_first_then_a_gated_call_widens_runs_and_the_next_request_is_full(repo: Path) -> None:
+    agent, primary, _ = make_agent(
+        repo,
+        Reply(tool_calls=[("Grep", {"pattern": "def run"})]),
+        Reply(text="Found it."),
+    )
+    events = run_all(agent, "where is run defined?")
+    first, second = primary.requests
+    assert names(first) == list(LEAN["repl"])
+    assert "- Grep(pattern, path?, glob?, case_insensitive?)" in first.system
+    widened = [event for event in events if isinstance(event, PhaseWidened)]
+    assert [event.tool for event in widened] == ["Grep"]
+    finished = next(event for event in events if isinstance(event, ToolCallFinished))
+    assert not finished.is_error and finished.output == "pkg/core.py:1: def run():"
+    assert names(second) == list(TOOLS)
+    assert "Grep(" not in second.system  # nothing gated left to list
+    assert isinstance(events[-1], RunFinished) and events[-1].reason == "done" and events[-1].turns == 2
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "Found it."
+    # the next prompt starts lean again
+    primary.script(Reply(text="ok"))
+    run_all(agent, "again")
+    assert names(primary.requests[-1]) == list(LEAN["repl"])
+
+
+def test_memory_tools_run_without_widening(repo: Path) -> None:
+    agent, primary, _ = make_agent(repo, Reply(tool_calls=[("VaultSearch", {"query": "cache"})]), Reply(text="x"))
+    events = run_all(agent, "what do we know?")
+    assert not [event for event in events if isinstance(event, PhaseWidened)]
+    assert names(primary.requests[1]) == [*LEAN["repl"], "VaultSearch"]
+
+
+def test_a_failing_tool_is_reported_to_the_model_and_the_loop_goes_on(repo: Path) -> None:
+    agent, primary, _ = make_agent(
+        repo,
+        Reply(tool_calls=[("Read", {"file_path": "pkg/core.py", "offset": "not a number"}),
+                          ("NoSuchTool", {})]),
+        Reply(tool_calls=[("Repl", {"code": "raise ValueError('boom')"})]),
+        Reply(text="Recovered."),
+    )
+    events = run_all(agent, "go")
+    results = [m for m in primary.requests[1].messages if m.role == "tool"]
+    assert results[0].is_error and "Read failed: ValueError" in results[0].content
+    assert results[1].is_error and "no tool named 'NoSuchTool'" in results[1].content
+    repl_result = [m for m in primary.requests[2].messages if m.role == "tool"][-1]
+    assert "ValueError: boom" in repl_result.content
+    assert events[-1].reason == "done" and len(primary.requests) == 3
+
+
+def test_edits_need_approval_and_the_answer_is_recorded(repo: Path) -> None:
+    edit = ("Edit", {"file_path": "pkg/core.py", "old_string": "42", "new_string": "43"})
+    agent, primary, _ = make_agent(repo, Reply(tool_calls=[edit]), Reply(text="no"), Reply(tool_calls=[edit]),
+                                   Reply(text="yes"))
+    events = run_all(agent, "change it")  # nobody answers: refused, the model is told how to allow
+    refused = [m for m in primary.requests[1].messages if m.role == "tool"][-1]
+    assert refused.is_error and "--yes" in refused.content
+    assert (repo / "pkg" / "core.py").read_text() == "def run():\n    return 42\n"
+    assert any(isinstance(event, ApprovalRequested) for event in events)
+
+    for event in agent.run("change it, please"):
+        if isinstance(event, ApprovalRequested):
+            assert event.summary == "Edit pkg/core.py (one occurrence)"
+            event.approve()
+    assert (repo / "pkg" / "core.py").read_text() == "def run():\n    return 43\n"
+    session = agent.session
+    assert session is not None
+    assert [(a["approved"], a["by"]) for a in session.approvals] == [(False, "nobody"), (True, "user")]
+
+
+def test_changed_files_are_reindexed_before_the_next_turn(repo: Path) -> None:
+    agent, primary, _ = make_agent(
+        repo,
+        Reply(tool_calls=[("Write", {"file_path": "pkg/new.py", "content": "X = 1\n"})]),
+        Reply(tool_calls=[("Bash", {"command": "echo 'Y = 2' >> pkg/core.py"})]),
+        Reply(text="done"),
+    )
+    graph = agent.context.codebase
+    events = run_all(agent, "go", auto_approve=True)
+    assert graph.reindexed == [["pkg/new.py"], ["pkg/core.py"]]
+    assert [e.paths for e in events if isinstance(e, Reindexed)] == [["pkg/new.py"], ["pkg/core.py"]]
+    (repo / "pkg" / "cell_made.py").write_text("Z = 3\n")  # a change made by a cell between prompts
+    primary.script(Reply(text="ok"))
+    run_all(agent, "next")
+    assert graph.reindexed[-1] == ["pkg/cell_made.py"]
+
+
+def test_compaction_prunes_then_summarizes_and_keeps_the_system_prompt(repo: Path) -> None:
+    big = "print('x' * 6000)"
+    settings = AriesAgent(protected_tool_tokens=300, tool_output_chars=6000)
+    agent, primary, cheap = make_agent(
+        repo, *[Reply(text="thinking " * 500, tool_calls=[("Repl", {"code": big})]) for _ in range(5)],
+        Reply(text="done"),
+        settings=settings, context_window=8000,
+    )
+    cheap.script(Reply(text="## Goal\n- print things\n## Work done\n- printed x four times"))
+    events = run_all(agent, "print a lot")
+    compactions = [event for event in events if isinstance(event, Compaction)]
+    summarized = next(event for event in compactions if event.stage == "summarize")
+    same_turn = [event.stage for event in compactions if event.turn == summarized.turn]
+    assert same_turn == ["prune", "summarize"]  # pruning was tried first and was not enough
+    limit = 0.7 * 8000
+    assert summarized.tokens_after <= limit < summarized.tokens_before
+    request_after = primary.requests[summarized.turn - 1]
+    assert primary.estimate_tokens(request_after) <= limit
+    assert request_after.system.startswith("You are Aries")
+    assert request_after.messages[0].content.startswith(SUMMARY_HEADER)
+    assert "printed x four times" in request_after.messages[0].content
+    assert cheap.requests and "Summarize this session history" in cheap.requests[0].messages[0].content
+    assert any(m.content.startswith(PRUNED_MARKER) for r in primary.requests for m in r.messages)
+    # every tool result in every request still follows its call
+    for request in primary.requests:
+        called = {c.id for m in request.messages for c in m.tool_calls}
+        assert all(m.tool_call_id in called for m in request.messages if m.role == "tool")
+
+
+def test_sessions_are_persisted_and_resume_continues(repo: Path) -> None:
+    agent, _, _ = make_agent(repo, Reply(tool_calls=[("Repl", {"code": "a = 6 * 7\na"})]), Reply(text="It is 42."))
+    run_all(agent, "compute")
+    session = agent.session
+    assert session is not None and session.path.parent == repo / ".aries" / "sessions"
+    kinds = [json.loads(line)["kind"] for line in session.path.read_text().splitlines()]
+    assert kinds[:3] == ["meta", "prompt", "message"] and "tool" in kinds and "usage" in kinds
+    assert session.repl_steps() == ["a = 6 * 7\na"]
+
+    fresh, primary, _ = make_agent(repo, Reply(text="Still 42."))
+    resumed = fresh.resume()
+    assert resumed.id == session.id and len(resumed.messages) == 4 and resumed.usage["primary"].calls == 2
+    run_all(fresh, "and now?")
+    request = primary.requests[0]
+    assert [m.role for m in request.messages] == ["user", "assistant", "tool", "assistant", "user"]
+    assert request.messages[2].content == "42"
+    with pytest.raises(FileNotFoundError, match="No saved session matching 'zzz'"):
+        fresh.resume("zzz")
+
+
+def interrupted_stream(request: mt.ModelRequest) -> Iterator[mt.StreamEvent]:
+    yield mt.TextDelta("I was saying")
+    raise KeyboardInterrupt
+
+
+def test_an_interrupt_mid_stream_stops_and_keeps_what_was_said(repo: Path) -> None:
+    agent, primary, _ = make_agent(repo)
+    primary.stream = interrupted_stream  # type: ignore[method-assign]
+    events = run_all(agent, "talk")
+    assert isinstance(events[-1], RunFinished) and events[-1].reason == "interrupted"
+    session = agent.session
+    assert session is not None
+    assert session.messages[-1].role == "assistant" and session.messages[-1].content.startswith("I was saying")
+    on_disk = [json.loads(line) for line in session.path.read_text().splitlines()]
+    assert on_disk[-1]["kind"] == "message" and "I was saying" in on_disk[-1]["message"]["content"]
+
+
+def test_closing_the_run_between_tool_calls_answers_the_pending_ones(repo: Path) -> None:
+    agent, _, _ = make_agent(repo, Reply(tool_calls=[("Repl", {"code": "1"}), ("Repl", {"code": "2"})]))
+    run = agent.run("two steps")
+    for event in run:
+        if isinstance(event, ToolCallFinished):
+            run.close()  # what the magic does when the interrupt lands while it is rendering
+            break
+    session = agent.session
+    assert session is not None
+    assert [m.role for m in session.messages] == ["user", "assistant", "tool", "tool"]
+    assert session.messages[-1].content == "Not run: interrupted by the user."
+
+
+def test_max_turns_stops_the_run(repo: Path) -> None:
+    agent, primary, _ = make_agent(repo, *[Reply(tool_calls=[("Repl", {"code": "1"})]) for _ in range(5)])
+    events = run_all(agent, "loop", max_turns=2)
+    assert events[-1].reason == "max_turns" and len(primary.requests) == 2
+
+
+def test_hooks_add_system_sections_and_events(repo: Path) -> None:
+    class Memory(AgentHook):
+        def system_sections(self, agent: Agent) -> list[str]:
+            return ["WARM CONTEXT"]
+
+        def before_turn(self, agent: Agent, turn: int) -> Iterator[Event]:
+            agent.turn_context.append("NOTE OFFERED")
+            yield MemoryRetrieved(["a note"], turn=turn)
+
+    agent, primary, _ = make_agent(repo, Reply(text="hi"))
+    agent.hooks.append(Memory())
+    seen: list[Event] = []
+    agent.listeners.append(seen.append)
+    events = run_all(agent, "hello")
+    system = primary.requests[0].system
+    assert system.startswith("WARM CONTEXT") and system.endswith("NOTE OFFERED")
+    assert any(isinstance(event, MemoryRetrieved) for event in events) and seen == events
+    assert agent.turn_context == []
