@@ -2,7 +2,8 @@
 
 An ``import`` edge A -> B means A imports B (resolved by :mod:`.resolve`); its weight is 1.0, and
 ``type_only`` marks TypeScript imports that vanish at runtime. A ``reference`` edge A -> B means A uses names
-that B defines at top level and A does not define itself. Each such name adds ``w / len(definers)`` where ``w``
+that B defines at top level and A does not define itself (within one language family: Python, or
+JavaScript/TypeScript). Each such name adds ``w / len(definers)`` where ``w``
 is 1.0, or 0.3 for private (``_x``) and common names (builtins, generic words, one or two letters); names with
 more than :data:`MAX_DEFINERS` definers say nothing about where they come from and are left out.
 
@@ -34,6 +35,11 @@ _COMMON = frozenset(dir(builtins)) | frozenset(
     handle handler callback fn func cb res req request response ctx context state props value id ids info
     export exports require default module""".split()
 )
+
+
+def _family(language: str) -> str:
+    """Languages whose files can use each other's names: Python alone, and JavaScript with TypeScript."""
+    return "python" if language == "python" else "js"
 
 
 def name_weight(name: str) -> float:
@@ -167,11 +173,17 @@ class FileGraph:
     def _set_reference_edges(self, rel: str) -> None:
         own = self.defines[rel]
         definers = self.definers
+        family = _family(self.language[rel])
+        language = self.language
         weights: dict[str, float] = {}
         for name in self.uses[rel]:
             if name in own:
                 continue
             found = definers.get(name)
+            if not found:
+                continue
+            # A Python file naming `app` says nothing about a JavaScript file defining `app`.
+            found = [t for t in found if _family(language[t]) == family]
             if not found or len(found) > MAX_DEFINERS:
                 continue
             share = name_weight(name) / len(found)

@@ -1,0 +1,120 @@
+"""Warm start from .aries/index.db and incremental reindex, compared with fresh full builds."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from traitlets.config import Config
+
+from aries_kernel.codebase import Codebase
+
+FIXTURES = Path(__file__).parent / "fixtures" / "codebase"
+
+
+def fresh(root: Path) -> Codebase:
+    """A full build that ignores any stored index."""
+    codebase = Codebase(root, config=Config({"AriesCodebase": {"persist": False}}))
+    codebase.wait_ready()
+    return codebase
+
+
+def assert_same_graph(a: Codebase, b: Codebase) -> None:
+    pd.testing.assert_frame_equal(a.edges(), b.edges())
+    pd.testing.assert_frame_equal(a.symbol_table(), b.symbol_table())
+    pd.testing.assert_frame_equal(a.list_files(), b.list_files())
+
+
+@pytest.fixture
+def mixed_repo(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    shutil.copytree(FIXTURES / "pyproj", root)
+    shutil.copytree(FIXTURES / "tsproj", root / "web")
+    return root
+
+
+def test_warm_start_reads_index_db_without_parsing(mixed_repo: Path) -> None:
+    cold = Codebase(mixed_repo)
+    cold.wait_ready()
+    assert cold.last_run["mode"] == "cold" and cold.last_run["parsed"] == len(cold.list_files())
+    warm = Codebase(mixed_repo)
+    warm.wait_ready()
+    assert warm.last_run == {**warm.last_run, "mode": "warm", "parsed": 0, "reused": len(cold.list_files())}
+    assert_same_graph(warm, cold)
+    # Touching a file without changing it is recognized by its content hash: still nothing parsed.
+    path = mixed_repo / "app" / "core.py"
+    os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 5_000_000_000))
+    touched = Codebase(mixed_repo)
+    touched.wait_ready()
+    assert touched.last_run["parsed"] == 0
+    # A changed file is the only one parsed on the next start.
+    path.write_text(path.read_text() + "\n\ndef extra():\n    return Engine\n")
+    changed = Codebase(mixed_repo)
+    changed.wait_ready()
+    assert changed.last_run["parsed"] == 1
+    assert "extra" in set(changed.find_symbol("extra")["name"])
+
+
+def test_reindex_after_edit_add_delete_equals_full_build(mixed_repo: Path) -> None:
+    codebase = Codebase(mixed_repo)
+    codebase.wait_ready()
+    codebase.top_files()  # fill the ranking caches, which must be invalidated
+    # edit: a new definition other files already use, and a dropped import
+    (mixed_repo / "app" / "core.py").write_text(
+        "from .helpers import fmt\n\n\nclass Engine:\n    def greet(self, user):\n        return fmt(user)\n\n\n"
+        "def clean(value):\n    return value\n"
+    )
+    # add: a module that an existing import now resolves to, and a TS file that imports through paths
+    (mixed_repo / "app" / "settings.py").write_text("from app.core import Engine\n\nVERSION = 2\n")
+    (mixed_repo / "web" / "src" / "extra.ts").write_text('import { helper } from "@lib/helpers";\nexport const x = helper("x");\n')
+    # delete: a module others import
+    (mixed_repo / "app" / "helpers" / "text.py").unlink()
+    changes = codebase.reindex()
+    assert dict(zip(changes["file"], changes["change"])) == {
+        "app/core.py": "modified",
+        "app/settings.py": "added",
+        "web/src/extra.ts": "added",
+        "app/helpers/text.py": "deleted",
+    }
+    assert_same_graph(codebase, fresh(mixed_repo))
+    pd.testing.assert_frame_equal(codebase.top_files(50), fresh(mixed_repo).top_files(50))
+    # Named paths take the fast route and reach the same graph; nothing changed means no change rows.
+    (mixed_repo / "app" / "helpers" / "text.py").write_text("def fmt(value):\n    return value\n")
+    (mixed_repo / "web" / "src" / "types.ts").write_text("export interface Props { label: number }\n")
+    changes = codebase.reindex(["app/helpers/text.py", mixed_repo / "web" / "src" / "types.ts"])
+    assert list(changes["change"]) == ["added", "modified"]
+    assert_same_graph(codebase, fresh(mixed_repo))
+    assert codebase.reindex().empty
+    # The stored index follows: a new instance starts warm with the same graph.
+    warm = Codebase(mixed_repo)
+    warm.wait_ready()
+    assert warm.last_run["parsed"] == 0
+    assert_same_graph(warm, codebase)
+
+
+def test_reindex_follows_tsconfig_changes(tmp_path: Path) -> None:
+    root = tmp_path / "ts"
+    shutil.copytree(FIXTURES / "tsproj", root)
+    codebase = Codebase(root)
+    codebase.wait_ready()
+    config = root / "tsconfig.json"
+    config.write_text('{"compilerOptions": {"baseUrl": "src"}}\n')
+    codebase.reindex()
+    assert_same_graph(codebase, fresh(root))
+    imports = codebase.edges("import")
+    assert "src/lib/helpers.ts" not in set(imports[imports["source"] == "src/index.ts"]["target"])
+
+
+def test_file_turning_binary_leaves_the_graph(tmp_path: Path) -> None:
+    root = tmp_path / "py"
+    shutil.copytree(FIXTURES / "pyproj", root)
+    codebase = Codebase(root)
+    codebase.wait_ready()
+    (root / "app" / "utils.py").write_bytes(b"\0\1\2binary now")
+    changes = codebase.reindex(["app/utils.py"])
+    assert list(changes["change"]) == ["modified"]
+    assert "app/utils.py" in set(codebase.skipped()["file"])
+    assert_same_graph(codebase, fresh(root))

@@ -1,0 +1,164 @@
+"""Every structural operation on a fixture: documented columns, sorting, and answers that can be checked."""
+
+from __future__ import annotations
+
+import io
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from IPython.testing.globalipapp import start_ipython
+
+from aries_kernel.codebase import Codebase
+from aries_kernel.codebase.progress import Progress
+
+FIXTURES = Path(__file__).parent / "fixtures" / "codebase"
+
+
+@pytest.fixture(scope="module")
+def codebase(tmp_path_factory: pytest.TempPathFactory) -> Codebase:
+    root = tmp_path_factory.mktemp("ops") / "repo"
+    shutil.copytree(FIXTURES / "pyproj", root)
+    shutil.copytree(FIXTURES / "jsmix", root / "web")
+    codebase = Codebase(root)
+    codebase.index_in_background()
+    codebase.wait_ready()
+    return codebase
+
+
+def columns(frame: pd.DataFrame) -> list[str]:
+    assert isinstance(frame, pd.DataFrame)
+    return list(frame.columns)
+
+
+def test_search(codebase: Codebase) -> None:
+    found = codebase.search("Engine")
+    assert columns(found) == ["file", "line", "kind", "name", "snippet", "score"]
+    assert found.iloc[0][["file", "kind", "name"]].tolist() == ["app/core.py", "class", "Engine"]
+    assert found["score"].is_monotonic_decreasing
+    assert "content" in set(found["kind"])
+    assert len(codebase.search("Engine", limit=2)) == 2
+
+
+def test_top_files_and_hits(codebase: Codebase) -> None:
+    top = codebase.top_files(5)
+    assert columns(top) == ["file", "pagerank", "in_degree", "out_degree", "symbols", "loc"]
+    assert len(top) == 5 and top["pagerank"].is_monotonic_decreasing
+    hits = codebase.hits(50)
+    assert columns(hits) == ["file", "hub", "authority", "role", "score"]
+    assert set(hits["role"]) <= {"hub", "authority", "both"}
+    assert hits["score"].is_monotonic_decreasing
+    # main.py and cli.py only import: hubs; helpers/text.py is imported by many and imports little: an authority.
+    roles = dict(zip(hits["file"], hits["role"]))
+    assert roles["main.py"] == roles["app/cli.py"] == "hub" and roles["app/helpers/text.py"] == "authority"
+
+
+def test_communities_are_connected_and_labelled(codebase: Codebase) -> None:
+    frame = codebase.communities()
+    assert columns(frame) == ["file", "community", "label", "size", "pagerank"]
+    assert set(frame["file"]) == set(codebase.list_files()["file"])
+    edges = codebase.edges()
+    # the Python package and the JS tree share no edge, so no community mixes them
+    for _, group in frame.groupby("community"):
+        assert group["file"].str.startswith("web/").nunique() == 1
+        assert group["label"].nunique() == 1 and group["label"].iloc[0]
+        members = set(group["file"])
+        if len(members) > 1:  # connected: every member touches another member
+            inner = edges[edges["source"].isin(members) & edges["target"].isin(members)]
+            assert members == set(inner["source"]) | set(inner["target"])
+    assert frame["community"].is_monotonic_increasing
+
+
+def test_find_symbol(codebase: Codebase) -> None:
+    found = codebase.find_symbol("fmt")
+    assert columns(found) == ["name", "kind", "file", "line", "end_line", "signature", "parent", "score"]
+    assert set(found["file"]) == {"app/helpers/text.py", "web/plugins/format.mjs"}
+    method = codebase.find_symbol("Engine.greet")
+    assert method[["kind", "file", "line", "signature"]].values.tolist() == [
+        ["method", "app/core.py", 11, "def greet(self, user: User) -> str"]
+    ]
+    assert codebase.find_symbol("ENGINE")["name"].tolist() == ["Engine"]
+
+
+def test_dependents_and_dependencies(codebase: Codebase) -> None:
+    dependents = codebase.show_dependents("app/models.py", depth=2)
+    assert columns(dependents) == ["file", "distance", "kinds", "weight", "via"]
+    first = dependents[dependents["distance"] == 1]
+    assert {"app/core.py", "app/helpers/text.py"} <= set(first["file"])
+    assert "import" in first.set_index("file").loc["app/core.py", "kinds"]
+    assert (dependents["distance"] == 2).any()
+    deps = codebase.show_dependencies("web/index.js")
+    assert set(deps["file"]) >= {"web/lib/server.js", "web/lib/log.js", "web/plugins/loader.mjs"}
+    # a unique suffix or an absolute path names the same file
+    assert codebase.show_dependencies(codebase.root / "web" / "index.js").equals(deps)
+
+
+def test_edges(codebase: Codebase) -> None:
+    edges = codebase.edges()
+    assert columns(edges) == ["source", "target", "kind", "weight", "type_only"]
+    assert set(edges["kind"]) == {"import", "reference"}
+    assert edges["weight"].is_monotonic_decreasing
+    assert set(codebase.edges("import")["kind"]) == {"import"}
+
+
+def test_get_context_merges_nearby_ranges(codebase: Codebase) -> None:
+    text = codebase.get_context("app/core.py", [4, 6], window=1)
+    assert isinstance(text, str)
+    assert text.splitlines() == ["app/core.py", " 3 | from app.models import User",
+                                 " 4 | from .helpers import fmt", " 5 | ", " 6 | ", " 7 | class Engine:"]
+    two = codebase.get_context("app/core.py", [1, 12], window=0)
+    assert two.splitlines() == ["app/core.py", " 1 | import os", "...", "12 |         return fmt(user.name)"]
+    with pytest.raises(ValueError, match="outside"):
+        codebase.get_context("app/core.py", 99)
+
+
+def test_cluster_by_file(codebase: Codebase) -> None:
+    clusters = codebase.cluster_by_file(codebase.search("fmt"))
+    assert columns(clusters) == ["file", "matches", "lines", "names", "score", "snippet"]
+    assert clusters["score"].is_monotonic_decreasing
+    assert clusters["matches"].sum() == len(codebase.search("fmt"))
+
+
+def test_listings_and_stats(codebase: Codebase) -> None:
+    files = codebase.list_files()
+    assert columns(files) == ["file", "language", "loc", "symbols", "status"]
+    assert dict(zip(files["file"], files["language"]))["web/components/Widget.jsx"] == "javascript"
+    stats = dict(zip(codebase.stats()["metric"], codebase.stats()["value"]))
+    assert stats["files"] == len(files) == stats["files (python)"] + stats["files (javascript)"]
+    assert stats["edges (import)"] == len(codebase.edges("import"))
+    assert stats["skipped"] == 0
+    assert columns(codebase.skipped()) == ["file", "status", "reason"]
+    table = codebase.symbol_table()
+    assert columns(table)[:9] == ["name", "kind", "file", "line", "end_line", "signature", "language",
+                                  "shape_hash", "exact_hash"]
+    functions = table[table["kind"].isin(["function", "class", "method"])]
+    assert (functions["shape_hash"].str.len() > 0).all() and (functions["exact_hash"].str.len() > 0).all()
+    assert codebase.language_of("web/esm/app.mjs") == "javascript"
+    assert codebase.parse(b"def f(): pass\n", "python").root_node.type == "module"
+    assert codebase.source("main.py").startswith("from app import Engine")
+
+
+def test_status_and_reprs(codebase: Codebase) -> None:
+    assert codebase.status().startswith("ready: ")
+    assert "codebase" in codebase._repr_markdown_()
+    assert repr(codebase).startswith("<Codebase ")
+
+
+def test_progress_text_and_notebook_modes() -> None:
+    stream = io.StringIO()
+    progress = Progress("indexing demo", stream=stream, rich=False)
+    progress.update(340, 1200, force=True)
+    progress.close("ready: 1200 files")
+    assert stream.getvalue().splitlines() == ["indexing demo: 340/1,200 files (28%)", "ready: 1200 files"]
+    shell = start_ipython()
+    shell.display_formatter.active_types = ["text/plain", "text/html"]
+    shown: list[object] = []
+    shell.display_pub.publish = lambda data, **kw: shown.append((data, kw))  # type: ignore[method-assign]
+    progress = Progress("indexing demo", rich=True)
+    progress.update(1, 4, force=True)
+    progress.update(3, 4, force=True)
+    assert len(shown) == 2
+    first, second = shown
+    assert "<progress" in first[0]["text/html"] and "1/4" in first[0]["text/plain"]
+    assert second[1].get("update") is True and "3/4" in second[0]["text/plain"]
