@@ -21,6 +21,7 @@ the slot spec ``gpt4o`` or ``openai:<any model>`` (``%aries model bulk gpt4o``).
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 from collections import deque
@@ -88,7 +89,7 @@ class ScriptedModelServer:
         self.in_flight = 0
         self.max_in_flight = 0
         self._lock = threading.Lock()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self._httpd = _QuietServer(("127.0.0.1", 0), _handler_for(self))
         self._httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
 
@@ -150,9 +151,18 @@ class ScriptedModelServer:
             self.in_flight -= 1
 
 
+class _QuietServer(ThreadingHTTPServer):
+    """Clients that hang up (an aborted stream, a closed keep-alive connection) are normal here, not errors."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 def _handler_for(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True  # headers and body go out as separate writes; don't wait for ACKs
 
         def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
             pass
@@ -200,19 +210,21 @@ def _handler_for(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
             self._send_json(reply.status, payload, reply.headers)
 
         def _send_stream(self, events: Iterator[tuple[str | None, Any]], pause: float) -> None:
+            # Chunked transfer encoding, as real providers send SSE, so the connection can be kept alive.
             self.send_response(200)
             self.send_header("content-type", "text/event-stream")
             self.send_header("cache-control", "no-cache")
-            self.send_header("connection", "close")
+            self.send_header("transfer-encoding", "chunked")
             self.end_headers()
             for name, data in events:
                 head = f"event: {name}\n" if name else ""
                 payload = data if isinstance(data, str) else json.dumps(data)
-                self.wfile.write(f"{head}data: {payload}\n\n".encode())
+                event = f"{head}data: {payload}\n\n".encode()
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
                 self.wfile.flush()
                 if pause:
                     time.sleep(pause)
-            self.close_connection = True
+            self.wfile.write(b"0\r\n\r\n")
 
     return Handler
 

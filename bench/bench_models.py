@@ -1,0 +1,117 @@
+"""The model harness's own cost per call: ``router.client(slot).complete`` / ``.stream`` against a bare SDK call
+to the same loopback server, in the same run, for both wire formats. Target: ratio at most 1.1.
+
+    .venv/bin/python bench/bench_models.py [--calls 300]
+
+Both sides use the same SDK, the same request and the same server; the harness adds request translation,
+retry bookkeeping, event normalisation, cost and usage accounting. Blocks of calls alternate between the two
+sides so machine noise hits both alike; the figure per side is the median of the per-block means.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import anthropic  # noqa: E402
+import openai  # noqa: E402
+
+from aries_kernel.models.router import ModelRouter  # noqa: E402
+from aries_kernel.models.types import Message, ModelRequest, ToolSchema  # noqa: E402
+from tests.loopback import Reply, ScriptedModelServer  # noqa: E402
+
+QUESTION = "Which files import the router, and why?"
+REPL = {"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]}
+ANSWER = Reply(text="The agent loop and the rlm module import it to reach the model slots. " * 3,
+               tool_calls=[("Repl", {"code": "codebase.show_dependents('aries_kernel/models/router.py')"})])
+
+
+def bare_anthropic(client: anthropic.Anthropic, stream: bool) -> Callable[[], object]:
+    params = dict(model="claude-haiku-4-5", max_tokens=1024, system="Be brief.",
+                  messages=[{"role": "user", "content": QUESTION}],
+                  tools=[{"name": "Repl", "description": "Run Python.", "input_schema": REPL}])
+    if not stream:
+        return lambda: client.messages.create(**params).content  # type: ignore[arg-type]
+
+    def streamed() -> object:
+        with client.messages.create(**params, stream=True) as events:  # type: ignore[arg-type]
+            return [event for event in events]
+    return streamed
+
+
+def bare_openai(client: openai.OpenAI, stream: bool) -> Callable[[], object]:
+    params = dict(model="gpt-4o", max_completion_tokens=1024,
+                  messages=[{"role": "system", "content": "Be brief."}, {"role": "user", "content": QUESTION}],
+                  tools=[{"type": "function", "function": {"name": "Repl", "description": "Run Python.",
+                                                           "parameters": REPL}}])
+    if not stream:
+        return lambda: client.chat.completions.create(**params, stream=False).choices  # type: ignore[arg-type]
+
+    def streamed() -> object:
+        chunks = client.chat.completions.create(**params, stream=True,  # type: ignore[arg-type]
+                                                stream_options={"include_usage": True})
+        with chunks:
+            return [chunk for chunk in chunks]
+    return streamed
+
+
+def per_call(fn: Callable[[], object], calls: int) -> float:
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    return (time.perf_counter() - start) / calls
+
+
+def compare(harness: Callable[[], object], bare: Callable[[], object], calls: int, blocks: int = 10
+            ) -> tuple[float, float]:
+    for _ in range(20):  # warm both paths: imports, connection pools, caches
+        harness()
+        bare()
+    ours, theirs = [], []
+    for block in range(blocks):
+        # Alternate which side goes first, so neither always runs right after the other's allocations.
+        pair = [(ours, harness), (theirs, bare)]
+        for times, fn in pair if block % 2 == 0 else reversed(pair):
+            times.append(per_call(fn, max(1, calls // blocks)))
+    return statistics.median(ours), statistics.median(theirs)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--calls", type=int, default=300, help="calls per side and case")
+    args = parser.parse_args()
+    request = ModelRequest([Message("user", QUESTION)], system="Be brief.",
+                           tools=[ToolSchema("Repl", "Run Python.", REPL)], max_tokens=1024)
+    with ScriptedModelServer() as server:
+        server.responder = lambda body: ANSWER
+        os.environ.update(ANTHROPIC_API_KEY="bench", OPENAI_API_KEY="bench",
+                          ANTHROPIC_BASE_URL=server.anthropic_url, OPENAI_BASE_URL=server.openai_url)
+        router = ModelRouter()
+        router.set_slot("cheap", "gpt4o")
+        sdk_anthropic = anthropic.Anthropic(api_key="bench", base_url=server.anthropic_url, max_retries=0)
+        sdk_openai = openai.OpenAI(api_key="bench", base_url=server.openai_url, max_retries=0)
+        print(f"{'case':<28}{'harness ms/call':>17}{'bare SDK ms/call':>18}{'ratio':>8}")
+        worst = 0.0
+        for wire, slot, bare in (("anthropic", "primary", bare_anthropic), ("openai", "cheap", bare_openai)):
+            client = router.client(slot)
+            sdk = sdk_anthropic if wire == "anthropic" else sdk_openai
+            for mode, stream in (("complete", False), ("stream", True)):
+                harness: Callable[[], object] = (
+                    (lambda: list(client.stream(request))) if stream else (lambda: client.complete(request))
+                )
+                ours, theirs = compare(harness, bare(sdk, stream), args.calls)  # type: ignore[arg-type]
+                ratio = ours / theirs
+                worst = max(worst, ratio)
+                print(f"{wire + ' ' + mode:<28}{ours * 1e3:>17.3f}{theirs * 1e3:>18.3f}{ratio:>8.3f}")
+        print(f"worst ratio {worst:.3f} (target <= 1.1): {'OK' if worst <= 1.1 else 'OVER TARGET'}")
+
+
+if __name__ == "__main__":
+    main()
