@@ -85,6 +85,7 @@ class NoteStore:
             for r in self.index.read(lambda c: c.exec_driver_sql("SELECT path, mtime_ns, size FROM notes").all())
         }
         changed: list[Note] = []
+        broken: list[str] = []
         skipped: list[Skipped] = []
         present: set[str] = set()
         files = iter_note_files(self.root) if self.root.is_dir() else []
@@ -102,19 +103,25 @@ class NoteStore:
                 present.add(rel)
             except NoteError as exc:
                 skipped.append(Skipped(self.source, rel, str(exc)))
+                if rel in indexed:
+                    broken.append(rel)
             except OSError as exc:
                 skipped.append(Skipped(self.source, rel, f"{rel}: cannot read ({exc.strerror})"))
-        removed = [p for p in indexed if p not in present]
+        removed = [p for p in indexed if p not in present and p not in broken]
         self.skipped = skipped
-        if changed or removed:
-            self.index.write(lambda conn: self._apply_sync(conn, changed, removed))
-        return len(changed), len(removed)
+        if changed or removed or broken:
+            self.index.write(lambda conn: self._apply_sync(conn, changed, removed, broken))
+        return len(changed), len(removed) + len(broken)
 
-    def _apply_sync(self, conn: Connection, changed: Sequence[Note], removed: Sequence[str]) -> None:
+    def _apply_sync(
+        self, conn: Connection, changed: Sequence[Note], removed: Sequence[str], broken: Sequence[str]
+    ) -> None:
         for note in changed:
             mtime = note.mtime_ns / 1e9
             VaultIndex.upsert_note(conn, note, parse_created(note.meta.get("created"), mtime), mtime)
-        gone = 0
+        for rel in broken:
+            VaultIndex.delete_note(conn, rel)
+        gone = len(broken)
         for rel in removed:
             # Another process may have written this note after we listed the folder: keep it if it exists now.
             if not (self.root / rel).exists():
@@ -168,8 +175,8 @@ class NoteStore:
         if folder not in FOLDERS:
             raise NoteError(f"Unknown folder {folder!r}; notes go to one of {', '.join(FOLDERS)}.")
         prepared = [(sanitize_title(t), _check_content(t, c), ty) for t, c, ty in items]
-        now = self.clock()
-        moments = list(created) if created is not None else [now] * len(prepared)
+        # Whole seconds, so the ``created`` written to front matter gives the same warmth after a rebuild.
+        moments = [float(int(m)) for m in (created if created is not None else [self.clock()] * len(prepared))]
 
         def work(conn: Connection) -> list[AddResult]:
             results = [

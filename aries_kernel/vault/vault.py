@@ -36,6 +36,9 @@ RANKED_COLUMNS = [
     "title", "source", "score", "semantic", "bm25", "pagerank", "warmth", "q_value", "cooccurrence",
     "folder", "type", "path", "snippet",
 ]  # fmt: skip
+# Chosen on LoCoMo conversations 26, 30 and 41 (bench/bench_locomo.py): wordllama's semantic signal is weaker
+# than BM25 on conversational text, and the query-independent priors only break near-ties.
+DEFAULT_WEIGHTS = {"semantic": 0.5, "bm25": 1.0, "pagerank": 0.1, "warmth": 0.1}
 _WORD = re.compile(r"\w+")
 _EMBED_CHARS = 4000
 _COOC_SEEDS = 5
@@ -53,7 +56,7 @@ class AriesVault(Configurable):
         config=True
     )
     weights = Dict(
-        {"semantic": 1.0, "bm25": 1.0, "pagerank": 0.25, "warmth": 0.25},
+        DEFAULT_WEIGHTS,
         help="Weight of each signal in the Reciprocal Rank Fusion.",
     ).tag(config=True)
     pool = Int(50, help="Candidates taken from each of BM25 and semantic search before fusion.").tag(config=True)
@@ -133,7 +136,7 @@ class Vault:
     ) -> None:
         self.stores = list(stores)
         self.embedder = embedder
-        self.weights = dict(weights or {"semantic": 1.0, "bm25": 1.0, "pagerank": 0.25, "warmth": 0.25})
+        self.weights = dict(weights or DEFAULT_WEIGHTS)
         self.pool = pool
         self.clock = clock
         self.project_name = project_name
@@ -353,22 +356,27 @@ class Vault:
     ) -> dict[int, float]:
         q = self._q_values(corpus)
         reranked = {n: ranking.q_rerank(s, q.get(n, learning.Q_START)) for n, s in scores.items()}
-        graph = self._cooccurrence_graph(corpus)
+        graph, node_of = self._cooccurrence_graph(corpus)
         if graph.num_edges() == 0 or not reranked:
             return reranked
         seeds = sorted(reranked, key=lambda n: -reranked[n])[:_COOC_SEEDS]
-        ppr = ranking.personalized_pagerank(graph, {n: reranked[n] for n in seeds})
+        restart = {node_of[n]: reranked[n] for n in seeds if n in node_of}
+        ppr = ranking.personalized_pagerank(graph, restart)
+        total = sum(restart.values())
+        corpus_of = {node: n for n, node in node_of.items()}
+        # What a note receives through co-occurrence edges: its PageRank minus its own restart share.
+        received = {
+            corpus_of[node]: max(0.0, value - (1 - ranking.DAMPING) * restart.get(node, 0.0) / total)
+            for node, value in ppr.items()
+        }
         top = max(reranked.values())
-        extra = [n for n, v in ppr.items() if n not in reranked and v > 0]
+        extra = [n for n, v in received.items() if n not in reranked and v > 0]
         if extra:
             more = self._signal_table(corpus, extra, sims, bm25)
             for name in table:
                 table[name].update(more[name])
-        table["cooccurrence"] = {}
-        for n, value in ppr.items():
-            if n in seeds:
-                continue  # the seeds hold the restart mass; only what they pull in is boosted
-            table["cooccurrence"][n] = value
+        table["cooccurrence"] = received
+        for n, value in received.items():
             reranked[n] = reranked.get(n, 0.0) + _COOC_WEIGHT * value * top
         return reranked
 
@@ -381,16 +389,21 @@ class Vault:
                     out[n] = q
         return out
 
-    def _cooccurrence_graph(self, corpus: _Corpus) -> rx.PyDiGraph:
+    def _cooccurrence_graph(self, corpus: _Corpus) -> tuple[rx.PyDiGraph, dict[int, int]]:
+        """Notes used together, as an undirected weighted graph of only those notes, and corpus -> node ids."""
         graph = rx.PyDiGraph()
-        graph.add_nodes_from(range(len(corpus)))
+        node_of: dict[int, int] = {}
         for store in self.stores:
             for a, b, weight in store.index.cooccurrence():
                 na, nb = corpus.by_uid.get(a), corpus.by_uid.get(b)
-                if na is not None and nb is not None:
-                    graph.add_edge(na, nb, weight)
-                    graph.add_edge(nb, na, weight)
-        return graph
+                if na is None or nb is None:
+                    continue
+                for n in (na, nb):
+                    if n not in node_of:
+                        node_of[n] = graph.add_node(n)
+                graph.add_edge(node_of[na], node_of[nb], weight)
+                graph.add_edge(node_of[nb], node_of[na], weight)
+        return graph, node_of
 
     def _warmth(self, corpus: _Corpus, nodes: Iterable[int]) -> dict[int, float]:
         wanted = set(nodes)
