@@ -87,7 +87,7 @@ def test_a_scripted_session_queries_the_graph_edits_a_file_and_reindexes(
     assert "1 replacement" in result_text(tool_results(third)[-1])
     assert "def aries_added_symbol" in target.read_text()
 
-    found = run_cell(kc, "codebase.find_symbol('aries_added_symbol')")
+    found = run_cell(kc, "codebase.find_symbol('aries_added_symbol')['file'].tolist()")
     assert found.error is None and relative in (found.result or "")
 
     records = session_records(small_repo)

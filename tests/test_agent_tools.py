@@ -35,8 +35,8 @@ def env(repo: Path) -> ToolEnv:
     return ToolEnv(repo, AriesAgent(), shell=InteractiveShell.instance())
 
 
-def call(env: ToolEnv, name: str, **arguments: object) -> tuple[str, bool]:
-    return run_tool(TOOLS[name], env, dict(arguments))
+def call(env: ToolEnv, tool: str, /, **arguments: object) -> tuple[str, bool]:
+    return run_tool(TOOLS[tool], env, dict(arguments))
 
 
 def test_there_are_at_least_18_tools_with_object_schemas() -> None:
@@ -212,3 +212,57 @@ def test_lean_phase_is_small_and_widening_adds_everything() -> None:
     bare = PhaseState("bare")
     assert {"Read", "Grep", "Glob"} <= {tool.name for tool in bare.tools()} and "Repl" in bare.gated_names()
     assert schema_tokens(PhaseState("repl").tools()) <= 0.45 * schema_tokens(TOOLS.values())
+
+
+class OneContext:
+    """An Aries context reduced to what the graph and memory tools reach: root, config, lazy pillars, codebase."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.config = None
+        self._cache: dict[str, object] = {}
+
+    @property
+    def codebase(self) -> object:
+        from aries_kernel.codebase import Codebase
+
+        return self.lazy("codebase", lambda ctx: Codebase(ctx.root))
+
+    def lazy(self, name: str, factory: object) -> object:
+        if name not in self._cache:
+            self._cache[name] = factory(self)  # type: ignore[operator]
+        return self._cache[name]
+
+
+def test_memory_tools_use_the_real_vault(repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ARIES_VAULT", str(tmp_path / "vault"))
+    env = ToolEnv(repo, AriesAgent(), context=OneContext(repo))
+    title = "The cache is slow because keys are rehashed"
+    output, is_error = call(env, "VaultAdd", title=title, content="Seen in pkg/core.py")
+    assert not is_error and "created" in output
+    output, is_error = call(env, "ProjectSave", title="Tests never reach the internet", content="loopback only")
+    assert not is_error and "project" in output
+    assert (repo / ".aries" / "memory" / "inbox" / "Tests never reach the internet.md").exists()
+    output, _ = call(env, "VaultSearch", query="why is the cache slow")
+    assert output.splitlines()[1].split()[1:4] == title.split()[:3]  # the cache note ranks first
+    output, _ = call(env, "VaultRead", title=title)
+    assert output == f"# {title}\n\nSeen in pkg/core.py"
+    assert title in call(env, "VaultWarmth")[0] and title in call(env, "VaultExplore", query="cache")[0]
+    output, is_error = call(env, "VaultRead", title="no such note")
+    assert is_error and "No note titled" in output
+
+
+def test_graph_tools_use_the_real_code_graph(repo: Path) -> None:
+    (repo / "pkg" / "__init__.py").write_text("from .core import run\n")
+    (repo / "main.py").write_text("from pkg.core import run\nprint(run())\n")
+    env = ToolEnv(repo, AriesAgent(), context=OneContext(repo))
+    output, is_error = call(env, "FindSymbol", name="run")
+    assert not is_error and "pkg/core.py" in output and "function" in output
+    output, is_error = call(env, "ShowDependents", file_path="pkg/core.py")
+    assert not is_error and "main.py" in output
+    output, _ = call(env, "FindSymbol", name="nothing_like_this")
+    assert output == "No definition of 'nothing_like_this' in the code graph."
+    output, _ = call(env, "ShowDependencies", file_path="main.py")
+    assert "pkg/core.py" in output
+    output, _ = call(env, "CodeSearch", query="run")
+    assert "pkg/core.py" in output

@@ -489,13 +489,16 @@ class MemoryHook(AgentHook):
         self._started = False
 
     @classmethod
-    def for_agent(cls, agent: Agent) -> MemoryHook:
-        """Memory for ``agent``: the context's shared vault, the agent's cheap slot, usage in its session."""
-        from aries_kernel.vault import open_vault
-
+    def for_agent(
+        cls, agent: Agent, vault: Callable[[], Any] | None = None, settings: AriesMemory | None = None
+    ) -> MemoryHook:
+        """Memory for ``agent``: the context's shared vault (or ``vault()``), the agent's cheap slot, and the cheap
+        calls' usage recorded in the agent's session."""
         context = agent.context
 
-        def vault() -> Any:
+        def shared_vault() -> Any:
+            from aries_kernel.vault import open_vault
+
             if context is None:
                 raise RuntimeError("the agent has no Aries context to find the vault in")
             return context.lazy("vault", lambda ctx: open_vault(ctx.root, config=ctx.config))
@@ -505,8 +508,9 @@ class MemoryHook(AgentHook):
             agent.ensure_session().add_usage(completion.slot, completion.model, u.input_tokens, u.output_tokens,
                                              u.cost_usd)
 
-        return cls(MemoryFeedback(vault, lambda: agent.client("cheap"), config=getattr(context, "config", None),
-                                  on_usage=usage))
+        feedback = MemoryFeedback(vault or shared_vault, lambda: agent.client("cheap"), settings=settings,
+                                  config=getattr(context, "config", None), on_usage=usage)
+        return cls(feedback)
 
     def _drain(self) -> list[Event]:
         return self.feedback.take_events()

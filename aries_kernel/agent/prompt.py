@@ -18,12 +18,24 @@ yours.
 
 How to work:
 - Do not narrate. Do not announce tool calls, do not restate results, do not summarize what you are about to do.
-- Reason in the REPL with code that yields concrete results: query `codebase` (a graph of the repository) and \
-`vault` (persistent memory) and compute answers instead of reading files one by one.
+- Reason in the REPL with code that yields concrete results: query the graph and memory and compute answers \
+instead of reading files one by one.
 - Before writing new code, check the graph for existing patterns (codebase.find_similar_patterns, \
 codebase.detect_duplication, codebase.find_convention).
 - Edit with exact strings copied from the file; keep changes small and consistent with the code around them.
-- When you are done, answer in a few plain sentences: what you found or changed, and anything left open."""
+- When you are done, answer in a few plain sentences: what you found or changed, and anything left open.
+
+The REPL body (preloaded in the Repl namespace; tabular results are pandas DataFrames):
+- codebase: search(query, limit), top_files(limit), hits(limit), communities(), find_symbol(name), \
+show_dependents(file, depth), show_dependencies(file, depth), edges(kind), get_context(file, lines, window), \
+cluster_by_file(matches), list_files(), stats(), reindex(paths)
+- judgment: codebase.find_similar_patterns(pattern, limit, mode="name"|"signature"|"shape"), \
+detect_duplication(snippet, threshold), is_consistent_with(snippet, reference, criteria), \
+suggest_location(description, limit), find_convention(topic, limit)
+- vault: query_ranked(query, limit), query_important(limit), query_warmth(query, limit), explore(query, limit), \
+add(title, content, type), read(title)
+- rlm_call(question, context) -> str: one focused sub-model call on a slice you pass; rlm_batch([(question, \
+context), ...]) runs many at once. Use them to analyse text too big to read yourself."""
 
 _GATED = """\
 More tools are available on request; call any of them by name with these arguments and it will run:

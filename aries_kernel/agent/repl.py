@@ -18,7 +18,7 @@ from IPython.utils.capture import capture_output
 __all__ = ["ReplResult", "run_code", "format_value", "truncate"]
 
 _DATAFRAME_ROWS = 30
-_DATAFRAME_COLUMNS = 12
+_DATAFRAME_COLUMNS = 20
 _CELL_WIDTH = 60
 
 

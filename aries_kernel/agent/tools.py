@@ -167,13 +167,9 @@ def run_tool(item: Tool, env: ToolEnv, arguments: dict[str, Any]) -> tuple[str, 
 
 @tool(
     "Repl",
-    "Run Python in the live kernel namespace shared with the user. Preloaded: `codebase` (code graph: search, "
-    "top_files, hits, communities, find_symbol, show_dependents, show_dependencies, get_context, "
-    "find_similar_patterns, detect_duplication, is_consistent_with, suggest_location, find_convention), `vault` "
-    "(memory: query_ranked, query_warmth, explore, add, read), `rlm_call(question, context)` and "
-    "`rlm_batch(pairs)` for focused sub-model calls. Variables persist between calls. The value of the last "
-    "expression is shown; DataFrames compactly.",
-    code="Python code to run; IPython magics work too.",
+    "Run Python in the live kernel shared with the user; variables persist and the REPL body (see the system "
+    "prompt) is preloaded. Shows output and the last expression's value.",
+    code="Python code (IPython magics work).",
 )
 def repl(env: ToolEnv, code: str) -> str:
     if env.shell is None:
@@ -227,12 +223,11 @@ def read(env: ToolEnv, file_path: str, offset: int = 1, limit: int = _READ_LINES
 
 @tool(
     "Edit",
-    "Replace an exact string in a file. old_string must match exactly once (include surrounding lines to make it "
-    "unique) unless replace_all is true.",
-    file_path="Path of the file, relative to the project root or absolute.",
-    old_string="The exact text to replace, whitespace included.",
-    new_string="The text to put in its place.",
-    replace_all="Replace every occurrence instead of exactly one.",
+    "Replace an exact string in a file; it must match once unless replace_all.",
+    file_path="File path.",
+    old_string="Exact text to replace.",
+    new_string="Replacement text.",
+    replace_all="Replace every match.",
 )
 def edit(env: ToolEnv, file_path: str, old_string: str, new_string: str, replace_all: bool = False) -> str:
     path = confine(env.root, file_path)
@@ -256,12 +251,7 @@ def edit(env: ToolEnv, file_path: str, old_string: str, new_string: str, replace
     return f"Edited {env.relative(path)}: {replaced} replacement(s).\n{_diff(env.relative(path), before, after)}"
 
 
-@tool(
-    "Write",
-    "Create a file or overwrite it completely with the given content.",
-    file_path="Path of the file, relative to the project root or absolute.",
-    content="The whole new content of the file.",
-)
+@tool("Write", "Create or overwrite a file.", file_path="File path.", content="The whole new content.")
 def write(env: ToolEnv, file_path: str, content: str) -> str:
     path = confine(env.root, file_path)
     existed = path.exists()
@@ -402,9 +392,9 @@ def notebook_edit(
 
 @tool(
     "Bash",
-    "Run a shell command in the project root (bash). Output is truncated; the command is killed at its timeout.",
-    command="The command line to run.",
-    timeout="Seconds before the command is killed (default from settings).",
+    "Run a bash command in the project root; output is truncated.",
+    command="The command line.",
+    timeout="Seconds before it is killed.",
 )
 def bash(env: ToolEnv, command: str, timeout: float = 0) -> str:
     limit = min(float(timeout) or env.settings.bash_timeout, env.settings.max_bash_timeout)
@@ -468,6 +458,32 @@ def show_dependents(env: ToolEnv, file_path: str) -> str:
     found = env.codebase().show_dependents(relative)
     if len(found) == 0:
         return f"Nothing depends on {relative}."
+    return format_value(found)
+
+
+@tool(
+    "ShowDependencies",
+    "List the files a file imports or references (forward dependencies).",
+    file_path="Path of the file, relative to the project root.",
+)
+def show_dependencies(env: ToolEnv, file_path: str) -> str:
+    relative = env.relative(confine(env.root, file_path))
+    found = env.codebase().show_dependencies(relative)
+    if len(found) == 0:
+        return f"{relative} depends on no other indexed file."
+    return format_value(found)
+
+
+@tool(
+    "CodeSearch",
+    "Ranked search over the code graph's symbols and content (better than Grep for concepts).",
+    query="Words or a symbol name to look for.",
+    limit="Most matches to return.",
+)
+def code_search(env: ToolEnv, query: str, limit: int = 20) -> str:
+    found = env.codebase().search(query, limit=limit)
+    if len(found) == 0:
+        return f"No match for {query!r} in the code graph."
     return format_value(found)
 
 
@@ -582,18 +598,16 @@ def vault_warmth(env: ToolEnv, query: str = "", limit: int = 10) -> str:
 
 
 @tool(
-    "VaultAdd", "Save an insight to persistent memory; the title is a claim in prose.", memory=True,
-    title="The insight as a short prose claim.", content="Details and evidence.",
-    type="Kind of note: insight, decision, pattern, fact, ...",
+    "VaultAdd", "Save an insight to memory.", memory=True,
+    title="The insight as a prose claim.", content="Details.", type="insight, decision, pattern, ...",
 )
 def vault_add(env: ToolEnv, title: str, content: str, type: str = "insight") -> str:
     return _shown(env.vault().add(title, content, type=type), f"Saved {title!r}.")
 
 
 @tool(
-    "ProjectSave", "Save a fact about this repository to its project brain (.aries/memory).", memory=True,
-    title="The fact as a short prose claim.", content="Details and evidence.",
-    type="Kind of note: decision, pattern, convention, ...",
+    "ProjectSave", "Save a fact about this repository to its project brain.", memory=True,
+    title="The fact as a prose claim.", content="Details.", type="decision, pattern, convention, ...",
 )
 def project_save(env: ToolEnv, title: str, content: str, type: str = "decision") -> str:
     return _shown(env.vault().add(title, content, type=type, project=True), f"Saved {title!r} to the project brain.")
