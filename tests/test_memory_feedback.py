@@ -164,7 +164,7 @@ def test_session_end_moves_q_values_once(vault: Vault) -> None:
     assert credits is not None
     rows = credits.set_index("title")
     assert rows.loc[WAL, "used"] and rows.loc[WAL, "q_after"] > rows.loc[WAL, "q_before"]
-    assert not rows.loc[RETRY, "used"] and rows.loc[RETRY, "q_after"] < rows.loc[RETRY, "q_before"]
+    assert not rows.loc[RETRY, "used"] and rows.loc[RETRY, "q_after"] <= rows.loc[RETRY, "q_before"]
     learned = vault.stores[0].index.q_values()
     assert learned[WAL.casefold()][0] == pytest.approx(rows.loc[WAL, "q_after"])
     assert any(isinstance(e, Notice) and "credited once" in e.text for e in memory.take_events())

@@ -535,8 +535,11 @@ class MemoryHook(AgentHook):
         return self._drain()
 
     def after_response(self, agent: Agent, turn: int, message: mt.Message) -> Iterable[Event]:
-        """Echo and fizzle of the notes offered before this turn."""
-        self.feedback.after_response(message.content)
+        """Echo and fizzle of the notes offered before this turn, judged on the reply and its tool arguments
+        (a note used in Repl code is used too)."""
+        arguments = [value for call in message.tool_calls for value in call.arguments.values()
+                     if isinstance(value, str)]
+        self.feedback.after_response("\n".join([message.content, *arguments]))
         return self._drain()
 
     def after_turn(self, agent: Agent, turn: int, tools_used: int) -> Iterable[Event]:
