@@ -104,6 +104,15 @@ def test_lean_first_then_a_gated_call_widens_runs_and_the_next_request_is_full(r
     assert names(primary.requests[-1]) == list(LEAN["repl"])
 
 
+def test_the_phase_falls_back_to_lean_after_turns_without_gated_calls(repo: Path) -> None:
+    repl = ("Repl", {"code": "1"})
+    agent, primary, _ = make_agent(repo, Reply(tool_calls=[("Glob", {"pattern": "*"})]), Reply(tool_calls=[repl]),
+                                   Reply(tool_calls=[repl]), Reply(tool_calls=[repl]), Reply(text="done"))
+    run_all(agent, "go")
+    full, lean = len(TOOLS), len(LEAN["repl"])
+    assert [len(request.tools) for request in primary.requests] == [lean, full, full, lean, lean]
+
+
 def test_memory_tools_run_without_widening(repo: Path) -> None:
     agent, primary, _ = make_agent(repo, Reply(tool_calls=[("VaultSearch", {"query": "cache"})]), Reply(text="x"))
     events = run_all(agent, "what do we know?")

@@ -100,7 +100,7 @@ class Agent:
         self.hooks: list[AgentHook] = list(hooks)
         self.listeners: list[Listener] = []
         self.env = ToolEnv(self.root, self.settings, self.shell, context)
-        self.phase = PhaseState(mode=self.settings.mode)
+        self.phase = PhaseState(mode=self.settings.mode, widen_turns=self.settings.widen_turns)
         self.turn_context: list[str] = []
         self.session: Session | None = None
         self.last_request_tokens = 0
@@ -247,6 +247,7 @@ class Agent:
                 session.add_message(message)
                 for hook in self.hooks:
                     yield from hook.after_response(self, turn, message)
+                gated = set(self.phase.gated_names())
                 for call in message.tool_calls:
                     yield from self._call_tool(call, turn, auto_approve)
                 if any(call.name in _OPAQUE_TOOLS for call in message.tool_calls) or self.env.changed:
@@ -258,6 +259,8 @@ class Agent:
                     completion.model, len(message.tool_calls), self.last_request_tokens, self.phase.phase,
                     turn=turn,
                 )
+                self.phase.end_turn(any(call.name in gated and not TOOLS[call.name].memory
+                                        for call in message.tool_calls if call.name in TOOLS))
                 if not message.tool_calls:
                     if completion.stop_reason == "max_tokens":
                         detail = "The reply was cut at max_tokens; ask it to continue."

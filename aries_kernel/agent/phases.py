@@ -2,9 +2,10 @@
 
 A run starts *lean*: only the schemas of the tools an agent uses most are sent (REPL mode: Repl, Edit, Write,
 Bash, VaultAdd, ProjectSave; bare mode: Read, Grep and Glob instead of Repl). The system prompt lists the other
-tools by name. When the model calls one of them, the harness widens to the *full* set for the rest of the run and
-runs the call (no tool-not-found). Memory tools are never gated: calling one runs it without widening, and its
-schema joins the requests that follow so the conversation stays well-formed.
+tools by name. When the model calls one of them, the harness runs the call (no tool-not-found) and widens to the
+*full* set; the phase falls back to lean once ``widen_turns`` turns in a row pass without a gated call, so one
+excursion does not cost full schemas for the rest of a long run. Memory tools are never gated: calling one runs
+it without widening, and its schema joins the requests that follow.
 """
 
 from __future__ import annotations
@@ -39,8 +40,10 @@ class PhaseState:
     """The phase of one run: lean until a gated call widens it; memory tools used so far stay in the set."""
 
     mode: str = "repl"
+    widen_turns: int = 2
     phase: str = "lean"
     extra: list[str] = field(default_factory=list)
+    _full_left: int = 0
 
     def lean_names(self) -> tuple[str, ...]:
         """The tool names of the lean phase in this mode."""
@@ -63,16 +66,26 @@ class PhaseState:
         return [ToolSchema(tool.name, tool.description, tool.parameters) for tool in self.tools()]
 
     def admit(self, name: str) -> bool:
-        """Make ``name`` callable; True if that widened the phase to full."""
-        if name in self.lean_names() or self.phase == "full" or name in self.extra:
+        """Make ``name`` callable; True if that widened the phase from lean to full."""
+        if name in self.lean_names() or name in self.extra:
             return False
         if TOOLS[name].memory:
             self.extra.append(name)
             return False
+        self._full_left = self.widen_turns
+        widened = self.phase == "lean"
         self.phase = "full"
-        return True
+        return widened
+
+    def end_turn(self, used_gated: bool) -> None:
+        """Count a finished turn; back to lean after ``widen_turns`` turns in a row without a gated call."""
+        if self.phase == "full" and not used_gated:
+            self._full_left -= 1
+            if self._full_left <= 0:
+                self.phase = "lean"
 
     def reset(self) -> None:
         """Back to lean, for a new run."""
         self.phase = "lean"
+        self._full_left = 0
         self.extra.clear()

@@ -18,6 +18,10 @@ class AriesAgent(Configurable):
     mode = Enum(
         ["repl", "bare"], "repl", help="repl: the lean tool set has Repl; bare: Read, Grep and Glob instead."
     ).tag(config=True)
+    widen_turns = Int(
+        2, help="After a call to a gated tool, requests carry the full tool set until this many turns in a row "
+        "pass without one; then back to lean."
+    ).tag(config=True)
     compact_threshold = Float(
         0.7, help="Fraction of the primary slot's context window past which history is compacted."
     ).tag(config=True)
