@@ -170,8 +170,12 @@ class NoteStore:
         folder: str = "inbox",
         project: str | None = None,
         created: Sequence[float] | None = None,
+        near_duplicates: bool = True,
     ) -> list[AddResult]:
-        """Add many ``(title, content, type)`` notes in one transaction: the bulk path (benchmarks, imports)."""
+        """Add many ``(title, content, type)`` notes in one transaction: the bulk path (benchmarks, imports).
+
+        ``near_duplicates=False`` keeps the exact title/content duplicate check but skips the BM25 search for
+        similar content, which dominates the cost of building a very large vault."""
         if folder not in FOLDERS:
             raise NoteError(f"Unknown folder {folder!r}; notes go to one of {', '.join(FOLDERS)}.")
         prepared = [(sanitize_title(t), _check_content(t, c), ty) for t, c, ty in items]
@@ -180,7 +184,7 @@ class NoteStore:
 
         def work(conn: Connection) -> list[AddResult]:
             results = [
-                self._add_one(conn, title, body, kind, folder, project, moment)
+                self._add_one(conn, title, body, kind, folder, project, moment, near_duplicates)
                 for (title, body, kind), moment in zip(prepared, moments)
             ]
             if any(r.action != "unchanged" for r in results):
@@ -190,9 +194,17 @@ class NoteStore:
         return self.index.write(work)
 
     def _add_one(
-        self, conn: Connection, title: str, body: str, kind: str, folder: str, project: str | None, created: float
+        self,
+        conn: Connection,
+        title: str,
+        body: str,
+        kind: str,
+        folder: str,
+        project: str | None,
+        created: float,
+        near_duplicates: bool = True,
     ) -> AddResult:
-        twin = self._duplicate(conn, title, body)
+        twin = self._duplicate(conn, title, body, near_duplicates)
         if twin is not None:
             if twin["body"].strip() == body:
                 return AddResult(twin["title"], self.source, twin["path"], "unchanged", twin["title"])
@@ -227,7 +239,7 @@ class NoteStore:
         except (NoteError, OSError):
             return None
 
-    def _duplicate(self, conn: Connection, title: str, body: str) -> dict[str, Any] | None:
+    def _duplicate(self, conn: Connection, title: str, body: str, near: bool) -> dict[str, Any] | None:
         found = conn.exec_driver_sql(
             "SELECT id, title, path, body, created FROM notes WHERE key = ? OR norm = ? OR content_hash = ? LIMIT 1",
             (title.casefold(), normalize_title(title), content_hash(f"{title}\n{body}")),
@@ -235,7 +247,7 @@ class NoteStore:
         if found:
             return dict(found)
         words = set(_WORD.findall(body.casefold()))
-        if len(words) < 5:
+        if not near or len(words) < 5:
             return None
         match = fts_query(" ".join(sorted(words, key=len, reverse=True)[:24]))
         for row in conn.exec_driver_sql(

@@ -592,10 +592,7 @@ class Vault:
         brain with ``project=True`` / ``where="project"``. A near-duplicate title or content updates the
         existing note instead of writing a twin."""
         store = self._store("project" if project else where)
-        result = store.add(title, content, type, folder=folder, project=self.project_name)
-        if self._session is not None:
-            self._session.mark_used(f"{store.source}:{result.title.casefold()}")
-        return result
+        return store.add(title, content, type, folder=folder, project=self.project_name)
 
     def add_many(
         self,
@@ -604,9 +601,13 @@ class Vault:
         where: str | None = None,
         folder: str = "inbox",
         created: Sequence[float] | None = None,
+        near_duplicates: bool = True,
     ) -> list[AddResult]:
-        """Bulk capture of ``(title, content, type)`` in one transaction (imports, benchmarks)."""
-        return self._store(where).add_many(items, folder=folder, project=self.project_name, created=created)
+        """Bulk capture of ``(title, content, type)`` in one transaction (imports, benchmarks); see
+        :meth:`NoteStore.add_many` for ``near_duplicates``."""
+        return self._store(where).add_many(
+            items, folder=folder, project=self.project_name, created=created, near_duplicates=near_duplicates
+        )
 
     def read(self, title: str, where: str | None = None) -> NoteText:
         """The markdown of the note titled ``title`` (project brain first); reading warms the note."""
