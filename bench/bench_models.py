@@ -1,11 +1,11 @@
-"""The model harness's own cost per call: ``router.client(slot).complete`` / ``.stream`` against a bare SDK call
-to the same loopback server, in the same run, for both wire formats. Target: ratio at most 1.1.
+"""The model harness's own cost per call: ``router.client(slot).complete`` / ``.stream`` against a bare SDK
+call to the same loopback server, in the same run, for both wire formats. Target: ratio at most 1.1.
 
     .venv/bin/python bench/bench_models.py [--calls 300]
 
-Both sides use the same SDK, the same request and the same server; the harness adds request translation,
-retry bookkeeping, event normalisation, cost and usage accounting. Blocks of calls alternate between the two
-sides so machine noise hits both alike; the figure per side is the median of the per-block means.
+Both sides use the same SDK, the same request and the same server; the harness adds request translation, retry
+bookkeeping, event normalisation, cost and usage accounting. Blocks of calls alternate between the two sides
+so machine noise hits both alike; the figure per side is the median of the per-block means.
 """
 
 from __future__ import annotations
@@ -17,49 +17,70 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import anthropic  # noqa: E402
-import openai  # noqa: E402
+import anthropic
+import openai
 
-from aries_kernel.models.router import ModelRouter  # noqa: E402
-from aries_kernel.models.types import Message, ModelRequest, ToolSchema  # noqa: E402
-from tests.loopback import Reply, ScriptedModelServer  # noqa: E402
+from aries_kernel.models.router import ModelRouter, SlotClient
+from aries_kernel.models.types import Message, ModelRequest, ToolSchema
+from tests.loopback import Reply, ScriptedModelServer
 
 QUESTION = "Which files import the router, and why?"
 REPL = {"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]}
-ANSWER = Reply(text="The agent loop and the rlm module import it to reach the model slots. " * 3,
-               tool_calls=[("Repl", {"code": "codebase.show_dependents('aries_kernel/models/router.py')"})])
+ANSWER = Reply(
+    text="The agent loop and the rlm module import it to reach the model slots. " * 3,
+    tool_calls=[("Repl", {"code": "codebase.show_dependents('aries_kernel/models/router.py')"})],
+)
 
 
 def bare_anthropic(client: anthropic.Anthropic, stream: bool) -> Callable[[], object]:
-    params = dict(model="claude-haiku-4-5", max_tokens=1024, system="Be brief.",
-                  messages=[{"role": "user", "content": QUESTION}],
-                  tools=[{"name": "Repl", "description": "Run Python.", "input_schema": REPL}])
+    params: dict[str, Any] = {
+        "model": "claude-haiku-4-5",
+        "max_tokens": 1024,
+        "system": "Be brief.",
+        "messages": [{"role": "user", "content": QUESTION}],
+        "tools": [{"name": "Repl", "description": "Run Python.", "input_schema": REPL}],
+    }
     if not stream:
-        return lambda: client.messages.create(**params).content  # type: ignore[arg-type]
+        return lambda: client.messages.create(**params).content
 
     def streamed() -> object:
-        with client.messages.create(**params, stream=True) as events:  # type: ignore[arg-type]
+        with client.messages.create(**params, stream=True) as events:
             return [event for event in events]
+
     return streamed
 
 
 def bare_openai(client: openai.OpenAI, stream: bool) -> Callable[[], object]:
-    params = dict(model="gpt-4o", max_completion_tokens=1024,
-                  messages=[{"role": "system", "content": "Be brief."}, {"role": "user", "content": QUESTION}],
-                  tools=[{"type": "function", "function": {"name": "Repl", "description": "Run Python.",
-                                                           "parameters": REPL}}])
+    params: dict[str, Any] = {
+        "model": "gpt-4o",
+        "max_completion_tokens": 1024,
+        "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": QUESTION}],
+        "tools": [
+            {
+                "type": "function",
+                "function": {"name": "Repl", "description": "Run Python.", "parameters": REPL},
+            }
+        ],
+    }
     if not stream:
-        return lambda: client.chat.completions.create(**params, stream=False).choices  # type: ignore[arg-type]
+        return lambda: client.chat.completions.create(**params, stream=False).choices
 
     def streamed() -> object:
-        chunks = client.chat.completions.create(**params, stream=True,  # type: ignore[arg-type]
-                                                stream_options={"include_usage": True})
+        chunks = client.chat.completions.create(**params, stream=True, stream_options={"include_usage": True})
         with chunks:
             return [chunk for chunk in chunks]
+
     return streamed
+
+
+def harness_call(client: SlotClient, request: ModelRequest, stream: bool) -> Callable[[], object]:
+    if stream:
+        return lambda: list(client.stream(request))
+    return lambda: client.complete(request)
 
 
 def per_call(fn: Callable[[], object], calls: int) -> float:
@@ -69,8 +90,9 @@ def per_call(fn: Callable[[], object], calls: int) -> float:
     return (time.perf_counter() - start) / calls
 
 
-def compare(harness: Callable[[], object], bare: Callable[[], object], calls: int, blocks: int = 10
-            ) -> tuple[float, float]:
+def compare(
+    harness: Callable[[], object], bare: Callable[[], object], calls: int, blocks: int = 10
+) -> tuple[float, float]:
     for _ in range(20):  # warm both paths: imports, connection pools, caches
         harness()
         bare()
@@ -87,12 +109,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=300, help="calls per side and case")
     args = parser.parse_args()
-    request = ModelRequest([Message("user", QUESTION)], system="Be brief.",
-                           tools=[ToolSchema("Repl", "Run Python.", REPL)], max_tokens=1024)
+    request = ModelRequest(
+        [Message("user", QUESTION)],
+        system="Be brief.",
+        tools=[ToolSchema("Repl", "Run Python.", REPL)],
+        max_tokens=1024,
+    )
     with ScriptedModelServer() as server:
         server.responder = lambda body: ANSWER
-        os.environ.update(ANTHROPIC_API_KEY="bench", OPENAI_API_KEY="bench",
-                          ANTHROPIC_BASE_URL=server.anthropic_url, OPENAI_BASE_URL=server.openai_url)
+        os.environ.update(
+            ANTHROPIC_API_KEY="bench",
+            OPENAI_API_KEY="bench",
+            ANTHROPIC_BASE_URL=server.anthropic_url,
+            OPENAI_BASE_URL=server.openai_url,
+        )
         router = ModelRouter()
         router.set_slot("cheap", "gpt4o")
         sdk_anthropic = anthropic.Anthropic(api_key="bench", base_url=server.anthropic_url, max_retries=0)
@@ -103,10 +133,7 @@ def main() -> None:
             client = router.client(slot)
             sdk = sdk_anthropic if wire == "anthropic" else sdk_openai
             for mode, stream in (("complete", False), ("stream", True)):
-                harness: Callable[[], object] = (
-                    (lambda: list(client.stream(request))) if stream else (lambda: client.complete(request))
-                )
-                ours, theirs = compare(harness, bare(sdk, stream), args.calls)  # type: ignore[arg-type]
+                ours, theirs = compare(harness_call(client, request, stream), bare(sdk, stream), args.calls)
                 ratio = ours / theirs
                 worst = max(worst, ratio)
                 print(f"{wire + ' ' + mode:<28}{ours * 1e3:>17.3f}{theirs * 1e3:>18.3f}{ratio:>8.3f}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pandas as pd
 from IPython.core.error import UsageError
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
@@ -14,7 +15,16 @@ from aries_kernel.models.shortnames import SHORTNAMES
 
 from .aries import status_section, subcommand
 
-__all__ = ["model_command", "router_of"]
+__all__ = ["SlotTable", "model_command", "router_of"]
+
+
+class SlotTable(pd.DataFrame):
+    """A DataFrame whose plain-text form shows every column (``jupyter console`` would elide the base
+    URLs).
+    """
+
+    def __repr__(self) -> str:
+        return self.to_string()
 
 
 def router_of(context: AriesContext) -> ModelRouter:
@@ -41,10 +51,10 @@ def model_command(magics: Any, args: str, cell: str | None) -> Any:
     parsed = parse_argstring(model_command, args)
     router = router_of(magics.context)
     if parsed.usage:
-        return router.usage()
+        return SlotTable(router.usage())
     words = parsed.words
     if not words:
-        return router.slots()
+        return SlotTable(router.slots())
     if len(words) > 2 or (len(words) == 2 and words[0] not in SLOTS):
         raise UsageError(
             f"Usage: %aries model [slot] <shortname or provider:model>; slots: {', '.join(SLOTS)}; "
@@ -52,12 +62,14 @@ def model_command(magics: Any, args: str, cell: str | None) -> Any:
         )
     slot, spec = (words[0], words[1]) if len(words) == 2 else ("primary", words[0])
     if spec in SLOTS:
-        raise UsageError(f"Name a model for the {spec} slot: %aries model {spec} <shortname or provider:model>.")
+        raise UsageError(
+            f"Name a model for the {spec} slot: %aries model {spec} <shortname or provider:model>."
+        )
     try:
         router.set_slot(slot, spec, base_url=parsed.base_url)
     except ModelError as exc:
         raise UsageError(str(exc)) from exc
-    return router.slots()
+    return SlotTable(router.slots())
 
 
 @status_section("Models")

@@ -1,8 +1,8 @@
 """A scripted model server on 127.0.0.1 that speaks the Anthropic Messages API and OpenAI Chat Completions.
 
 The real SDKs talk to it through their base-URL settings, so tests exercise the whole wire path (HTTP, SSE
-streaming, error statuses) without the internet. Replies are format-neutral :class:`Reply` objects, rendered in
-whichever format the request came in::
+streaming, error statuses) without the internet. Replies are format-neutral :class:`Reply` objects, rendered
+in whichever format the request came in::
 
     with ScriptedModelServer() as server:
         server.script(Reply(text="hi"), Reply(tool_calls=[("Repl", {"code": "1+1"})]))
@@ -14,8 +14,8 @@ message (``"echo: <text>"``), which keeps answers tied to questions in concurren
 
 Pointing a kernel at it: start the kernel with ``ANTHROPIC_BASE_URL=server.anthropic_url`` and
 ``ANTHROPIC_API_KEY=test-key`` in its environment; the default slots (sonnet, opus, haiku) then reach this
-server. For the OpenAI format, set ``OPENAI_BASE_URL=server.openai_url`` and ``OPENAI_API_KEY=test-key`` and use
-the slot spec ``gpt4o`` or ``openai:<any model>`` (``%aries model bulk gpt4o``).
+server. For the OpenAI format, set ``OPENAI_BASE_URL=server.openai_url`` and ``OPENAI_API_KEY=test-key`` and
+use the slot spec ``gpt4o`` or ``openai:<any model>`` (``%aries model bulk gpt4o``).
 """
 
 from __future__ import annotations
@@ -28,14 +28,20 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 
 import pytest
 
 __all__ = ["RecordedRequest", "Reply", "ScriptedModelServer", "model_server"]
 
-_ANTHROPIC_ERRORS = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
-                     404: "not_found_error", 429: "rate_limit_error", 529: "overloaded_error"}
+_ANTHROPIC_ERRORS = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    429: "rate_limit_error",
+    529: "overloaded_error",
+}
 
 
 @dataclass
@@ -119,7 +125,7 @@ class ScriptedModelServer:
             self.requests.clear()
             self.max_in_flight = 0
 
-    def start(self) -> ScriptedModelServer:
+    def start(self) -> Self:
         self._thread = threading.Thread(target=self._httpd.serve_forever, name="model-loopback", daemon=True)
         self._thread.start()
         return self
@@ -128,7 +134,7 @@ class ScriptedModelServer:
         self._httpd.shutdown()
         self._httpd.server_close()
 
-    def __enter__(self) -> ScriptedModelServer:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -152,7 +158,9 @@ class ScriptedModelServer:
 
 
 class _QuietServer(ThreadingHTTPServer):
-    """Clients that hang up (an aborted stream, a closed keep-alive connection) are normal here, not errors."""
+    """Clients that hang up (an aborted stream, a closed keep-alive connection) are normal here, not
+    errors.
+    """
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         if not isinstance(sys.exc_info()[1], ConnectionError):
@@ -244,70 +252,158 @@ def _complete(wire: str, reply: Reply, body: dict[str, Any]) -> dict[str, Any]:
     model = reply.model or body.get("model", "scripted")
     if wire == "anthropic":
         content: list[dict[str, Any]] = [{"type": "text", "text": reply.text}] if reply.text else []
-        content += [{"type": "tool_use", "id": f"toolu_{i}", "name": name, "input": args}
-                    for i, (name, args) in enumerate(reply.tool_calls)]
-        return {"id": "msg_scripted", "type": "message", "role": "assistant", "model": model, "content": content,
-                "stop_reason": _stop(reply, wire), "stop_sequence": None,
-                "usage": {"input_tokens": reply.input_tokens, "output_tokens": reply.output_tokens}}
+        content += [
+            {"type": "tool_use", "id": f"toolu_{i}", "name": name, "input": args}
+            for i, (name, args) in enumerate(reply.tool_calls)
+        ]
+        return {
+            "id": "msg_scripted",
+            "type": "message",
+            "role": "assistant",
+            "model": model,
+            "content": content,
+            "stop_reason": _stop(reply, wire),
+            "stop_sequence": None,
+            "usage": {"input_tokens": reply.input_tokens, "output_tokens": reply.output_tokens},
+        }
     message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
     if reply.tool_calls:
         message["tool_calls"] = [
             {"id": f"call_{i}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
             for i, (name, args) in enumerate(reply.tool_calls)
         ]
-    return {"id": "chatcmpl-scripted", "object": "chat.completion", "created": 0, "model": model,
-            "choices": [{"index": 0, "message": message, "finish_reason": _stop(reply, wire)}],
-            "usage": {"prompt_tokens": reply.input_tokens, "completion_tokens": reply.output_tokens,
-                      "total_tokens": reply.input_tokens + reply.output_tokens}}
+    return {
+        "id": "chatcmpl-scripted",
+        "object": "chat.completion",
+        "created": 0,
+        "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": _stop(reply, wire)}],
+        "usage": {
+            "prompt_tokens": reply.input_tokens,
+            "completion_tokens": reply.output_tokens,
+            "total_tokens": reply.input_tokens + reply.output_tokens,
+        },
+    }
 
 
 def _events(wire: str, reply: Reply, body: dict[str, Any]) -> Iterator[tuple[str | None, Any]]:
     model = reply.model or body.get("model", "scripted")
     if wire == "anthropic":
-        yield "message_start", {"type": "message_start", "message": {
-            "id": "msg_scripted", "type": "message", "role": "assistant", "model": model, "content": [],
-            "stop_reason": None, "stop_sequence": None,
-            "usage": {"input_tokens": reply.input_tokens, "output_tokens": 1}}}
+        yield (
+            "message_start",
+            {
+                "type": "message_start",
+                "message": {
+                    "id": "msg_scripted",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": model,
+                    "content": [],
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": {"input_tokens": reply.input_tokens, "output_tokens": 1},
+                },
+            },
+        )
         index = 0
         if reply.text:
-            yield "content_block_start", {"type": "content_block_start", "index": 0,
-                                          "content_block": {"type": "text", "text": ""}}
+            yield (
+                "content_block_start",
+                {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+            )
             for piece in _pieces(reply.text, reply.chunk):
-                yield "content_block_delta", {"type": "content_block_delta", "index": 0,
-                                              "delta": {"type": "text_delta", "text": piece}}
+                yield (
+                    "content_block_delta",
+                    {
+                        "type": "content_block_delta",
+                        "index": 0,
+                        "delta": {"type": "text_delta", "text": piece},
+                    },
+                )
             yield "content_block_stop", {"type": "content_block_stop", "index": 0}
             index = 1
         for i, (name, args) in enumerate(reply.tool_calls, start=index):
-            yield "content_block_start", {"type": "content_block_start", "index": i, "content_block": {
-                "type": "tool_use", "id": f"toolu_{i - index}", "name": name, "input": {}}}
+            yield (
+                "content_block_start",
+                {
+                    "type": "content_block_start",
+                    "index": i,
+                    "content_block": {
+                        "type": "tool_use",
+                        "id": f"toolu_{i - index}",
+                        "name": name,
+                        "input": {},
+                    },
+                },
+            )
             for piece in _pieces(json.dumps(args), reply.chunk):
-                yield "content_block_delta", {"type": "content_block_delta", "index": i,
-                                              "delta": {"type": "input_json_delta", "partial_json": piece}}
+                yield (
+                    "content_block_delta",
+                    {
+                        "type": "content_block_delta",
+                        "index": i,
+                        "delta": {"type": "input_json_delta", "partial_json": piece},
+                    },
+                )
             yield "content_block_stop", {"type": "content_block_stop", "index": i}
-        yield "message_delta", {"type": "message_delta",
-                                "delta": {"stop_reason": _stop(reply, wire), "stop_sequence": None},
-                                "usage": {"output_tokens": reply.output_tokens}}
+        yield (
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": _stop(reply, wire), "stop_sequence": None},
+                "usage": {"output_tokens": reply.output_tokens},
+            },
+        )
         yield "message_stop", {"type": "message_stop"}
         return
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-        return {"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "created": 0, "model": model,
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        return {
+            "id": "chatcmpl-scripted",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
 
     yield None, chunk({"role": "assistant", "content": ""})
     for piece in _pieces(reply.text, reply.chunk):
         yield None, chunk({"content": piece})
     for i, (name, args) in enumerate(reply.tool_calls):
-        yield None, chunk({"tool_calls": [{"index": i, "id": f"call_{i}", "type": "function",
-                                           "function": {"name": name, "arguments": ""}}]})
+        yield (
+            None,
+            chunk(
+                {
+                    "tool_calls": [
+                        {
+                            "index": i,
+                            "id": f"call_{i}",
+                            "type": "function",
+                            "function": {"name": name, "arguments": ""},
+                        }
+                    ]
+                }
+            ),
+        )
         for piece in _pieces(json.dumps(args), reply.chunk):
             yield None, chunk({"tool_calls": [{"index": i, "function": {"arguments": piece}}]})
     yield None, chunk({}, _stop(reply, wire))
     if (body.get("stream_options") or {}).get("include_usage"):
-        yield None, {"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "created": 0, "model": model,
-                     "choices": [], "usage": {"prompt_tokens": reply.input_tokens,
-                                              "completion_tokens": reply.output_tokens,
-                                              "total_tokens": reply.input_tokens + reply.output_tokens}}
+        yield (
+            None,
+            {
+                "id": "chatcmpl-scripted",
+                "object": "chat.completion.chunk",
+                "created": 0,
+                "model": model,
+                "choices": [],
+                "usage": {
+                    "prompt_tokens": reply.input_tokens,
+                    "completion_tokens": reply.output_tokens,
+                    "total_tokens": reply.input_tokens + reply.output_tokens,
+                },
+            },
+        )
     yield None, "[DONE]"
 
 

@@ -19,7 +19,9 @@ from aries_kernel.models.errors import (
 from aries_kernel.models.router import ModelRouter
 from aries_kernel.models.types import Completion, Message, ModelRequest
 from tests.loopback import Reply, ScriptedModelServer
-from tests.models_support import WIRES, fast_config, router, server, wire  # noqa: F401  (fixtures)
+from tests.models_support import WIRES, fast_config
+
+pytest_plugins = ["tests.models_support"]  # the server, wire and router fixtures
 
 KEY_VARIABLE = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 HELLO = ModelRequest([Message("user", "hello")])
@@ -32,7 +34,9 @@ def test_429_waits_for_retry_after_then_succeeds(router: ModelRouter, server: Sc
     assert second.received - first.received >= 0.9  # the server's retry-after, not the 10 ms test backoff
 
 
-def test_retry_after_longer_than_allowed_is_reported(router: ModelRouter, server: ScriptedModelServer) -> None:
+def test_retry_after_longer_than_allowed_is_reported(
+    router: ModelRouter, server: ScriptedModelServer
+) -> None:
     server.script(Reply(status=429, error="quota", headers={"retry-after": "3600"}))
     with pytest.raises(RateLimitError, match="HTTP 429.*3600s") as caught:
         router.client("primary").complete(HELLO)
@@ -101,7 +105,9 @@ def test_401_names_the_key_variable(router: ModelRouter, server: ScriptedModelSe
     assert len(server.requests) == 1  # a bad key is not retried
 
 
-def test_unknown_model_at_the_provider_lists_shortnames(router: ModelRouter, server: ScriptedModelServer) -> None:
+def test_unknown_model_at_the_provider_lists_shortnames(
+    router: ModelRouter, server: ScriptedModelServer
+) -> None:
     server.script(Reply(status=404, error="model: claude-nope"))
     with pytest.raises(ModelNotFoundError, match="HTTP 404.*shortnames: opus, sonnet, haiku"):
         router.client("primary").complete(HELLO)
@@ -120,6 +126,7 @@ def test_unknown_shortname_or_provider_lists_the_choices(spec: str) -> None:
 def test_missing_key_is_reported_at_call_time(
     server: ScriptedModelServer, wire: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+
     monkeypatch.delenv(KEY_VARIABLE[wire])
     models = ModelRouter(config=fast_config())  # building the router and the client needs no key
     client = models.set_slot("primary", WIRES[wire])

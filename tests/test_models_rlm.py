@@ -1,4 +1,6 @@
-"""rlm_call / rlm_batch: concurrency, order, the per-execution budget, stats, slot choice, and the real kernel."""
+"""rlm_call / rlm_batch: concurrency, order, the per-execution budget, stats, slot choice, and the real
+kernel.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +13,10 @@ from aries_kernel.models.rlm import BUDGET_EXHAUSTED, Rlm
 from aries_kernel.models.router import ModelRouter
 from tests.kernel_harness import run_cell, start_kernel, stop_kernel
 from tests.loopback import Reply, ScriptedModelServer, echo_responder
-from tests.models_support import WIRES, fast_config, server, wire  # noqa: F401  (fixtures)
+from tests.models_support import WIRES, fast_config
+
+pytest_plugins = ["tests.models_support"]  # the server, wire and router fixtures
+
 
 BUDGET = BUDGET_EXHAUSTED.format(limit=15)
 
@@ -70,8 +75,9 @@ def test_budget_resets_on_the_next_execution(rlm: Rlm, server: ScriptedModelServ
 
 def test_stats_per_execution(rlm: Rlm, server: ScriptedModelServer) -> None:
     rlm.start_execution()
-    server.script(Reply(text="a", input_tokens=100, output_tokens=10), Reply(text="b", input_tokens=50,
-                                                                             output_tokens=5))
+    server.script(
+        Reply(text="a", input_tokens=100, output_tokens=10), Reply(text="b", input_tokens=50, output_tokens=5)
+    )
     rlm.call("one")
     rlm.call("two")
     stats = rlm.stats()
@@ -91,7 +97,7 @@ def test_failed_call_in_a_batch_keeps_the_other_answers(rlm: Rlm, server: Script
     answers = rlm.batch([(q, "") for q in questions])
     failed = [a for a in answers if a.startswith("[rlm error:")]
     assert len(failed) == 1 and "HTTP 400" in failed[0]
-    assert all(a == f"echo: {q}" for q, a in zip(questions, answers) if a not in failed)
+    assert all(a == f"echo: {q}" for q, a in zip(questions, answers, strict=True) if a not in failed)
     assert rlm.stats().errors == 1
     server.script(Reply(status=400, error="too long"))
     with pytest.raises(ProviderError, match="HTTP 400"):

@@ -13,7 +13,7 @@ from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from traitlets.config import Config
 
-import aries_kernel.models as models
+from aries_kernel import models
 from aries_kernel.models.provider import Provider, load_provider
 from aries_kernel.models.router import SLOTS, ModelRouter
 from aries_kernel.models.shortnames import SHORTNAMES, resolve
@@ -21,11 +21,21 @@ from aries_kernel.models.types import Message, ModelRequest, ToolCall, ToolSchem
 
 # The reference's table: shortname -> (provider, context window).
 REFERENCE = {
-    "opus": ("anthropic", 1_000_000), "sonnet": ("anthropic", 200_000), "haiku": ("anthropic", 200_000),
-    "gemini": ("google", 1_000_000), "flash": ("google", 1_000_000), "gpt5": ("openai", 1_000_000),
-    "gpt4o": ("openai", 128_000), "deepseek": ("deepseek", 128_000), "deepseek-r1": ("deepseek", 128_000),
-    "kimi": ("moonshot", 128_000), "llama": ("groq", 128_000), "local": ("llamacpp", 32_768),
-    "devstral": ("llamacpp", 131_072), "qwen-coder-7b": ("llamacpp", 32_768), "phi4-mini": ("llamacpp", 131_072),
+    "opus": ("anthropic", 1_000_000),
+    "sonnet": ("anthropic", 200_000),
+    "haiku": ("anthropic", 200_000),
+    "gemini": ("google", 1_000_000),
+    "flash": ("google", 1_000_000),
+    "gpt5": ("openai", 1_000_000),
+    "gpt4o": ("openai", 128_000),
+    "deepseek": ("deepseek", 128_000),
+    "deepseek-r1": ("deepseek", 128_000),
+    "kimi": ("moonshot", 128_000),
+    "llama": ("groq", 128_000),
+    "local": ("llamacpp", 32_768),
+    "devstral": ("llamacpp", 131_072),
+    "qwen-coder-7b": ("llamacpp", 32_768),
+    "phi4-mini": ("llamacpp", 131_072),
 }
 
 
@@ -102,7 +112,9 @@ def test_estimates_count_tools_and_calls() -> None:
 def test_exported_names() -> None:
     public = {n for n, v in vars(models).items() if not n.startswith("_") and not inspect.ismodule(v)}
     assert set(models.__all__) == public - {"annotations"}
-    assert {"ModelRouter", "SlotClient", "Rlm", "ModelError", "Completion", "StreamEvent"} <= set(models.__all__)
+    assert {"ModelRouter", "SlotClient", "Rlm", "ModelError", "Completion", "StreamEvent"} <= set(
+        models.__all__
+    )
 
 
 @pytest.fixture
@@ -129,12 +141,16 @@ def test_model_magic_shows_and_changes_slots(shell: InteractiveShell) -> None:
     assert table.loc["bulk", "key"] == "not needed"
     assert "bulk" in aries(shell, "status") and "ollama:llama3" in aries(shell, "status")
     assert list(aries(shell, "model --usage").columns)[:2] == ["model", "calls"]
+    assert "http://gpu-box:11434/v1" in repr(table)  # the plain-text form keeps every column
 
 
 @pytest.mark.parametrize(
     ("line", "message"),
-    [("model bulk nonsense", "Unknown model 'nonsense'"), ("model fast haiku", "Usage: %aries model"),
-     ("model bulk", "Name a model for the bulk slot")],
+    [
+        ("model bulk nonsense", "Unknown model 'nonsense'"),
+        ("model fast haiku", "Usage: %aries model"),
+        ("model bulk", "Name a model for the bulk slot"),
+    ],
 )
 def test_model_magic_bad_input(shell: InteractiveShell, line: str, message: str) -> None:
     with pytest.raises(UsageError, match=message):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+import threading
 import time
 
 import pytest
@@ -18,16 +20,21 @@ from aries_kernel.models.types import (
     ToolSchema,
 )
 from tests.loopback import Reply, ScriptedModelServer
-from tests.models_support import router, server, wire  # noqa: F401  (fixtures)
 
-REPL = ToolSchema("Repl", "Run Python in the kernel.", {"type": "object", "properties": {"code": {"type": "string"}}})
+pytest_plugins = ["tests.models_support"]  # the server, wire and router fixtures
+
+REPL = ToolSchema(
+    "Repl", "Run Python in the kernel.", {"type": "object", "properties": {"code": {"type": "string"}}}
+)
 
 
 def request(text: str = "hello", **kwargs: object) -> ModelRequest:
     return ModelRequest([Message("user", text)], system="Be brief.", tools=[REPL], **kwargs)  # type: ignore[arg-type]
 
 
-def test_text_round_trip_without_streaming(router: ModelRouter, server: ScriptedModelServer, wire: str) -> None:
+def test_text_round_trip_without_streaming(
+    router: ModelRouter, server: ScriptedModelServer, wire: str
+) -> None:
     server.script(Reply(text="Paris.", input_tokens=120, output_tokens=3))
     completion = router.client("primary").complete(request("Capital of France?"))
     assert completion.message == Message("assistant", "Paris.")
@@ -39,7 +46,9 @@ def test_text_round_trip_without_streaming(router: ModelRouter, server: Scripted
     if wire == "anthropic":
         assert server.requests[0].path == "/v1/messages"
         assert body["system"] == "Be brief."
-        assert body["messages"] == [{"role": "user", "content": [{"type": "text", "text": "Capital of France?"}]}]
+        assert body["messages"] == [
+            {"role": "user", "content": [{"type": "text", "text": "Capital of France?"}]}
+        ]
         assert body["tools"][0]["input_schema"] == REPL.parameters
     else:
         assert server.requests[0].path == "/v1/chat/completions"
@@ -103,18 +112,29 @@ def test_tool_results_go_back_in_the_providers_format(
     router.client("primary").complete(ModelRequest(history))
     messages = server.requests[0].body["messages"]
     if wire == "anthropic":
-        assert messages[1] == {"role": "assistant", "content": [
-            {"type": "text", "text": "Let me."},
-            {"type": "tool_use", "id": "t1", "name": "Repl", "input": {"code": "1/0"}}]}
-        assert messages[2] == {"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": "t1", "content": "ZeroDivisionError", "is_error": True}]}
+        assert messages[1] == {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "Let me."},
+                {"type": "tool_use", "id": "t1", "name": "Repl", "input": {"code": "1/0"}},
+            ],
+        }
+        assert messages[2] == {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "t1", "content": "ZeroDivisionError", "is_error": True}
+            ],
+        }
     else:
         assert messages[1]["tool_calls"] == [
-            {"id": "t1", "type": "function", "function": {"name": "Repl", "arguments": '{"code": "1/0"}'}}]
+            {"id": "t1", "type": "function", "function": {"name": "Repl", "arguments": '{"code": "1/0"}'}}
+        ]
         assert messages[2] == {"role": "tool", "tool_call_id": "t1", "content": "Error: ZeroDivisionError"}
 
 
-def test_closing_a_stream_early_closes_the_connection(router: ModelRouter, server: ScriptedModelServer) -> None:
+def test_closing_a_stream_early_closes_the_connection(
+    router: ModelRouter, server: ScriptedModelServer
+) -> None:
     # Streamed in full this reply would take 100 s; the server's handler ends only when the client hangs up.
     server.script(Reply(text="x" * 2000, chunk=1, pause=0.05), Reply(text="next"))
     stream = router.client("primary").stream(request())
@@ -124,6 +144,29 @@ def test_closing_a_stream_early_closes_the_connection(router: ModelRouter, serve
     while server.in_flight and time.monotonic() < deadline:
         time.sleep(0.05)
     assert server.in_flight == 0
+    assert router.client("primary").complete(request()).message.content == "next"
+
+
+def test_keyboard_interrupt_while_streaming_closes_the_stream(
+    router: ModelRouter, server: ScriptedModelServer
+) -> None:
+
+    server.script(Reply(text="x" * 2000, chunk=1, pause=0.05), Reply(text="next"))
+    received: list[object] = []
+    main = threading.main_thread().ident
+    assert main is not None
+    timer = threading.Timer(
+        0.5, signal.pthread_kill, (main, signal.SIGINT)
+    )  # a real Ctrl-C / kernel interrupt
+    with pytest.raises(KeyboardInterrupt):
+        timer.start()
+        received.extend(router.client("primary").stream(request()))  # keeps what came before the interrupt
+    timer.join()
+    deadline = time.monotonic() + 20
+    while server.in_flight and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert server.in_flight == 0  # the server saw the client hang up long before its 100 s stream ended
+    assert 0 < len(received) < 2000
     assert router.client("primary").complete(request()).message.content == "next"
 
 

@@ -59,7 +59,8 @@ class AnthropicProvider(Provider):
             params["system"] = request.system
         if request.tools:
             params["tools"] = [
-                {"name": t.name, "description": t.description, "input_schema": t.parameters} for t in request.tools
+                {"name": t.name, "description": t.description, "input_schema": t.parameters}
+                for t in request.tools
             ]
         if request.temperature is not None:
             params["extra_body"] = {"temperature": request.temperature}
@@ -82,8 +83,14 @@ def to_anthropic_messages(messages: list[Message]) -> list[dict[str, Any]]:
         role = "assistant" if message.role == "assistant" else "user"
         blocks: list[dict[str, Any]] = []
         if message.role == "tool":
-            blocks.append({"type": "tool_result", "tool_use_id": message.tool_call_id, "content": message.content,
-                           "is_error": message.is_error})
+            blocks.append(
+                {
+                    "type": "tool_result",
+                    "tool_use_id": message.tool_call_id,
+                    "content": message.content,
+                    "is_error": message.is_error,
+                }
+            )
         elif message.content:
             blocks.append({"type": "text", "text": message.content})
         for call in message.tool_calls:
@@ -155,5 +162,6 @@ def _read_stream(events: Any, model: str) -> Iterator[ProviderEvent]:
             if event.usage.input_tokens:
                 usage.input_tokens = event.usage.input_tokens
     calls = [ToolCall(i, name, decode_arguments("".join(parts))) for i, name, parts in tools.values()]
-    yield ProviderResult(Message("assistant", "".join(text), calls), _STOP_REASONS.get(stop, "other"), usage, model)
-
+    yield ProviderResult(
+        Message("assistant", "".join(text), calls), _STOP_REASONS.get(stop, "other"), usage, model
+    )

@@ -5,8 +5,8 @@
     ModelError                      anything that stops a model call
     ├── ConfigurationError          a bad slot spec or setting, found before any request is sent
     │   ├── MissingKeyError         the provider needs an API key and its variable is not set
-    │   └── ModelNotFoundError      an unknown shortname or provider, or the provider answered 404 for the model
-    └── ProviderError               the provider answered with an error status (``.status``) or could not be reached
+    │   └── ModelNotFoundError      an unknown shortname or provider, or a 404 for the model
+    └── ProviderError               an error status from the provider (``.status``), or no answer at all
         ├── AuthenticationError     401/403: the key was rejected
         ├── RateLimitError          429, still refused after the retries
         ├── ProviderTimeoutError    no answer within ``c.AriesModels.timeout``, after the retries

@@ -43,7 +43,9 @@ class OpenAIProvider(Provider):
         super().__init__(endpoint)
         # Local servers need no key, but the SDK insists on one; retries are the router's (max_retries=0).
         self.client = openai.OpenAI(
-            api_key=endpoint.api_key or "not-needed", base_url=endpoint.base_url, timeout=endpoint.timeout,
+            api_key=endpoint.api_key or "not-needed",
+            base_url=endpoint.base_url,
+            timeout=endpoint.timeout,
             max_retries=0,
         )
 
@@ -57,11 +59,17 @@ class OpenAIProvider(Provider):
             messages.insert(0, {"role": "system", "content": request.system})
         # OpenAI's own newer models only take max_completion_tokens; compatible servers know max_tokens.
         limit = "max_completion_tokens" if self.endpoint.provider == "openai" else "max_tokens"
-        params: dict[str, Any] = {"model": self.endpoint.model, "messages": messages, limit: request.max_tokens}
+        params: dict[str, Any] = {
+            "model": self.endpoint.model,
+            "messages": messages,
+            limit: request.max_tokens,
+        }
         if request.tools:
             params["tools"] = [
-                {"type": "function",
-                 "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
+                {
+                    "type": "function",
+                    "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
+                }
                 for t in request.tools
             ]
         if request.temperature is not None:
@@ -92,8 +100,11 @@ def to_openai_messages(messages: list[Message]) -> list[dict[str, Any]]:
             entry: dict[str, Any] = {"role": "assistant", "content": message.content or None}
             if message.tool_calls:
                 entry["tool_calls"] = [
-                    {"id": c.id, "type": "function",
-                     "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
+                    {
+                        "id": c.id,
+                        "type": "function",
+                        "function": {"name": c.name, "arguments": json.dumps(c.arguments)},
+                    }
                     for c in message.tool_calls
                 ]
             out.append(entry)
@@ -155,4 +166,6 @@ def _read_stream(chunks: Any, model: str) -> Iterator[ProviderEvent]:
                     fragments.append(fragment)
                     yield ToolCallDelta(call_id, fragment)
     calls = [ToolCall(i, name, decode_arguments("".join(parts))) for i, name, parts in tools.values()]
-    yield ProviderResult(Message("assistant", "".join(text), calls), _STOP_REASONS.get(finish, "other"), usage, model)
+    yield ProviderResult(
+        Message("assistant", "".join(text), calls), _STOP_REASONS.get(finish, "other"), usage, model
+    )

@@ -1,9 +1,9 @@
 """The provider contract: what a wire format must do, and how providers are found (entry points).
 
-A provider turns one :class:`ModelRequest` into one SDK call and the SDK's answer into our stream events. It does
-not retry, time, price or count calls: the router's :class:`~aries_kernel.models.router.SlotClient` owns that, so
-every provider behaves the same. Providers register in the ``aries_kernel.providers`` entry-point group, the same
-door a third-party package would use; the built-in two are ``anthropic`` and ``openai``.
+A provider turns one :class:`ModelRequest` into one SDK call and the SDK's answer into our stream events. It
+does not retry, time, price or count calls: the router's :class:`~aries_kernel.models.router.SlotClient` owns
+that, so every provider behaves the same. Providers register in the ``aries_kernel.providers`` entry-point
+group, the same door a third-party package would use; the built-in two are ``anthropic`` and ``openai``.
 """
 
 from __future__ import annotations
@@ -19,10 +19,24 @@ from importlib.metadata import entry_points
 from typing import Any, ClassVar
 
 from aries_kernel.models.errors import ConfigurationError
-from aries_kernel.models.types import Message, ModelRequest, StopReason, TextDelta, ToolCallDelta, ToolCallStarted, Usage
+from aries_kernel.models.types import (
+    Message,
+    ModelRequest,
+    StopReason,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallStarted,
+    Usage,
+)
 
 __all__ = [
-    "Endpoint", "Failure", "Provider", "ProviderEvent", "ProviderResult", "decode_arguments", "load_provider"
+    "Endpoint",
+    "Failure",
+    "Provider",
+    "ProviderEvent",
+    "ProviderResult",
+    "decode_arguments",
+    "load_provider",
 ]
 
 ENTRY_POINT_GROUP = "aries_kernel.providers"
@@ -79,10 +93,12 @@ class Provider(ABC):
 
     @abstractmethod
     def execute(self, request: ModelRequest, *, stream: bool) -> Iterator[ProviderEvent]:
-        """Send one request (no retries); yield text and tool-call events as they arrive, then a ProviderResult."""
+        """Send one request (no retries); yield text and tool-call events as they arrive, then a
+        ProviderResult.
+        """
 
     def close(self) -> None:
-        """Release the SDK client's connections."""
+        """Release the SDK client's connections (a provider without any keeps this default)."""
 
     def read_failure(self, exc: BaseException) -> Failure | None:
         """Read an SDK exception as a :class:`Failure`; None when it is not a transport or status error."""
@@ -140,7 +156,9 @@ def load_provider(wire: str) -> type[Provider]:
         )
     cls = found[wire].load()
     if not (isinstance(cls, type) and issubclass(cls, Provider)):
-        raise ConfigurationError(f"The entry point {found[wire].value} is not an aries_kernel Provider subclass.")
+        raise ConfigurationError(
+            f"The entry point {found[wire].value} is not an aries_kernel Provider subclass."
+        )
     return cls
 
 

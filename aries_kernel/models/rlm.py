@@ -1,10 +1,10 @@
-"""``rlm_call`` / ``rlm_batch``: plain sub-model completions on a focused slice, capped per execution (SPEC 3.2).
+"""``rlm_call`` / ``rlm_batch`` (SPEC 3.2): plain sub-model completions on a focused slice, capped per run.
 
-A sub-call is one user turn with no tools: the answer is a string, data that is never executed, and the sub-model
-cannot call rlm itself. Calls go to the ``bulk`` slot (an empty bulk slot borrows cheap's model, then primary's;
-a slot whose key is missing is skipped for the next one that has a key). Each top-level execution may make
-``c.AriesRlm.max_calls`` calls; past that a call returns :data:`BUDGET_EXHAUSTED` without a request. The kernel
-calls :meth:`Rlm.start_execution` before each cell, which resets the count.
+A sub-call is one user turn with no tools: the answer is a string, data that is never executed, and the
+sub-model cannot call rlm itself. Calls go to the ``bulk`` slot (an empty bulk slot borrows cheap's model,
+then primary's; a slot whose key is missing is skipped for the next one that has a key). Each top-level
+execution may make ``c.AriesRlm.max_calls`` calls; past that a call returns :data:`BUDGET_EXHAUSTED` without a
+request. The kernel calls :meth:`Rlm.start_execution` before each cell, which resets the count.
 """
 
 from __future__ import annotations
@@ -37,9 +37,9 @@ _SLOT_ORDER = ("bulk", "cheap", "primary")
 class AriesRlm(Configurable):
     """Settings of rlm_call / rlm_batch (``c.AriesRlm.<name>``)."""
 
-    max_calls = Int(15, help="Sub-calls allowed per top-level execution; later ones return the budget string.").tag(
-        config=True
-    )
+    max_calls = Int(
+        15, help="Sub-calls allowed per top-level execution; later ones return the budget string."
+    ).tag(config=True)
     concurrency = Int(5, help="Sub-calls of one rlm_batch in flight at once.").tag(config=True)
     max_tokens = Int(4096, help="Answer length limit of one sub-call, in tokens.").tag(config=True)
     system = Unicode(
@@ -66,13 +66,23 @@ class RlmStats:
     @property
     def table(self) -> pd.DataFrame:
         """One row per sub-call: question, slot, model, tokens, cost, seconds, status."""
-        columns = ["question", "slot", "model", "input_tokens", "output_tokens", "cost_usd", "seconds", "status"]
+        columns = [
+            "question",
+            "slot",
+            "model",
+            "input_tokens",
+            "output_tokens",
+            "cost_usd",
+            "seconds",
+            "status",
+        ]
         return pd.DataFrame(self.rows, columns=columns)
 
     def __repr__(self) -> str:
         text = (
             f"rlm: {self.calls} calls ({self.refused} over budget, {self.errors} failed), "
-            f"{self.input_tokens} in / {self.output_tokens} out tokens, ${self.cost_usd:.4f}, {self.seconds:.2f}s"
+            f"{self.input_tokens} in / {self.output_tokens} out tokens, ${self.cost_usd:.4f}, "
+            f"{self.seconds:.2f}s"
         )
         if self.unpriced:
             text += f" (no price known for {', '.join(sorted(self.unpriced))}: counted as $0)"
@@ -126,7 +136,9 @@ class Rlm:
         items = list(pairs)
         for index, pair in enumerate(items):
             if not (isinstance(pair, tuple | list) and len(pair) == 2):
-                raise TypeError(f"rlm_batch item {index} is {pair!r}; each item must be a (question, context) pair.")
+                raise TypeError(
+                    f"rlm_batch item {index} is {pair!r}; each item must be a (question, context) pair."
+                )
             _check_pair(pair[0], pair[1], index)
         if not items:
             return []
@@ -172,8 +184,9 @@ class Rlm:
 
     def _request(self, question: str, context: str) -> ModelRequest:
         prompt = f"<context>\n{context}\n</context>\n\n{question}" if context else question
-        return ModelRequest([Message("user", prompt)], system=self.settings.system,
-                            max_tokens=self.settings.max_tokens)
+        return ModelRequest(
+            [Message("user", prompt)], system=self.settings.system, max_tokens=self.settings.max_tokens
+        )
 
     def _one(self, client: SlotClient, question: str, context: str) -> str:
         if not self._reserve(question):
@@ -203,8 +216,12 @@ class Rlm:
         with self._lock:
             stats = self._current
             stats.calls += 1
-            row: dict[str, Any] = {"question": question[:80], "slot": client.slot, "model": client.model,
-                                   "status": status}
+            row: dict[str, Any] = {
+                "question": question[:80],
+                "slot": client.slot,
+                "model": client.model,
+                "status": status,
+            }
             if completion is None:
                 stats.errors += 1
             else:
@@ -212,8 +229,12 @@ class Rlm:
                 stats.input_tokens += usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens
                 stats.output_tokens += usage.output_tokens
                 stats.cost_usd += usage.cost_usd
-                row.update(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
-                           cost_usd=usage.cost_usd, seconds=round(completion.seconds, 3))
+                row.update(
+                    input_tokens=usage.input_tokens,
+                    output_tokens=usage.output_tokens,
+                    cost_usd=usage.cost_usd,
+                    seconds=round(completion.seconds, 3),
+                )
                 if not client.priced:
                     stats.unpriced.add(client.model)
             stats.rows.append(row)

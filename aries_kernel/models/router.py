@@ -1,9 +1,10 @@
 """The four model slots (primary, reasoning, cheap, bulk), their settings, and the client of one slot.
 
 :class:`ModelRouter` maps slots to models (``c.AriesModels.primary = "sonnet"`` in a Jupyter config file, or
-``router.set_slot("bulk", "ollama:llama3")`` at run time). :class:`SlotClient` owns what every provider shares:
-the API key lookup (at call time, never stored), retries with backoff and jitter, timing, cost and per-slot usage.
-Building a router is cheap and needs no key; the SDK is imported and the key checked on the first call.
+``router.set_slot("bulk", "ollama:llama3")`` at run time). :class:`SlotClient` owns what every provider
+shares: the API key lookup (at call time, never stored), retries with backoff and jitter, timing, cost and
+per-slot usage. Building a router is cheap and needs no key; the SDK is imported and the key checked on the
+first call.
 """
 
 from __future__ import annotations
@@ -34,7 +35,14 @@ from aries_kernel.models.errors import (
     RateLimitError,
 )
 from aries_kernel.models.provider import Endpoint, Failure, Provider, ProviderResult, load_provider
-from aries_kernel.models.shortnames import PROVIDERS, SHORTNAMES, ModelInfo, ProviderInfo, resolve, with_overrides
+from aries_kernel.models.shortnames import (
+    PROVIDERS,
+    SHORTNAMES,
+    ModelInfo,
+    ProviderInfo,
+    resolve,
+    with_overrides,
+)
 from aries_kernel.models.tokens import TokenEstimator
 from aries_kernel.models.types import Completion, ModelRequest, StreamEvent
 
@@ -51,10 +59,12 @@ class AriesModels(Configurable):
     """Model slots and transport settings (``c.AriesModels.<name>`` in a Jupyter config file)."""
 
     primary = Unicode("sonnet", help="Model of agent turns: a shortname or provider:model.").tag(config=True)
-    reasoning = Unicode("opus", help="Model for deep thinking; empty means the primary model.").tag(config=True)
-    cheap = Unicode("haiku", help="Model for summaries, reflection, classification; empty means primary.").tag(
+    reasoning = Unicode("opus", help="Model for deep thinking; empty means the primary model.").tag(
         config=True
     )
+    cheap = Unicode(
+        "haiku", help="Model for summaries, reflection, classification; empty means primary."
+    ).tag(config=True)
     bulk = Unicode("", help="Model of rlm_call / rlm_batch sub-calls; empty means cheap, then primary.").tag(
         config=True
     )
@@ -71,11 +81,15 @@ class AriesModels(Configurable):
         help="USD per million tokens per shortname or model id: [input, output, cache_read?, cache_write?].",
     ).tag(config=True)
     timeout = Float(600.0, help="Seconds to wait for one request before retrying it.").tag(config=True)
-    max_retries = Int(4, help="Retries after a 429, a 5xx, a timeout or a refused connection.").tag(config=True)
+    max_retries = Int(4, help="Retries after a 429, a 5xx, a timeout or a refused connection.").tag(
+        config=True
+    )
     backoff_base = Float(1.0, help="Seconds before the first retry; doubled each retry, with jitter.").tag(
         config=True
     )
-    backoff_max = Float(30.0, help="Longest wait between two retries (without a retry-after).").tag(config=True)
+    backoff_max = Float(30.0, help="Longest wait between two retries (without a retry-after).").tag(
+        config=True
+    )
     retry_after_max = Float(
         120.0, help="Longest retry-after honoured; a longer one is reported instead of waited for."
     ).tag(config=True)
@@ -184,23 +198,24 @@ class SlotClient:
         key = os.environ.get(p.key_env, "") if p.key_env else ""
         if p.key_required and not key:
             raise MissingKeyError(
-                f"The {self.slot} slot uses {p.label} ({self.shortname}), which needs an API key: set {p.key_env} "
-                f"in the kernel's environment (export {p.key_env}=... before starting Jupyter, or "
-                f"os.environ[{p.key_env!r}] = '...' in a cell; aries-kernel never writes keys to disk). "
-                f"Or use a local server that needs no key: %aries model {self.slot} ollama:<model> (Ollama) or "
-                f"%aries model {self.slot} local (llama.cpp server on http://localhost:8080/v1)."
+                f"The {self.slot} slot uses {p.label} ({self.shortname}), which needs an API key: "
+                f"set {p.key_env} in the kernel's environment (export {p.key_env}=... before starting "
+                f"Jupyter, or os.environ[{p.key_env!r}] = '...' in a cell; aries-kernel never writes keys "
+                f"to disk). Or use a local server that needs no key: %aries model {self.slot} "
+                f"ollama:<model> (Ollama) or %aries model {self.slot} local (llama.cpp server on "
+                "http://localhost:8080/v1)."
             )
         base_url = self.base_url
         if not base_url:
             raise ConfigurationError(
                 f"The {self.slot} slot uses a {p.label} with no base URL: set "
-                f"c.AriesModels.base_urls = {{{p.name!r}: 'http://host:port/v1'}} in a Jupyter config file, or "
-                f"%aries model {self.slot} {self.shortname} --base-url http://host:port/v1."
+                f"c.AriesModels.base_urls = {{{p.name!r}: 'http://host:port/v1'}} in a Jupyter config "
+                f"file, or %aries model {self.slot} {self.shortname} --base-url http://host:port/v1."
             )
         return Endpoint(p.name, self.model, base_url, key, self.settings.timeout)
 
     def _client(self) -> Provider:
-        """The provider for the current key and URL; rebuilt when either changes (a key set after an error)."""
+        """The provider for the current key and URL, rebuilt when either changes (a key set late)."""
         endpoint = self._endpoint()
         with self._lock:
             if self._provider is None or self._provider.endpoint != endpoint:
@@ -230,8 +245,13 @@ class SlotClient:
                 delay = self._retry_delay(failure, attempt)
                 if started or not failure.retryable or attempt == attempts - 1 or delay is None:
                     raise self._error(failure, attempt + 1) from exc
-                log.info("%s: %s; retry %d in %.2fs", self.slot, failure.status or failure.message, attempt + 1,
-                         delay)
+                log.info(
+                    "%s: %s; retry %d in %.2fs",
+                    self.slot,
+                    failure.status or failure.message,
+                    attempt + 1,
+                    delay,
+                )
                 self._sleep(delay)
             finally:
                 events.close()
@@ -250,8 +270,8 @@ class SlotClient:
         status, detail = failure.status, failure.message
         if failure.timed_out:
             return ProviderTimeoutError(
-                f"No answer from {where} within {self.settings.timeout:g}s{tries}. Check the server, or raise "
-                "c.AriesModels.timeout."
+                f"No answer from {where} within {self.settings.timeout:g}s{tries}. Check the server, or "
+                "raise c.AriesModels.timeout."
             )
         if status is None:
             return ProviderConnectionError(
@@ -274,8 +294,8 @@ class SlotClient:
         if status == 429:
             wait = f" It asks to wait {failure.retry_after:g}s." if failure.retry_after else ""
             return RateLimitError(
-                f"{p.label} is rate-limiting the {self.slot} slot (HTTP 429: {detail}){tries}.{wait} Try again "
-                "later, or raise c.AriesModels.max_retries.",
+                f"{p.label} is rate-limiting the {self.slot} slot (HTTP 429: {detail}){tries}.{wait} Try "
+                "again later, or raise c.AriesModels.max_retries.",
                 status,
             )
         return ProviderError(f"{where} answered HTTP {status}{tries}: {detail}", status)
@@ -285,7 +305,9 @@ class SlotClient:
         usage.cost_usd = self.info.cost(
             usage.input_tokens, usage.output_tokens, usage.cache_read_tokens, usage.cache_write_tokens
         )
-        self.estimator.observe(request, usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens)
+        self.estimator.observe(
+            request, usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens
+        )
         seconds = time.perf_counter() - start
         with self._lock:
             total = self.usage
@@ -298,8 +320,12 @@ class SlotClient:
             total.seconds += seconds
             first_unpriced = total.calls == 1 and not self.priced
         if first_unpriced:
-            log.warning("No price is known for %s: its cost is counted as 0 (set c.AriesModels.prices).", self.model)
-        return Completion(result.message, result.stop_reason, usage, result.model or self.model, self.slot, seconds)
+            log.warning(
+                "No price is known for %s: its cost is counted as 0 (set c.AriesModels.prices).", self.model
+            )
+        return Completion(
+            result.message, result.stop_reason, usage, result.model or self.model, self.slot, seconds
+        )
 
 
 class ModelRouter:
@@ -357,20 +383,22 @@ class ModelRouter:
             except ModelError as exc:
                 rows.append({"slot": slot, "model": f"error: {exc}"})
                 continue
-            spec, source = self.spec(slot)
+            _, source = self.spec(slot)
             info = client.info
-            rows.append({
-                "slot": slot,
-                "shortname": info.shortname if source == slot else f"{info.shortname} (from {source})",
-                "provider": info.provider,
-                "model": info.model,
-                "context_window": info.context_window,
-                "usd_per_mtok_in": info.input_price if info.priced else None,
-                "usd_per_mtok_out": info.output_price if info.priced else None,
-                "price": "known" if info.priced else "unknown: cost counted as 0",
-                "key": client.key_status(),
-                "base_url": client.base_url,
-            })
+            rows.append(
+                {
+                    "slot": slot,
+                    "shortname": info.shortname if source == slot else f"{info.shortname} (from {source})",
+                    "provider": info.provider,
+                    "model": info.model,
+                    "context_window": info.context_window,
+                    "usd_per_mtok_in": info.input_price if info.priced else None,
+                    "usd_per_mtok_out": info.output_price if info.priced else None,
+                    "price": "known" if info.priced else "unknown: cost counted as 0",
+                    "key": client.key_status(),
+                    "base_url": client.base_url,
+                }
+            )
         return pd.DataFrame(rows).set_index("slot")
 
     def usage(self) -> pd.DataFrame:

@@ -1,8 +1,9 @@
 """The providers Aries can talk to and the model shortnames (SPEC section 5), with context windows and prices.
 
-A slot spec is either a shortname (``"sonnet"``) or ``"provider:model"`` (``"ollama:llama3"``); :func:`resolve`
-turns either into a :class:`ModelInfo`. Prices are list prices in USD per million tokens at the time of writing;
-``c.AriesModels.prices`` overrides them, and a model with no known price is counted at 0 and marked unpriced.
+A slot spec is either a shortname (``"sonnet"``) or ``"provider:model"`` (``"ollama:llama3"``);
+:func:`resolve` turns either into a :class:`ModelInfo`. Prices are list prices in USD per million tokens at
+the time of writing; ``c.AriesModels.prices`` overrides them, and a model with no known price is counted at 0
+and marked unpriced.
 """
 
 from __future__ import annotations
@@ -27,24 +28,52 @@ class ProviderInfo:
 
 
 _PROVIDER_LIST = [
-    ProviderInfo("anthropic", "Anthropic", "anthropic", "ANTHROPIC_API_KEY", "https://api.anthropic.com",
-                 "ANTHROPIC_BASE_URL"),
-    ProviderInfo("openai", "OpenAI", "openai", "OPENAI_API_KEY", "https://api.openai.com/v1", "OPENAI_BASE_URL"),
-    ProviderInfo("google", "Google", "openai", "GOOGLE_API_KEY",
-                 "https://generativelanguage.googleapis.com/v1beta/openai/"),
+    ProviderInfo(
+        "anthropic",
+        "Anthropic",
+        "anthropic",
+        "ANTHROPIC_API_KEY",
+        "https://api.anthropic.com",
+        "ANTHROPIC_BASE_URL",
+    ),
+    ProviderInfo(
+        "openai", "OpenAI", "openai", "OPENAI_API_KEY", "https://api.openai.com/v1", "OPENAI_BASE_URL"
+    ),
+    ProviderInfo(
+        "google",
+        "Google",
+        "openai",
+        "GOOGLE_API_KEY",
+        "https://generativelanguage.googleapis.com/v1beta/openai/",
+    ),
     ProviderInfo("deepseek", "DeepSeek", "openai", "DEEPSEEK_API_KEY", "https://api.deepseek.com/v1"),
     ProviderInfo("moonshot", "Moonshot", "openai", "MOONSHOT_API_KEY", "https://api.moonshot.ai/v1"),
     ProviderInfo("groq", "Groq", "openai", "GROQ_API_KEY", "https://api.groq.com/openai/v1"),
     ProviderInfo("openrouter", "OpenRouter", "openai", "OPENROUTER_API_KEY", "https://openrouter.ai/api/v1"),
-    ProviderInfo("ollama", "Ollama", "openai", None, "http://localhost:11434/v1", key_required=False, local=True),
-    ProviderInfo("llamacpp", "llama.cpp server", "openai", None, "http://localhost:8080/v1", key_required=False,
-                 local=True),
+    ProviderInfo(
+        "ollama", "Ollama", "openai", None, "http://localhost:11434/v1", key_required=False, local=True
+    ),
+    ProviderInfo(
+        "llamacpp",
+        "llama.cpp server",
+        "openai",
+        None,
+        "http://localhost:8080/v1",
+        key_required=False,
+        local=True,
+    ),
     # Any OpenAI-compatible URL: c.AriesModels.base_urls = {"custom": "http://host:port/v1"}; key optional.
     ProviderInfo("custom", "Custom endpoint", "openai", "ARIES_CUSTOM_API_KEY", None, key_required=False),
 ]
 PROVIDERS: dict[str, ProviderInfo] = {p.name: p for p in _PROVIDER_LIST}
-_PROVIDER_ALIASES = {"llama.cpp": "llamacpp", "llama-cpp": "llamacpp", "llama_cpp": "llamacpp", "gemini": "google",
-                     "kimi": "moonshot", "claude": "anthropic"}
+_PROVIDER_ALIASES = {
+    "llama.cpp": "llamacpp",
+    "llama-cpp": "llamacpp",
+    "llama_cpp": "llamacpp",
+    "gemini": "google",
+    "kimi": "moonshot",
+    "claude": "anthropic",
+}
 
 
 @dataclass(frozen=True)
@@ -70,8 +99,12 @@ class ModelInfo:
         assert self.input_price is not None and self.output_price is not None
         read = self.cache_read_price if self.cache_read_price is not None else self.input_price
         write = self.cache_write_price if self.cache_write_price is not None else self.input_price
-        total = (input_tokens * self.input_price + output_tokens * self.output_price
-                 + cache_read * read + cache_write * write)
+        total = (
+            input_tokens * self.input_price
+            + output_tokens * self.output_price
+            + cache_read * read
+            + cache_write * write
+        )
         return total / 1_000_000
 
 
@@ -105,7 +138,9 @@ def provider_names() -> str:
 
 
 def resolve(spec: str) -> ModelInfo:
-    """The model a slot spec names: a shortname, or ``provider:model`` (the table supplies window and prices)."""
+    """The model a slot spec names: a shortname, or ``provider:model`` (the table supplies window and
+    prices).
+    """
     spec = spec.strip()
     if spec in SHORTNAMES:
         return SHORTNAMES[spec]
@@ -137,6 +172,11 @@ def with_overrides(info: ModelInfo, windows: dict[str, int], prices: dict[str, l
         info = replace(info, context_window=int(window))
     if price is not None:
         values = [float(p) for p in price] + [None, None]  # type: ignore[list-item]
-        info = replace(info, input_price=values[0], output_price=values[1], cache_read_price=values[2],
-                       cache_write_price=values[3])
+        info = replace(
+            info,
+            input_price=values[0],
+            output_price=values[1],
+            cache_read_price=values[2],
+            cache_write_price=values[3],
+        )
     return info

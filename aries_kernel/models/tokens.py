@@ -1,8 +1,9 @@
 """Token estimates before a call, for context management; calibrated by the counts providers report after it.
 
-Providers count tokens with their own tokenizers and report the count in each response's usage; before a call only
-an estimate is possible. The estimate is characters / 4 for prose-like text (the usual rule for BPE tokenizers on
-English and code), plus a small per-message overhead, scaled by how far off earlier estimates were for this slot.
+Providers count tokens with their own tokenizers and report the count in each response's usage; before a call
+only an estimate is possible. The estimate is characters / 4 for prose-like text (the usual rule for BPE
+tokenizers on English and code), plus a small per-message overhead, scaled by how far off earlier estimates
+were for this slot.
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ def estimate_text_tokens(text: str) -> int:
 
 
 def estimate_tokens(request: ModelRequest) -> int:
-    """Uncalibrated estimate of the input tokens of ``request``: system, messages, tool calls and tool schemas."""
+    """Uncalibrated estimate of the input tokens of ``request``: system, messages, tool calls and tool
+    schemas.
+    """
     total = estimate_text_tokens(request.system)
     for message in request.messages:
         total += _MESSAGE_OVERHEAD + estimate_text_tokens(message.content)
