@@ -9,6 +9,7 @@ PageRank) and from tree-sitter parses of snippets and of the files it needs, cac
 from __future__ import annotations
 
 import fnmatch
+import functools
 import hashlib
 import re
 from collections import Counter, defaultdict
@@ -19,18 +20,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from aries_kernel.codebase.shapes import (
-    exact_hash,
-    naming_style,
-    node_type_sequence,
-    shape_hash,
-    shape_ngrams,
-    shape_similarity,
-    split_identifier,
-)
+from aries_kernel.codebase.shapes import ShapeProfile, exact_hash, naming_style, shape_hash, split_identifier
 
 if TYPE_CHECKING:
-    from tree_sitter import Node, Tree
+    from tree_sitter import Node, Query, Tree
 
 __all__ = ["JudgmentMixin"]
 
@@ -50,6 +43,7 @@ _JS_FUNCTIONS = _JS_FUNCTION_VALUES | {
     "generator_function_declaration",
     "method_definition",
 }
+_FUNCTION_TYPES = _JS_FUNCTIONS | {"function_definition", "lambda"}
 _CLASSES = frozenset({"class_definition", "class_declaration", "abstract_class_declaration"})
 _NESTING = frozenset(
     {
@@ -63,9 +57,6 @@ _NESTING = frozenset(
         "switch_statement",
         "match_statement",
     }
-)
-_PARAMETER_WRAPPERS = frozenset(
-    {"default_parameter", "typed_default_parameter", "required_parameter", "optional_parameter"}
 )
 _LANGUAGE_ALIASES = {
     "python": "python",
@@ -165,8 +156,8 @@ class _Unit:
     exact_text: bytes
 
     @property
-    def ngrams(self) -> Counter[tuple[str, ...]]:
-        return shape_ngrams(node_type_sequence(self.shape_node))
+    def profile(self) -> ShapeProfile:
+        return ShapeProfile.of(self.shape_node)
 
 
 def _text(node: Node | None) -> str:
@@ -208,24 +199,59 @@ def _unit_of(node: Node, python: bool) -> _Unit | None:
     return None
 
 
-def _anchored_shapes(root: Node, python: bool) -> dict[int, Node]:
-    """Shape node of every definition in a file by the line the index records for it."""
-    out: dict[int, Node] = {}
-    for node in _walk(root):
-        unit = _unit_of(node, python)
-        if unit is not None:
-            out.setdefault(node.start_point[0] + 1, unit.shape_node)
+def _nodes_of(tree: Tree, language: str, types: frozenset[str]) -> list[Node]:
+    """Nodes of the given types in document order, found by a tree-sitter query (in C, not a Python walk)."""
+    from tree_sitter import QueryCursor
+
+    captures = QueryCursor(_type_query(tree, language, types)).captures(tree.root_node)
+    nodes = [node for found in captures.values() for node in found]
+    nodes.sort(key=lambda n: (n.start_byte, -n.end_byte))
+    return nodes
+
+
+_QUERIES: dict[tuple[str, frozenset[str]], Query] = {}
+
+
+def _type_query(tree: Tree, language: str, types: frozenset[str]) -> Query:
+    from tree_sitter import Query
+
+    query = _QUERIES.get((language, types))
+    if query is None:
+        grammar = tree.language
+        known = sorted(t for t in types if grammar.id_for_node_kind(t, True))
+        query = _QUERIES[(language, types)] = Query(grammar, "[" + " ".join(f"({t})" for t in known) + "] @n")
+    return query
+
+
+_DEFINITION_TYPES = _PY_DEFS | _JS_DEFS | {"variable_declarator"}
+
+
+def _definition_shapes(tree: Tree, language: str, kind: str) -> dict[int, ShapeProfile]:
+    """Shape profile of every definition of `kind` ("class" or "function") in a file, by the line the index
+    records for it. Classes are profiled only on request: their rendering repeats all their methods."""
+    python = language == "python"
+    out: dict[int, ShapeProfile] = {}
+    for node in _nodes_of(tree, language, _DEFINITION_TYPES):
+        line = node.start_point[0] + 1
+        if line not in out:
+            unit = _unit_of(node, python)
+            if unit is not None and unit.kind == kind:
+                out[line] = unit.profile
     return out
 
 
 def _tokens(text: str) -> list[str]:
     """Search tokens of text or code: identifier parts, lower-cased, stop words dropped, lightly stemmed."""
-    out: list[str] = []
-    for word in re.findall(r"[A-Za-z][A-Za-z0-9]*", text):
-        for token in split_identifier(word):
-            if len(token) > 1 and token not in _STOPWORDS:
-                out.append(_stem(token))
-    return out
+    return [token for word in _WORD.findall(text) for token in _word_tokens(word)]
+
+
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9]*")
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _word_tokens(word: str) -> tuple[str, ...]:
+    """Tokens of one word; cached because code repeats its words endlessly."""
+    return tuple(_stem(t) for t in split_identifier(word) if len(t) > 1 and t not in _STOPWORDS)
 
 
 def _stem(token: str) -> str:
@@ -266,63 +292,101 @@ class _Profile:
             getattr(self, name).extend(getattr(other, name))
 
 
-def _profile(root: Node, language: str) -> _Profile:
+_PARAMETER_LISTS = frozenset({"parameters", "formal_parameters", "lambda_parameters"})
+_PROFILE_TYPES = (
+    _CLASSES
+    | _JS_FUNCTIONS
+    | _PARAMETER_LISTS
+    | {
+        "function_definition",
+        "assignment",
+        "variable_declarator",
+        "import_statement",
+        "import_from_statement",
+    }
+    | {"call_expression"}
+)
+
+
+def _profile(tree: Tree, language: str) -> _Profile:
     """Collect the style facts of one parsed file or snippet."""
     python = language == "python"
     typed_language = language != "javascript"
     prof = _Profile()
-    for node in _walk(root):
+    nesting = _nesting_depths(tree, language)
+    for node in _nodes_of(tree, language, _PROFILE_TYPES):
         kind = node.type
         if kind in _CLASSES:
-            _add_name(prof, "class", node.child_by_field_name("name"))
+            _add_name(prof, "class", _text(node.child_by_field_name("name")))
         elif kind == "function_definition" or kind in _JS_FUNCTIONS:
             name = _function_name(node)
-            if kind != "arrow_function" or name:
-                label = name or "<anonymous>"
-                if kind != "method_definition" or not name.startswith("constructor"):
-                    _add_name(prof, "function", node.child_by_field_name("name"))
-                lines = node.end_point[0] - node.start_point[0] + 1
-                prof.lengths.append((label, lines))
-                prof.nesting.append((label, _max_nesting(node)))
-                prof.documented.append((label, "documented" if _has_doc(node, python) else "undocumented"))
-                if typed_language:
-                    prof.typed.append(
-                        (label, "type-annotated" if _has_types(node, python) else "unannotated")
-                    )
-        elif kind == "assignment" and python:
+            if not name:
+                continue  # anonymous callbacks say nothing about naming or documentation habits
+            if name != "constructor":
+                _add_name(prof, "function", name)
+            prof.lengths.append((name, node.end_point[0] - node.start_point[0] + 1))
+            prof.nesting.append((name, nesting.get(node.id, 0)))
+            prof.documented.append((name, "documented" if _has_doc(node, python) else "undocumented"))
+            if typed_language:
+                prof.typed.append((name, "type-annotated" if _has_types(node, python) else "unannotated"))
+        elif kind == "assignment":
             left = node.child_by_field_name("left")
             if left is not None and left.type == "identifier":
-                _add_name(prof, "constant" if _text(left).isupper() else "variable", left)
+                _add_variable(prof, _text(left))
         elif kind == "variable_declarator":
             value = node.child_by_field_name("value")
-            if value is None or value.type not in _JS_FUNCTION_VALUES:
-                name_node = node.child_by_field_name("name")
-                if name_node is not None and name_node.type == "identifier":
-                    _add_name(prof, "constant" if _text(name_node).isupper() else "variable", name_node)
-        elif kind == "identifier" and _is_parameter_name(node) and _text(node) not in ("self", "cls"):
-            _add_name(prof, "parameter", node)
-        _collect_imports(prof, node, python)
+            target = node.child_by_field_name("name")
+            is_function = value is not None and value.type in _JS_FUNCTION_VALUES
+            if not is_function and target is not None and target.type == "identifier":
+                _add_variable(prof, _text(target))
+        elif kind in _PARAMETER_LISTS:
+            for param in _parameter_names(node):
+                if param not in ("self", "cls"):
+                    _add_name(prof, "parameter", param)
+        else:
+            _collect_imports(prof, node, python)
     return prof
 
 
-def _is_parameter_name(node: Node) -> bool:
-    parent = node.parent
-    if parent is None:
-        return False
-    if parent.type in ("parameters", "formal_parameters", "lambda_parameters"):
-        return True
-    if parent.type == "typed_parameter":
-        return parent.named_children[0].id == node.id
-    named = parent.child_by_field_name(
-        "pattern"
-        if parent.type.endswith("required_parameter") or parent.type == "optional_parameter"
-        else "name"
-    )
-    return parent.type in _PARAMETER_WRAPPERS and named is not None and named.id == node.id
+def _add_variable(prof: _Profile, name: str) -> None:
+    _add_name(prof, "constant" if name.isupper() else "variable", name)
 
 
-def _add_name(prof: _Profile, role: str, node: Node | None) -> None:
-    name = _text(node)
+def _parameter_names(params: Node) -> Iterator[str]:
+    for param in params.named_children:
+        if param.type == "identifier":
+            yield _text(param)
+            continue
+        if param.type == "typed_parameter":
+            target = param.named_children[0] if param.named_children else None
+        elif param.type in ("required_parameter", "optional_parameter"):
+            target = param.child_by_field_name("pattern")
+        elif param.type == "assignment_pattern":
+            target = param.child_by_field_name("left")
+        else:
+            target = param.child_by_field_name("name")
+        if target is not None and target.type == "identifier":
+            yield _text(target)
+
+
+def _nesting_depths(tree: Tree, language: str) -> dict[int, int]:
+    """Deepest chain of control-flow blocks per function (by node id), not counting nested functions.
+
+    Climbing from each control-flow node to its function visits far fewer nodes than walking every body.
+    """
+    depths: dict[int, int] = {}
+    for block in _nodes_of(tree, language, _NESTING):
+        depth = 0
+        node: Node | None = block
+        while node is not None and node.type not in _FUNCTION_TYPES:
+            depth += node.type in _NESTING
+            node = node.parent
+        if node is not None:
+            depths[node.id] = max(depths.get(node.id, 0), depth)
+    return depths
+
+
+def _add_name(prof: _Profile, role: str, name: str) -> None:
     style = naming_style(name) if name else None
     if style is not None:
         prof.names[role].append((name, style))
@@ -338,21 +402,6 @@ def _function_name(node: Node) -> str:
         target = target or parent.child_by_field_name("left")
         return _text(target)
     return ""
-
-
-def _max_nesting(node: Node) -> int:
-    """Deepest chain of control-flow blocks inside a function, not counting nested functions."""
-    deepest = 0
-    stack: list[tuple[Node, int]] = [(child, 0) for child in node.named_children]
-    while stack:
-        current, depth = stack.pop()
-        if current.type in _JS_FUNCTIONS or current.type in ("function_definition", "lambda"):
-            continue
-        if current.type in _NESTING:
-            depth += 1
-            deepest = max(deepest, depth)
-        stack.extend((child, depth) for child in current.named_children)
-    return deepest
 
 
 def _has_doc(node: Node, python: bool) -> bool:
@@ -486,9 +535,9 @@ def _base_names(node: Node, python: bool) -> list[str]:
 
 
 def _is_logger_name(text: str) -> bool:
-    """`logger`, `log`, `LOGGER`, `self._log`, `auditLogger`: but not `catalog` or `dialog`."""
-    last = text.rsplit(".", 1)[-1]
-    return any(token in ("log", "logger", "logging") for token in split_identifier(last))
+    """`logger`, `log`, `LOGGER`, `self._log`, `auditLogger`: but not `catalog`, `dialog` or `log_return`."""
+    tokens = split_identifier(text.rsplit(".", 1)[-1])
+    return bool(tokens) and tokens[-1] in ("log", "logger", "logging")
 
 
 def _logging_pattern(node: Node, python: bool) -> str | None:
@@ -615,12 +664,29 @@ def _api_pattern(node: Node, python: bool) -> str | None:
     return None
 
 
-_CONVENTION_RULES: dict[str, Callable[[Node, bool], str | None]] = {
-    "error handling": _error_pattern,
-    "logging": _logging_pattern,
-    "imports": _imports_pattern,
-    "async": _async_pattern,
-    "api calls": _api_pattern,
+_Rule = Callable[["Node", bool], "str | None"]
+_CALLS = frozenset({"call", "call_expression"})
+# Each topic's rule with the node types it recognizes: a file is scanned by one query, not a Python walk.
+_CONVENTION_RULES: dict[str, tuple[frozenset[str], _Rule]] = {
+    "error handling": (
+        _CLASSES | {"raise_statement", "except_clause", "throw_statement", "catch_clause", "call_expression"},
+        _error_pattern,
+    ),
+    "logging": (_CALLS | {"assignment", "variable_declarator"}, _logging_pattern),
+    "imports": (
+        frozenset(
+            {"future_import_statement", "import_statement", "import_from_statement", "assignment_expression"}
+        )
+        | _CALLS,
+        _imports_pattern,
+    ),
+    "async": (
+        _JS_FUNCTIONS
+        | _CALLS
+        | {"function_definition", "with_statement", "for_statement", "await", "await_expression"},
+        _async_pattern,
+    ),
+    "api calls": (_CALLS, _api_pattern),
 }
 
 
@@ -664,39 +730,35 @@ class JudgmentMixin:
             cache = self.__dict__["_judgment_cache_store"] = {}
         return cache
 
-    def _parsed_file(self, file: str) -> tuple[Tree, str, str] | None:
-        """(tree, source text, language) of an indexed file, or None when it cannot be read or parsed."""
+    def _per_file(self, kind: str, file: str, build: Callable[[str, str], Any]) -> Any:
+        """`build(source text, language)` for an indexed file, cached until the file's content changes;
+        None when the file cannot be read."""
         language = self.language_of(file)
+        try:
+            text = self.source(file)
+        except (OSError, UnicodeDecodeError, RuntimeError):
+            return None
         if language is None:
-            return None
-        try:
-            text = self.source(file)
-        except (OSError, UnicodeDecodeError, RuntimeError):
-            return None
-        return self.parse(text.encode("utf-8"), language), text, language
-
-    def _per_file(self, kind: str, file: str, build: Callable[[Tree, str, str], Any]) -> Any:
-        """Per-file derived data, rebuilt when the file's content changes."""
-        try:
-            text = self.source(file)
-        except (OSError, UnicodeDecodeError, RuntimeError):
             return None
         digest = hashlib.blake2b(text.encode("utf-8", "replace"), digest_size=12).hexdigest()
         cache = self._judgment_store()
         hit = cache.get((kind, file))
         if hit is not None and hit[0] == digest:
             return hit[1]
-        parsed = self._parsed_file(file)
-        value = build(*parsed) if parsed is not None else None
+        value = build(text, language)
         cache[(kind, file)] = (digest, value)
         return value
 
-    def _shapes_of(self, file: str) -> dict[int, Counter[tuple[str, ...]]]:
-        def build(tree: Tree, text: str, language: str) -> dict[int, Counter[tuple[str, ...]]]:
-            anchored = _anchored_shapes(tree.root_node, language == "python")
-            return {line: shape_ngrams(node_type_sequence(node)) for line, node in anchored.items()}
+    def _tree(self, text: str, language: str) -> Tree:
+        return self.parse(text.encode("utf-8"), language)
 
-        return self._per_file("shapes", file, build) or {}
+    def _shapes_of(self, file: str, kind: str) -> dict[int, ShapeProfile]:
+        shapes: dict[int, ShapeProfile] | None = self._per_file(
+            f"shapes:{kind}",
+            file,
+            lambda text, language: _definition_shapes(self._tree(text, language), language, kind),
+        )
+        return shapes or {}
 
     def _repo_languages(self) -> list[str]:
         files = self.list_files()
@@ -758,16 +820,14 @@ class JudgmentMixin:
         """Shape similarity of every candidate symbol to `unit` (1.0 where the shape hashes are equal)."""
         candidates = self._shape_candidates(symbols, unit, language)
         target_hash = shape_hash(unit.shape_node)
-        target = unit.ngrams
-        scores: list[float] = []
-        for row in candidates.itertuples(index=False):
-            if row.shape_hash == target_hash:
-                scores.append(1.0)
-                continue
-            grams = self._shapes_of(row.file).get(int(row.line))
-            scores.append(shape_similarity(target, grams) if grams is not None else 0.0)
-        out = candidates.assign(similarity=scores, same_shape=candidates["shape_hash"] == target_hash)
-        return out
+        same = candidates["shape_hash"] == target_hash
+        shapes = {f: self._shapes_of(f, unit.kind) for f in candidates.loc[~same, "file"].unique()}
+        profiles = [
+            None if is_same else shapes[f].get(int(line))
+            for f, line, is_same in zip(candidates["file"], candidates["line"], same, strict=True)
+        ]
+        scores = np.where(same, 1.0, unit.profile.similarities(profiles))
+        return candidates.assign(similarity=scores, same_shape=same)
 
     # ------------------------------------------------------------------------- find_similar_patterns
 
@@ -911,10 +971,10 @@ class JudgmentMixin:
         files = self._reference_files(reference, max_files)
         ref_language = Counter(self.language_of(f) for f in files).most_common(1)[0][0]
         tree, lang = self._parse_snippet(snippet, language, prefer=ref_language)
-        observed = _profile(tree.root_node, lang)
+        observed = _profile(tree, lang)
         expected = _Profile()
         for file in files:
-            prof = self._per_file("profile", file, lambda t, _s, lg: _profile(t.root_node, lg))
+            prof = self._per_file("profile", file, lambda text, lg: _profile(self._tree(text, lg), lg))
             if prof is not None:
                 expected.merge(prof)
 
@@ -1125,7 +1185,7 @@ class JudgmentMixin:
                     "confidence": round(coverage * score / best, 3),
                     "score": round(score, 3),
                     "rationale": (
-                        f"matches {words} across {len(members)} files; "
+                        f"matches {words} across {len(members)} file{'s' if len(members) != 1 else ''}; "
                         f"best file {top}"
                         + (f" ({', '.join(shown.get(t, t) for t in top_terms)})" if top_terms else "")
                     ),
@@ -1143,7 +1203,7 @@ class JudgmentMixin:
             for token in _tokens(str(name)):
                 terms[token] += 2
         words = self._per_file(
-            "comments", file, lambda _t, text, lang: Counter(_tokens(_comment_text(text, lang)))
+            "comments", file, lambda text, lang: Counter(_tokens(_comment_text(text, lang)))
         )
         if words:
             terms.update(words)
@@ -1162,12 +1222,16 @@ class JudgmentMixin:
         if limit < 1:
             raise ValueError(f"limit must be at least 1, got {limit}")
         name = _topic(topic)
-        rule = _CONVENTION_RULES[name]
+        types, rule = _CONVENTION_RULES[name]
         self.wait_ready()
         ranked = [f for f in self.top_files(limit=max_files)["file"] if self.language_of(f) is not None]
         found: dict[str, list[tuple[str, int, str]]] = defaultdict(list)
         for file in ranked:
-            hits = self._per_file(f"convention:{name}", file, lambda t, text, lg: _scan(t, text, lg, rule))
+            hits = self._per_file(
+                f"convention:{name}",
+                file,
+                lambda text, lg: _scan(self._tree(text, lg), text, lg, types, rule),
+            )
             for pattern, line, code in hits or ():
                 found[pattern].append((file, line, code))
         columns = ["pattern", "count", "files", "share", "example"]
@@ -1190,13 +1254,13 @@ class JudgmentMixin:
 
 
 def _scan(
-    tree: Tree, text: str, language: str, rule: Callable[[Node, bool], str | None]
+    tree: Tree, text: str, language: str, types: frozenset[str], rule: _Rule
 ) -> list[tuple[str, int, str]]:
     """(pattern, line, source line) for every node of a file that `rule` recognizes."""
     lines = text.splitlines()
     python = language == "python"
     out = []
-    for node in _walk(tree.root_node):
+    for node in _nodes_of(tree, language, types):
         pattern = rule(node, python)
         if pattern is not None:
             row = node.start_point[0]

@@ -10,18 +10,23 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from tree_sitter import Node
 
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
 __all__ = [
     "CLASS_NODE_TYPES",
+    "ShapeProfile",
     "exact_hash",
     "naming_style",
     "node_type_sequence",
     "shape_hash",
-    "shape_ngrams",
-    "shape_similarity",
     "split_identifier",
 ]
 
@@ -88,24 +93,54 @@ def exact_hash(text: bytes) -> str:
 
 
 def node_type_sequence(node: Node) -> list[str]:
-    """Named node types of a subtree in pre-order (comments excluded)."""
+    """Named node types of a subtree in pre-order (comments and string insides excluded)."""
     return _NODE_TYPE.findall(_without_noise(str(node)))
 
 
-def shape_ngrams(types: list[str], n: int = 3) -> Counter[tuple[str, ...]]:
-    """Multiset of consecutive node-type n-grams (plus unigrams, so short snippets still compare)."""
-    grams: Counter[tuple[str, ...]] = Counter((t,) for t in types)
-    grams.update(tuple(types[i : i + n]) for i in range(len(types) - n + 1))
-    return grams
+# Node types get small integer ids (per process) so n-grams pack into one int64: three 16-bit fields.
+_TYPE_IDS: dict[str, int] = {}
+_UNIGRAM = 1 << 48
 
 
-def shape_similarity(a: Counter[tuple[str, ...]], b: Counter[tuple[str, ...]]) -> float:
-    """Weighted Jaccard of two n-gram multisets: 1.0 for identical shapes, 0.0 for nothing in common."""
-    if not a or not b:
-        return 0.0
-    inter = sum((a & b).values())
-    union = sum((a | b).values())
-    return inter / union if union else 0.0
+@dataclass(frozen=True, slots=True)
+class ShapeProfile:
+    """Multiset of a subtree's node-type n-grams (unigrams and trigrams, so short snippets still compare),
+    as sorted packed codes with their counts."""
+
+    codes: npt.NDArray[np.int64]
+    counts: npt.NDArray[np.int64]
+    total: int
+
+    @classmethod
+    def of(cls, node: Node) -> ShapeProfile:
+        """Profile of one subtree."""
+        import numpy as np  # not at module level: the indexer's worker processes import this module
+
+        type_ids = [_TYPE_IDS.setdefault(t, len(_TYPE_IDS)) for t in node_type_sequence(node)]
+        ids = np.array(type_ids, dtype=np.int64)
+        trigrams = (ids[:-2] << 32) | (ids[1:-1] << 16) | ids[2:]
+        codes, counts = np.unique(np.concatenate([ids | _UNIGRAM, trigrams]), return_counts=True)
+        return cls(codes, counts.astype(np.int64), int(counts.sum()))
+
+    def similarities(self, others: Sequence[ShapeProfile | None]) -> npt.NDArray[np.float64]:
+        """Weighted Jaccard similarity to each profile (1.0 for identical shapes, 0.0 for nothing shared,
+        0.0 for None), vectorized over all their n-grams at once."""
+        import numpy as np
+
+        scores = np.zeros(len(others))
+        present = [(i, p) for i, p in enumerate(others) if p is not None and p.total]
+        if not present or not self.total:
+            return scores
+        codes = np.concatenate([p.codes for _, p in present])
+        counts = np.concatenate([p.counts for _, p in present])
+        owner = np.repeat(np.arange(len(present)), [len(p.codes) for _, p in present])
+        pos = np.minimum(np.searchsorted(self.codes, codes), len(self.codes) - 1)
+        hit = self.codes[pos] == codes
+        shared = np.minimum(counts[hit], self.counts[pos[hit]])
+        inter = np.bincount(owner[hit], weights=shared, minlength=len(present))
+        totals = np.array([p.total for _, p in present], dtype=float)
+        scores[[i for i, _ in present]] = inter / (self.total + totals - inter)
+        return scores
 
 
 def split_identifier(name: str) -> list[str]:
