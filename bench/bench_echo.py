@@ -20,7 +20,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from aries_kernel.agent.echo import EchoDetector  # noqa: E402
+from aries_kernel.agent.echo import EchoDetector
 
 DATA = Path(__file__).parent / "data" / "echo_pairs.jsonl"
 
@@ -66,9 +66,7 @@ def main() -> None:
     verdicts = [detector.evidence(t, r) for t, r in zip(frame["title"], frame["response"])]
     frame["predicted"] = [v.echoed for v in verdicts]
     frame["reason"] = [v.reason for v in verdicts]
-    table = pd.DataFrame(
-        {name: scores(part) for name, part in [*frame.groupby("split"), ("all", frame)]}
-    ).T
+    table = pd.DataFrame({name: scores(part) for name, part in [*frame.groupby("split"), ("all", frame)]}).T
     pd.set_option("display.width", 160)
     print(table.to_string())
     precision = table.loc["all", "precision"]

@@ -38,7 +38,9 @@ def write_note(folder: Path, title: str, body: str) -> None:
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     root = tmp_path / "repo"
-    write_note(root / ".aries" / "memory" / "notes", CACHE, "cache.py uses sha256 of the file text as its key.")
+    write_note(
+        root / ".aries" / "memory" / "notes", CACHE, "cache.py uses sha256 of the file text as its key."
+    )
     return root
 
 
@@ -48,7 +50,9 @@ def vault_dir(tmp_path: Path) -> Path:
     for title, body in NOTES.items():
         write_note(folder / "notes", title, body)
     (folder / "self").mkdir(parents=True)
-    (folder / "self" / "identity.md").write_text("---\ntype: self\n---\n\nI am Aries, a careful coding agent.\n")
+    (folder / "self" / "identity.md").write_text(
+        "---\ntype: self\n---\n\nI am Aries, a careful coding agent.\n"
+    )
     (folder / "self" / "goals.md").write_text("- Finish the memory loop of aries-kernel\n")
     return folder
 
@@ -74,7 +78,9 @@ def cheap(server: ScriptedModelServer) -> Any:  # noqa: F811
 
 
 def feedback_for(vault: Vault, cheap: Any = None, **values: Any) -> MemoryFeedback:
-    return MemoryFeedback(lambda: vault, (lambda: cheap) if cheap is not None else None, settings=settings(**values))
+    return MemoryFeedback(
+        lambda: vault, (lambda: cheap) if cheap is not None else None, settings=settings(**values)
+    )
 
 
 def warmth(vault: Vault, title: str) -> float:
@@ -145,8 +151,9 @@ def test_echo_warms_the_named_note_and_fizzle_leaves_the_other(vault: Vault) -> 
     assert block is not None and WAL in block and RETRY in block
     memory.take_events()
     before = {title: warmth(vault, title) for title in (WAL, RETRY)}
-    echoed, fizzled = memory.after_response("Switch the SQLite index to WAL mode: readers proceed while the "
-                                            "writer commits.")
+    echoed, fizzled = memory.after_response(
+        "Switch the SQLite index to WAL mode: readers proceed while the writer commits."
+    )
     assert echoed == [WAL] and fizzled == [RETRY]
     assert [type(e) for e in memory.take_events()] == [MemoryEchoed, MemoryFizzled]
     assert warmth(vault, WAL) > before[WAL]
@@ -181,7 +188,9 @@ def reflection(title: str, content: str) -> Reply:
 
 
 def test_reflection_fires_at_the_threshold_and_writes_one_note(
-    vault: Vault, cheap: Any, server: ScriptedModelServer  # noqa: F811
+    vault: Vault,
+    cheap: Any,
+    server: ScriptedModelServer,  # noqa: F811
 ) -> None:
     memory = feedback_for(vault, cheap)
     history = [mt.Message("user", "speed up the cache"), mt.Message("assistant", "Keyed it by content hash.")]
@@ -199,13 +208,16 @@ def test_reflection_fires_at_the_threshold_and_writes_one_note(
 
 
 def test_a_second_firing_with_the_same_insight_writes_no_twin(
-    vault: Vault, cheap: Any, server: ScriptedModelServer  # noqa: F811
+    vault: Vault,
+    cheap: Any,
+    server: ScriptedModelServer,  # noqa: F811
 ) -> None:
     memory = feedback_for(vault, cheap, reflection_threshold=3)
     title = "Keying the cache by content hash makes invalidation automatic"
     body = "Changing a file changes its hash, so stale entries are never read."
-    server.script(reflection(title, body),
-                  reflection("Cache keys by content hash make invalidation automatic", body))
+    server.script(
+        reflection(title, body), reflection("Cache keys by content hash make invalidation automatic", body)
+    )
     for _ in range(3):
         memory.on_turn(tool_using=False)
     count = len(vault.query_important(limit=100))
@@ -218,13 +230,19 @@ def test_a_second_firing_with_the_same_insight_writes_no_twin(
 
 
 def test_a_reflection_adding_something_is_merged_into_its_twin(
-    vault: Vault, cheap: Any, server: ScriptedModelServer  # noqa: F811
+    vault: Vault,
+    cheap: Any,
+    server: ScriptedModelServer,  # noqa: F811
 ) -> None:
     memory = feedback_for(vault, cheap, reflection_threshold=1)
     count = len(vault.query_important(limit=100))
-    server.script(reflection("SQLite WAL mode lets readers proceed while a writer commits",
-                             "Measured: checkpoint starvation appears when a reader holds a snapshot for hours; "
-                             "wal_autocheckpoint cannot reset the file then."))
+    server.script(
+        reflection(
+            "SQLite WAL mode lets readers proceed while a writer commits",
+            "Measured: checkpoint starvation appears when a reader holds a snapshot for hours; "
+            "wal_autocheckpoint cannot reset the file then.",
+        )
+    )
     saved = memory.on_turn(tool_using=False)
     assert saved is not None and saved.action == "merged" and saved.title == WAL
     assert "checkpoint starvation" in vault.read(WAL)
@@ -239,7 +257,9 @@ def test_a_label_is_not_a_reflection(vault: Vault, cheap: Any, server: ScriptedM
 
 
 def test_a_failing_cheap_model_costs_the_reflection_not_the_session(
-    vault: Vault, cheap: Any, server: ScriptedModelServer  # noqa: F811
+    vault: Vault,
+    cheap: Any,
+    server: ScriptedModelServer,  # noqa: F811
 ) -> None:
     memory = feedback_for(vault, cheap, reflection_threshold=1)
     server.script(*[Reply(status=400, error="bad request")] * 4)
@@ -253,20 +273,37 @@ def test_a_failing_cheap_model_costs_the_reflection_not_the_session(
 
 
 def test_extract_before_compaction_saves_items_to_the_vault_and_the_brain(
-    vault: Vault, cheap: Any, server: ScriptedModelServer  # noqa: F811
+    vault: Vault,
+    cheap: Any,
+    server: ScriptedModelServer,  # noqa: F811
 ) -> None:
     memory = feedback_for(vault, cheap)
     items = [
-        {"title": "The loader reads settings from pyproject before setup.cfg", "content": "Found in loader.py.",
-         "type": "learning", "scope": "project"},
-        {"title": "We keep the public API in the package init only", "content": "Decided with the user.",
-         "type": "decision", "scope": "project"},
-        {"title": "Monotonic clocks are the right base for timeouts", "content": "Wall clocks jump.",
-         "type": "insight", "scope": "global"},
+        {
+            "title": "The loader reads settings from pyproject before setup.cfg",
+            "content": "Found in loader.py.",
+            "type": "learning",
+            "scope": "project",
+        },
+        {
+            "title": "We keep the public API in the package init only",
+            "content": "Decided with the user.",
+            "type": "decision",
+            "scope": "project",
+        },
+        {
+            "title": "Monotonic clocks are the right base for timeouts",
+            "content": "Wall clocks jump.",
+            "type": "insight",
+            "scope": "global",
+        },
         {"title": WAL, "content": NOTES[WAL], "type": "insight", "scope": "global"},
     ]
     server.script(Reply(text="Here they are:\n" + json.dumps(items)))
-    history = [mt.Message("user", "refactor the loader"), mt.Message("assistant", "Done; settings come first.")]
+    history = [
+        mt.Message("user", "refactor the loader"),
+        mt.Message("assistant", "Done; settings come first."),
+    ]
     titles = memory.extract_before_compaction(history)
     assert titles == [item["title"] for item in items[:3]]
     project, global_ = vault.stores[1], vault.stores[0]
@@ -298,19 +335,30 @@ def test_a_vault_that_fails_to_open_turns_memory_off_and_says_why() -> None:
 
 
 def test_an_empty_vault_offers_nothing_says_why_and_turns_on_when_notes_arrive(
-    tmp_path: Path, cheap: Any, server: ScriptedModelServer  # noqa: F811
+    tmp_path: Path,
+    cheap: Any,
+    server: ScriptedModelServer,  # noqa: F811
 ) -> None:
     vault = open_vault(tmp_path / "repo", path=tmp_path / "missing-vault", embedder=HashEmbedder())
     memory = feedback_for(vault, cheap, reflection_threshold=1)
     assert memory.warm_context() == ""
     assert memory.preflight("why is sqlite locked?") is None
     assert "has no notes yet" in memory.status()
-    server.script(reflection("Keying the cache by content hash makes invalidation automatic", "Hashes change."))
+    server.script(
+        reflection("Keying the cache by content hash makes invalidation automatic", "Hashes change.")
+    )
     saved = memory.on_turn(tool_using=False)
     assert saved is not None and saved.action == "created"
     assert memory.off_reason is None and memory.status().startswith("Memory: on")
     texts = [e.text for e in memory.take_events() if isinstance(e, Notice)]
     assert texts[0].startswith("Memory is off: the vault has no notes yet") and "Memory is on" in texts[-1]
+
+
+def test_status_before_the_first_prompt_does_not_open_the_vault() -> None:
+    opened = []
+    memory = MemoryFeedback(lambda: opened.append(1), settings=settings())
+    assert memory.status() == "Memory: on; the vault opens with the first prompt."
+    assert not opened
 
 
 def test_memory_turned_off_in_settings_never_opens_the_vault() -> None:

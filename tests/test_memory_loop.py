@@ -46,7 +46,9 @@ def system_of(body: dict[str, Any]) -> str:
 
 
 def test_a_scripted_session_retrieves_echoes_fizzles_and_credits_once(
-    repo: Path, vault: Vault, server: ScriptedModelServer  # noqa: F811
+    repo: Path,  # noqa: F811
+    vault: Vault,  # noqa: F811
+    server: ScriptedModelServer,  # noqa: F811
 ) -> None:
     agent, feedback = make_agent(repo, vault, preflight_min_similarity=0.0)
     before = {title: warmth(vault, title) for title in (WAL, RETRY)}
@@ -86,7 +88,9 @@ def test_a_scripted_session_retrieves_echoes_fizzles_and_credits_once(
 
 
 def test_reflection_fires_in_the_loop_through_the_cheap_slot(
-    repo: Path, vault: Vault, server: ScriptedModelServer  # noqa: F811
+    repo: Path,  # noqa: F811
+    vault: Vault,  # noqa: F811
+    server: ScriptedModelServer,  # noqa: F811
 ) -> None:
     agent, feedback = make_agent(repo, vault, reflection_threshold=4)
     title = "Planning with TodoWrite keeps long sessions on track"
@@ -108,7 +112,8 @@ def test_reflection_fires_in_the_loop_through_the_cheap_slot(
 
 
 def test_the_agent_runs_with_memory_off_and_says_why(
-    repo: Path, server: ScriptedModelServer  # noqa: F811
+    repo: Path,  # noqa: F811
+    server: ScriptedModelServer,  # noqa: F811
 ) -> None:
     router = ModelRouter(config=fast_config())
     agent = Agent(root=repo, router=router, settings=AriesAgent())
@@ -123,7 +128,10 @@ def test_the_agent_runs_with_memory_off_and_says_why(
     events = list(agent.run("why is sqlite locked?"))
     assert isinstance(events[-1], RunFinished) and events[-1].reason == "done"
     notices = [e.text for e in events if isinstance(e, Notice)]
-    assert notices == ["Memory is off: the vault failed to open (OSError: vault folder is on an unmounted drive). "
-                       "The agent goes on without it."]
+    expected = (
+        "Memory is off: the vault failed to open (OSError: vault folder is on an unmounted drive). "
+        "The agent goes on without it."
+    )
+    assert notices == [expected]
     assert WARM_OPEN not in system_of(server.requests[0].body)
     assert feedback.status().startswith("Memory: off, the vault failed to open")

@@ -20,13 +20,14 @@ at half weight, since repeating the question is not using the note.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-__all__ = ["EchoDetector", "EchoEvidence", "GENERIC_WORDS", "STOP_WORDS", "stem", "content_terms"]
+__all__ = ["GENERIC_WORDS", "STOP_WORDS", "EchoDetector", "EchoEvidence", "content_terms", "stem"]
 
 STOP_WORDS = frozenset(
     """a about above after again against all also am an and any are as at be because been before being below
@@ -80,9 +81,7 @@ def stem(word: str) -> str:
         w = w[:-1]
     if w.endswith("ing") and len(w) > 5:
         w = w[:-3]
-    elif w.endswith("ed") and len(w) > 4:
-        w = w[:-2]
-    elif w.endswith("ly") and len(w) > 5:
+    elif (w.endswith("ed") and len(w) > 4) or (w.endswith("ly") and len(w) > 5):
         w = w[:-2]
     if len(w) > 3 and w[-1] == w[-2] and w[-1] not in "lsz":
         w = w[:-1]
@@ -114,8 +113,10 @@ _GENERIC_STEMS = frozenset(stem(w) for w in GENERIC_WORDS)
 
 def _is_identifier(word: str) -> bool:
     """snake_case, letters with digits (``float32``) or inner capitals (``useEffect``, ``KeyboardInterrupt``)."""
-    return "_" in word or (any(c.isdigit() for c in word) and any(c.isalpha() for c in word)) or bool(
-        re.search(r"[a-z][A-Z]", word)
+    return (
+        "_" in word
+        or (any(c.isdigit() for c in word) and any(c.isalpha() for c in word))
+        or bool(re.search(r"[a-z][A-Z]", word))
     )
 
 
@@ -230,5 +231,5 @@ def _adjacent(title_terms: list[str], said: list[str], key: str) -> bool:
     """Whether ``key`` sits next to a neighbouring title term in the response, as it does in the title."""
     at = title_terms.index(key)
     neighbours = {title_terms[i] for i in (at - 1, at + 1) if 0 <= i < len(title_terms)}
-    pairs = set(zip(said, said[1:]))
+    pairs = set(itertools.pairwise(said))
     return any((key, n) in pairs or (n, key) in pairs for n in neighbours)

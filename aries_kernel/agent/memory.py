@@ -19,6 +19,7 @@ memory switches off with the reason, which ``%aries status`` shows, and a :class
 
 from __future__ import annotations
 
+import atexit
 import json
 import re
 import time
@@ -46,13 +47,26 @@ from aries_kernel.agent.phases import estimate_tokens
 from aries_kernel.models import types as mt
 from aries_kernel.vault.notes import NoteError, parse_text
 
-__all__ = ["AriesMemory", "MemoryFeedback", "MemoryHook", "Offered", "Saved", "PREFLIGHT_OPEN", "WARM_OPEN"]
+__all__ = [
+    "PREFLIGHT_OPEN",
+    "WARM_OPEN",
+    "AriesMemory",
+    "MemoryFeedback",
+    "MemoryHook",
+    "Offered",
+    "Saved",
+    "memory_of",
+]
 
 WARM_OPEN, WARM_CLOSE = "<warm-context>", "</warm-context>"
 PREFLIGHT_OPEN, PREFLIGHT_CLOSE = "<memory-preflight>", "</memory-preflight>"
 _TWIN_TITLE_OVERLAP = 0.5  # Jaccard of title terms from which two notes make the same claim
 _NOVEL_FRACTION = 0.25  # share of new content words below which a twin's update adds nothing
-_JSON_BLOCK = re.compile(r"(\{.*\}|\[.*\])", re.S)
+_PREFLIGHT_INTRO = (
+    "Notes from your memory that bear on this request (each cleared a relevance threshold). Use them if they "
+    "help; they may be out of date."
+)
+_JSON_BLOCK = re.compile(r"(\{.*\}|\[.*\])", re.DOTALL)
 
 _REFLECT_SYSTEM = """\
 You distill a coding agent's recent work into one durable insight for its long-term memory. Answer with JSON \
@@ -71,10 +85,12 @@ facts about this repository, "global" for lessons that hold anywhere. Leave out 
 class AriesMemory(Configurable):
     """Settings of memory in the agent loop (``c.AriesMemory.<name>``)."""
 
-    enabled = Bool(True, help="Use the vault in the agent loop (warm context, preflight, echo, reflection).").tag(
+    enabled = Bool(
+        True, help="Use the vault in the agent loop (warm context, preflight, echo, reflection)."
+    ).tag(config=True)
+    warm_tokens = Int(2000, help="Size of the warm context block in the system prompt, in tokens.").tag(
         config=True
     )
-    warm_tokens = Int(2000, help="Size of the warm context block in the system prompt, in tokens.").tag(config=True)
     warm_notes = Int(8, help="Warmest notes listed in the warm context.").tag(config=True)
     warm_refresh_turns = Int(10, help="Model turns after which the warm context is rebuilt.").tag(config=True)
     preflight_limit = Int(3, help="Most notes offered before a turn.").tag(config=True)
@@ -84,14 +100,14 @@ class AriesMemory(Configurable):
     preflight_strong_similarity = Float(
         0.5, help="Semantic similarity at which a note is offered even without a shared word."
     ).tag(config=True)
-    reflection_threshold = Int(150, help="Importance points at which the cheap model writes a reflection.").tag(
-        config=True
-    )
+    reflection_threshold = Int(
+        150, help="Importance points at which the cheap model writes a reflection."
+    ).tag(config=True)
     tool_turn_points = Int(3, help="Importance points of a turn that used tools.").tag(config=True)
     plain_turn_points = Int(1, help="Importance points of a plain conversation turn.").tag(config=True)
-    extract_items = Int(7, help="Most durable items saved before a compaction summary (at least 3 are asked).").tag(
-        config=True
-    )
+    extract_items = Int(
+        7, help="Most durable items saved before a compaction summary (at least 3 are asked)."
+    ).tag(config=True)
 
 
 @dataclass
@@ -143,7 +159,9 @@ class MemoryFeedback:
         self._clock = clock
         self._on_usage = on_usage
         self._vault: Any = None
-        self.off_reason: str | None = None if self.settings.enabled else "turned off (c.AriesMemory.enabled = False)"
+        self.off_reason: str | None = (
+            None if self.settings.enabled else "turned off (c.AriesMemory.enabled = False)"
+        )
         self._events: list[Event] = []
         self._warm = _Warm()
         self._detector = EchoDetector()
@@ -207,8 +225,10 @@ class MemoryFeedback:
         counts = {store.source: _note_count(store) for store in self._vault.stores}
         if not any(counts.values()):
             places = ", ".join(f"{store.source} at {store.root}" for store in self._vault.stores)
-            self._off(f"the vault has no notes yet ({places}); notes saved with VaultAdd, ProjectSave, reflection "
-                      "or compaction turn it on")
+            self._off(
+                f"the vault has no notes yet ({places}); notes saved with VaultAdd, ProjectSave, reflection "
+                "or compaction turn it on"
+            )
         elif self.off_reason and self.off_reason.startswith("the vault has no notes"):
             self.off_reason = None
             self._emit(Notice("Memory is on: the vault has notes now."))
@@ -231,8 +251,12 @@ class MemoryFeedback:
                 self.credited = vault.end_session()
                 if len(self.credited):
                     used = int(self.credited["used"].sum())
-                    self._emit(Notice(f"Memory: Q-values credited once for {len(self.credited)} note(s), "
-                                      f"{used} of them used."))
+                    self._emit(
+                        Notice(
+                            f"Memory: Q-values credited once for {len(self.credited)} note(s), "
+                            f"{used} of them used."
+                        )
+                    )
         self.turn = 0
         self.importance = 0
         self._warm = _Warm()
@@ -305,13 +329,14 @@ class MemoryFeedback:
         self.last_retrieved = [o.title for o in self.offered]
         self._emit(MemoryRetrieved(list(self.last_retrieved)))
         lines = [f"- [[{o.title}]] ({o.source}): {o.snippet}" for o in self.offered]
-        return "\n".join([
-            PREFLIGHT_OPEN,
-            "Notes from your memory that bear on this request (each cleared a relevance threshold). Use them if "
-            "they help; they may be out of date.",
-            *lines,
-            PREFLIGHT_CLOSE,
-        ])
+        return "\n".join(
+            [
+                PREFLIGHT_OPEN,
+                _PREFLIGHT_INTRO,
+                *lines,
+                PREFLIGHT_CLOSE,
+            ]
+        )
 
     def _clear_threshold(self, frame: pd.DataFrame) -> list[Offered]:
         chosen: list[Offered] = []
@@ -322,7 +347,9 @@ class MemoryFeedback:
             lexical = pd.notna(row.bm25)
             strong = similarity >= self.settings.preflight_strong_similarity
             if strong or (lexical and similarity >= self.settings.preflight_min_similarity):
-                chosen.append(Offered(str(row.title), str(row.source), round(similarity, 3), _flat(row.snippet, 240)))
+                chosen.append(
+                    Offered(str(row.title), str(row.source), round(similarity, 3), _flat(row.snippet, 240))
+                )
             if len(chosen) >= self.settings.preflight_limit:
                 break
         return chosen
@@ -385,14 +412,18 @@ class MemoryFeedback:
         high = max(3, self.settings.extract_items)
         with self._guard("extracting durable items before compaction"):
             transcript = render_transcript(list(history), 48_000)
-            reply = self._ask_cheap(_EXTRACT_SYSTEM.format(low=3, high=high), "The conversation:\n\n" + transcript)
+            reply = self._ask_cheap(
+                _EXTRACT_SYSTEM.format(low=3, high=high), "The conversation:\n\n" + transcript
+            )
             items = _items(reply)[:high]
             for item in items:
                 if not isinstance(item, dict) or not str(item.get("title", "")).strip():
                     continue
                 scope = "project" if str(item.get("scope", "")).lower() == "project" else "global"
                 kind = str(item.get("type") or "insight")
-                self.extracted.append(self._save(str(item["title"]), str(item.get("content", "")), kind, scope))
+                self.extracted.append(
+                    self._save(str(item["title"]), str(item.get("content", "")), kind, scope)
+                )
         titles = [s.title for s in self.extracted if s.action in ("created", "merged")]
         if titles:
             self._emit(Notice("Memory: saved before compaction: " + ", ".join(f"[[{t}]]" for t in titles)))
@@ -404,8 +435,9 @@ class MemoryFeedback:
         if self._cheap is None:
             raise RuntimeError("no cheap model slot is available")
         client = self._cheap()
-        completion = client.complete(mt.ModelRequest(messages=[mt.Message("user", user)], system=system,
-                                                     max_tokens=1500))
+        completion = client.complete(
+            mt.ModelRequest(messages=[mt.Message("user", user)], system=system, max_tokens=1500)
+        )
         if self._on_usage is not None:
             self._on_usage(completion)
         return str(completion.message.content)
@@ -432,8 +464,12 @@ class MemoryFeedback:
             return Saved(row["title"], source, "merged", f"merged into [[{row['title']}]]")
         result = self._vault.add(title, content.strip() or title, kind, where=where)
         if result.action != "created":
-            return Saved(result.title, result.source, "dropped" if result.action == "unchanged" else "merged",
-                         f"the vault matched it to [[{result.title}]]")
+            return Saved(
+                result.title,
+                result.source,
+                "dropped" if result.action == "unchanged" else "merged",
+                f"the vault matched it to [[{result.title}]]",
+            )
         self._check_empty()
         return Saved(result.title, result.source, "created")
 
@@ -457,27 +493,43 @@ class MemoryFeedback:
     def status(self) -> str:
         """Lines for ``%aries status``: on or off (and why), warm context size and contents, the last turn's
         retrieved, echoed and fizzled notes, the reflection accumulator and what was saved."""
-        if self.off_reason is not None and self._vault is None:
-            return f"Memory: off, {self.off_reason}."
+        if self._vault is None:
+            if self.off_reason is not None:
+                return f"Memory: off, {self.off_reason}."
+            return "Memory: on; the vault opens with the first prompt."
         lines = [f"Memory: {'on' if self.off_reason is None else 'off, ' + self.off_reason}"]
         warm = self._warm
         if warm.text:
-            what = [f"identity {warm.identity_chars:,} chars" if warm.identity_chars else "no identity",
-                    f"goals {warm.goals_chars:,} chars" if warm.goals_chars else "no goals",
-                    f"{len(warm.notes)} warm note(s)"]
-            lines.append(f"Warm context: ~{estimate_tokens(warm.text):,} tokens ({', '.join(what)}), built at turn "
-                         f"{warm.built_turn}, refreshed every {self.settings.warm_refresh_turns} turns")
+            what = [
+                f"identity {warm.identity_chars:,} chars" if warm.identity_chars else "no identity",
+                f"goals {warm.goals_chars:,} chars" if warm.goals_chars else "no goals",
+                f"{len(warm.notes)} warm note(s)",
+            ]
+            lines.append(
+                f"Warm context: ~{estimate_tokens(warm.text):,} tokens ({', '.join(what)}), built at turn "
+                f"{warm.built_turn}, refreshed every {self.settings.warm_refresh_turns} turns"
+            )
             if warm.notes:
                 lines.append("  warm notes: " + "; ".join(warm.notes))
         else:
             lines.append("Warm context: empty (no identity, goals or warm notes yet)")
-        lines.append(f"Last turn: retrieved {_names(self.last_retrieved)}; echoed {_names(self.last_echoed)}; "
-                     f"fizzled {_names(self.last_fizzled)}")
-        lines.append(f"Reflection: {self.importance}/{self.settings.reflection_threshold} points"
-                     + (f"; last: {self.reflections[-1].action} {self.reflections[-1].title!r}"
-                        if self.reflections else ""))
+        lines.append(
+            f"Last turn: retrieved {_names(self.last_retrieved)}; echoed {_names(self.last_echoed)}; "
+            f"fizzled {_names(self.last_fizzled)}"
+        )
+        lines.append(
+            f"Reflection: {self.importance}/{self.settings.reflection_threshold} points"
+            + (
+                f"; last: {self.reflections[-1].action} {self.reflections[-1].title!r}"
+                if self.reflections
+                else ""
+            )
+        )
         if self.extracted:
-            lines.append("Saved at the last compaction: " + "; ".join(f"{s.action} {s.title!r}" for s in self.extracted))
+            lines.append(
+                "Saved at the last compaction: "
+                + "; ".join(f"{s.action} {s.title!r}" for s in self.extracted)
+            )
         return "\n".join(lines)
 
 
@@ -505,11 +557,19 @@ class MemoryHook(AgentHook):
 
         def usage(completion: mt.Completion) -> None:
             u = completion.usage
-            agent.ensure_session().add_usage(completion.slot, completion.model, u.input_tokens, u.output_tokens,
-                                             u.cost_usd)
+            agent.ensure_session().add_usage(
+                completion.slot, completion.model, u.input_tokens, u.output_tokens, u.cost_usd
+            )
 
-        feedback = MemoryFeedback(vault or shared_vault, lambda: agent.client("cheap"), settings=settings,
-                                  config=getattr(context, "config", None), on_usage=usage)
+        feedback = MemoryFeedback(
+            vault or shared_vault,
+            lambda: agent.client("cheap"),
+            settings=settings,
+            config=getattr(context, "config", None),
+            on_usage=usage,
+        )
+        # A kernel that shuts down without `%aries reset` still ends its session: credit it on the way out.
+        atexit.register(feedback.end_session)
         return cls(feedback)
 
     def _drain(self) -> list[Event]:
@@ -537,8 +597,12 @@ class MemoryHook(AgentHook):
     def after_response(self, agent: Agent, turn: int, message: mt.Message) -> Iterable[Event]:
         """Echo and fizzle of the notes offered before this turn, judged on the reply and its tool arguments
         (a note used in Repl code is used too)."""
-        arguments = [value for call in message.tool_calls for value in call.arguments.values()
-                     if isinstance(value, str)]
+        arguments = [
+            value
+            for call in message.tool_calls
+            for value in call.arguments.values()
+            if isinstance(value, str)
+        ]
         self.feedback.after_response("\n".join([message.content, *arguments]))
         return self._drain()
 
@@ -553,6 +617,11 @@ class MemoryHook(AgentHook):
         self.feedback.end_session()
         self._started = False
         return self._drain()
+
+
+def memory_of(agent: Agent) -> MemoryFeedback | None:
+    """The memory of ``agent`` (its :class:`MemoryHook`'s feedback), or None when it has none."""
+    return next((hook.feedback for hook in agent.hooks if isinstance(hook, MemoryHook)), None)
 
 
 # -------------------------------------------------------------------------------------------------- helpers
@@ -582,7 +651,9 @@ def _note_total(vault: Any) -> int:
 def _titles(vault: Any) -> list[str]:
     titles: list[str] = []
     for store in vault.stores:
-        titles.extend(r[0] for r in store.index.read(lambda c: c.exec_driver_sql("SELECT title FROM notes").all()))
+        titles.extend(
+            r[0] for r in store.index.read(lambda c: c.exec_driver_sql("SELECT title FROM notes").all())
+        )
     return titles
 
 
