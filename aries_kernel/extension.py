@@ -7,6 +7,7 @@ router are built on first use.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from aries_kernel.context import AriesContext, set_context
@@ -32,8 +33,13 @@ def _rlm(context: AriesContext) -> Any:
     return context.lazy("rlm", lambda ctx: Rlm(router))
 
 
-def install(shell: Any, root: str | None = None) -> AriesContext:
-    """Attach an :class:`AriesContext` to ``shell``, fill the namespace and register the magics."""
+def install(shell: Any, root: str | None = None, index_delay: float = 0.0) -> AriesContext:
+    """Attach an :class:`AriesContext` to ``shell``, fill the namespace and register the magics.
+
+    Indexing starts in the background after ``index_delay`` seconds, or as soon as the first cell has run,
+    whichever comes first; a kernel passes a delay so that its start-up and first reply do not compete with
+    the import of the parser and graph libraries. Using ``codebase`` earlier builds it at once.
+    """
     existing = getattr(shell, "_aries_context", None)
     if existing is not None:
         return existing  # %load_ext twice, or the kernel loading the extension again
@@ -43,7 +49,14 @@ def install(shell: Any, root: str | None = None) -> AriesContext:
 
     codebase = LazyName("codebase", lambda: context.codebase, namespace, f"code graph of {context.root}")
     namespace["codebase"] = codebase
-    codebase.build_in_background()
+    if index_delay > 0:
+        timer = threading.Timer(index_delay, codebase.build_in_background)
+        timer.daemon = True
+        timer.start()
+        context.hooks["post_run_cell"] = lambda *_: codebase.build_in_background()
+        shell.events.register("post_run_cell", context.hooks["post_run_cell"])
+    else:
+        codebase.build_in_background()
     namespace["vault"] = LazyName("vault", lambda: _open_vault(context), namespace, "persistent memory")
 
     def rlm_call(question: str, context_text: str = "") -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ipykernel.ipkernel import IPythonKernel
+from traitlets import Float
 
 from aries_kernel import __version__
 from aries_kernel.extension import install
@@ -25,6 +26,12 @@ class AriesKernel(IPythonKernel):
         "  %aries     the coding agent (%aries help)\n"
     )
 
+    index_delay = Float(
+        1.0,
+        help="Seconds after start before indexing begins in the background (it also begins after the first "
+        "cell). Keeps the kernel's first reply as fast as plain ipykernel's.",
+    ).tag(config=True)
+
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        install(self.shell)
+        install(self.shell, index_delay=self.index_delay)

@@ -29,9 +29,12 @@ class LazyName:
         object.__setattr__(self, "_thread", None)
 
     def build_in_background(self) -> None:
-        """Start building the object in a daemon thread; a later access waits for it instead of building again."""
-        thread = threading.Thread(target=self._build_quietly, name=f"aries-{self._name}", daemon=True)
-        object.__setattr__(self, "_thread", thread)
+        """Start building the object in a daemon thread (once); a later access waits for it."""
+        with self._lock:
+            if self._thread is not None or self._value is not None:
+                return
+            thread = threading.Thread(target=self._build_quietly, name=f"aries-{self._name}", daemon=True)
+            object.__setattr__(self, "_thread", thread)
         thread.start()
 
     def _build_quietly(self) -> None:

@@ -21,8 +21,14 @@ from aries_kernel.context import AriesContext, get_context
 SubcommandFunc = Callable[["AriesMagics", str, "str | None"], Any]
 StatusFunc = Callable[[AriesContext], "str | None"]
 
-# Modules that register subcommands when imported; kept here so the dispatcher is the one place to look.
-_SUBCOMMAND_MODULES = ("index", "vault", "model", "agent")
+# Which module registers each subcommand word (and "" for the prompt handler). They are imported on first use,
+# not at kernel start: they pull in pandas, SQLAlchemy and the model SDKs.
+_MODULE_OF = {
+    "index": "index",
+    "vault": "vault",
+    "model": "model",
+    **dict.fromkeys(["", "tools", "compact", "reset", "resume", "history", "cost", "config"], "agent"),
+}
 
 
 @dataclass(frozen=True)
@@ -63,23 +69,16 @@ def prompt_handler(func: SubcommandFunc) -> SubcommandFunc:
     return func
 
 
-def _load_subcommand_modules() -> None:
-    for module in _SUBCOMMAND_MODULES:
-        try:
-            importlib.import_module(f"aries_kernel.magics.{module}")
-        except ModuleNotFoundError as exc:
-            # A part not built yet simply has no subcommands; any other import problem is a real error.
-            if exc.name != f"aries_kernel.magics.{module}":
-                raise
+def _load_subcommand_modules(word: str | None = None) -> None:
+    """Import the module that registers ``word`` (all of them when ``word`` is None)."""
+    modules = set(_MODULE_OF.values()) if word is None else {_MODULE_OF[word]} if word in _MODULE_OF else set()
+    for module in sorted(modules):
+        importlib.import_module(f"aries_kernel.magics.{module}")
 
 
 @magics_class
 class AriesMagics(Magics):
     """``%aries``: the agent, and the commands that drive the codebase, the vault and the models."""
-
-    def __init__(self, shell: Any = None, **kwargs: Any) -> None:
-        super().__init__(shell, **kwargs)
-        _load_subcommand_modules()
 
     @property
     def context(self) -> AriesContext:
@@ -107,19 +106,17 @@ class AriesMagics(Magics):
             return self._help()
         if first == "status" and cell is None:
             return self._status()
+        _load_subcommand_modules(first)
         if first in SUBCOMMANDS:
             return SUBCOMMANDS[first].func(self, rest.strip(), cell)
         return self._run_prompt(stripped, cell)
 
     def _run_prompt(self, text: str, cell: str | None) -> Any:
-        if not _prompt_handler:
-            raise UsageError(
-                "The Aries agent is not available in this installation. "
-                "Subcommands: " + ", ".join(sorted(["help", "status", *SUBCOMMANDS]))
-            )
+        _load_subcommand_modules("")
         return _prompt_handler[0](self, text, cell)
 
     def _help(self) -> HelpText:
+        _load_subcommand_modules()
         lines = [
             "%aries <prompt>             run the agent on a prompt ({var} interpolates variables)",
             "%%aries [options]           the cell body is the prompt",
@@ -132,6 +129,7 @@ class AriesMagics(Magics):
         return HelpText("\n".join(lines))
 
     def _status(self) -> HelpText:
+        _load_subcommand_modules()
         parts = []
         for title, func in STATUS_SECTIONS.items():
             text = func(self.context)
