@@ -118,3 +118,36 @@ def test_file_turning_binary_leaves_the_graph(tmp_path: Path) -> None:
     assert list(changes["change"]) == ["modified"]
     assert "app/utils.py" in set(codebase.skipped()["file"])
     assert_same_graph(codebase, fresh(root))
+
+
+def test_random_edit_sequences_match_full_builds(mixed_repo: Path) -> None:
+    """Seeded rounds of edits, additions and deletions: after each, reindex equals a fresh build."""
+    import random
+
+    rng = random.Random(7)
+    codebase = Codebase(mixed_repo)
+    codebase.wait_ready()
+    names = ["Engine", "User", "fmt", "clean", "helper", "Props", "Settings", "settings", "VERSION", "shout"]
+    for round_number in range(6):
+        files = sorted(codebase.list_files()["file"])
+        for rel in rng.sample(files, 2):
+            path = mixed_repo / rel
+            if rng.random() < 0.3:
+                path.unlink()
+                continue
+            name = rng.choice(names)
+            if rel.endswith(".py"):
+                path.write_text(path.read_text() + f"\n\ndef {name}_{round_number}():\n    return {rng.choice(names)}\n"
+                                f"\n{name} = {round_number}\n")
+            else:
+                path.write_text(path.read_text() + f"\nexport const {name} = {round_number};\n")
+        new = mixed_repo / ("app" if round_number % 2 else "web/src") / f"added_{round_number}.{'py' if round_number % 2 else 'ts'}"
+        if new.suffix == ".py":
+            new.write_text(f"from app.core import Engine\nfrom . import models\n\n{rng.choice(names)} = Engine\n")
+        else:
+            new.write_text(f'import {{ helper }} from "@lib/helpers";\nimport type {{ Props }} from "./types";\n'
+                           f"export function {rng.choice(names)}(p: Props) {{ return helper(String(p)); }}\n")
+        codebase.top_files()
+        codebase.reindex()
+        assert_same_graph(codebase, fresh(mixed_repo))
+        pd.testing.assert_frame_equal(codebase.top_files(100), fresh(mixed_repo).top_files(100))

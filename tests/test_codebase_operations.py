@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from IPython import get_ipython
 from IPython.testing.globalipapp import start_ipython
 
 from aries_kernel.codebase import Codebase
@@ -145,16 +146,16 @@ def test_status_and_reprs(codebase: Codebase) -> None:
     assert repr(codebase).startswith("<Codebase ")
 
 
-def test_progress_text_and_notebook_modes() -> None:
+def test_progress_text_and_notebook_modes(monkeypatch: pytest.MonkeyPatch) -> None:
     stream = io.StringIO()
     progress = Progress("indexing demo", stream=stream, rich=False)
     progress.update(340, 1200, force=True)
     progress.close("ready: 1200 files")
     assert stream.getvalue().splitlines() == ["indexing demo: 340/1,200 files (28%)", "ready: 1200 files"]
-    shell = start_ipython()
-    shell.display_formatter.active_types = ["text/plain", "text/html"]
+    shell = start_ipython() or get_ipython()
+    monkeypatch.setattr(shell.display_formatter, "active_types", ["text/plain", "text/html"])
     shown: list[object] = []
-    shell.display_pub.publish = lambda data, **kw: shown.append((data, kw))  # type: ignore[method-assign]
+    monkeypatch.setattr(shell.display_pub, "publish", lambda data, **kw: shown.append((data, kw)))
     progress = Progress("indexing demo", rich=True)
     progress.update(1, 4, force=True)
     progress.update(3, 4, force=True)

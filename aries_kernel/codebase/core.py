@@ -185,7 +185,11 @@ class Codebase(QueryMixin, JudgmentMixin):
             self._stat = stat
             self._problems = found.problems + config_problems
             self._configs, self._tsconfigs = config_hashes, tsconfigs
+            self._graph = FileGraph(self.root.name)
             self._graph.build((r for r in self._records.values() if r["status"] != "skipped"), tsconfigs)
+            self._rankings = Rankings(self._graph, self._names_of)
+            self._tables.clear()
+            self._texts.clear()
             self.last_run = {
                 "mode": "warm" if stored else "cold", "seconds": time.perf_counter() - started,
                 "parsed": len(parsed), "reused": len(work.reused),

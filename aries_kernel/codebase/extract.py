@@ -25,7 +25,7 @@ Record = dict[str, Any]
 _BINARY_PROBE = 8192
 # Names a file mentions, for reference edges. Words in comments and strings count too: a file that names
 # another's symbol in prose still points at it, and this costs a fraction of capturing every identifier node.
-_IDENTIFIER = re.compile(rb"[A-Za-z_$][A-Za-z0-9_$]*")
+_IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
 _SIGNATURE_MAX = 240
 _PY_LOCAL_SCOPES = frozenset({"function_definition", "lambda"})
 _PY_CLASS = frozenset({"class_definition"})
@@ -85,7 +85,7 @@ def extract_source(rel: str, language: str, data: bytes) -> Record:
     if b"\0" in data[:_BINARY_PROBE]:
         return _skipped(rel, language, "binary file (contains NUL bytes)", data)
     try:
-        data.decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
         return _skipped(
@@ -97,7 +97,7 @@ def extract_source(rel: str, language: str, data: bytes) -> Record:
     python = language == "python"
     symbols = _symbols(captures, data, python)
     imports = _python_imports(captures.get("import", ())) if python else _js_imports(captures)
-    uses = sorted({name.decode() for name in _IDENTIFIER.findall(data)})
+    uses = sorted(set(_IDENTIFIER.findall(text)))
     record: Record = {
         "file": rel,
         "language": language,

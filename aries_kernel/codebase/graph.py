@@ -95,15 +95,19 @@ class FileGraph:
         affected_names: set[str] = set()
         file_set_changed = False
         for rel, record in sorted(changed.items()):
-            if rel in self.node_of:
-                affected_names |= self.defines[rel]
+            # Other files' reference edges change only through names whose set of definers changes.
+            before = self.defines.get(rel, frozenset())
+            if rel in self.node_of and record is not None:
+                # Same node, so edges into it from files this change does not touch stay as they are.
+                self._forget_names(rel)
+                self._learn_names(record)
+            elif rel in self.node_of:
                 self._remove_file(rel)
-                file_set_changed = file_set_changed or record is None
-            else:
-                file_set_changed = file_set_changed or record is not None
-            if record is not None:
+                file_set_changed = True
+            elif record is not None:
                 self._add_file(record)
-                affected_names |= self.defines[rel]
+                file_set_changed = True
+            affected_names |= before ^ self.defines.get(rel, frozenset())
         sources = {rel for rel in changed if rel in self.node_of}
         for name in affected_names:
             sources |= users.get(name, set())
@@ -131,8 +135,15 @@ class FileGraph:
         return self._users
 
     def _add_file(self, record: dict[str, Any]) -> None:
+        self.node_of[record["file"]] = self.graph.add_node(record["file"])
+        self._learn_names(record)
+
+    def _remove_file(self, rel: str) -> None:
+        self.graph.remove_node(self.node_of.pop(rel))
+        self._forget_names(rel)
+
+    def _learn_names(self, record: dict[str, Any]) -> None:
         rel = record["file"]
-        self.node_of[rel] = self.graph.add_node(rel)
         self.language[rel] = record["language"]
         self.imports[rel] = record["imports"]
         self.uses[rel] = record["uses"]
@@ -144,8 +155,7 @@ class FileGraph:
             for name in record["uses"]:
                 self._users.setdefault(name, set()).add(rel)
 
-    def _remove_file(self, rel: str) -> None:
-        self.graph.remove_node(self.node_of.pop(rel))
+    def _forget_names(self, rel: str) -> None:
         for name in self.defines.pop(rel):
             definers = self.definers[name]
             definers.discard(rel)
