@@ -218,8 +218,8 @@ def test_structure_and_import_findings(shop: Codebase, tsapp: Codebase) -> None:
     bare = "import os\n\ndef list_orders(folder):\n    return os.listdir(folder)\n"
     report = shop.is_consistent_with(bare, "python", criteria=["structure", "imports"]).set_index("finding")
     docstrings = report.filter(like="docstrings:", axis=0)
-    assert docstrings["expected"].iloc[0].startswith("documented")  # all but the two __init__ methods
-    assert docstrings["deviation"].iloc[0] > 0.8
+    assert docstrings["expected"].iloc[0] == "documented (100% of 15)"  # all 17 functions but two __init__
+    assert docstrings["deviation"].iloc[0] == 1.0
     assert report.filter(like="type annotations:", axis=0)["deviation"].iloc[0] == 1.0
 
     commonjs = 'const { getJson } = require("../net/httpClient");\n'

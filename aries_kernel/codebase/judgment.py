@@ -12,6 +12,7 @@ import fnmatch
 import functools
 import hashlib
 import re
+import textwrap
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -326,7 +327,8 @@ def _profile(tree: Tree, language: str) -> _Profile:
                 _add_name(prof, "function", name)
             prof.lengths.append((name, node.end_point[0] - node.start_point[0] + 1))
             prof.nesting.append((name, nesting.get(node.id, 0)))
-            prof.documented.append((name, "documented" if _has_doc(node, python) else "undocumented"))
+            if not (name.startswith("__") and name.endswith("__")):  # dunders are documented by the language
+                prof.documented.append((name, "documented" if _has_doc(node, python) else "undocumented"))
             if typed_language:
                 prof.typed.append((name, "type-annotated" if _has_types(node, python) else "unannotated"))
         elif kind == "assignment":
@@ -773,7 +775,8 @@ class JudgmentMixin:
         `prefer`, then the repository's languages by file count (fewest syntax errors if none parses)."""
         if not snippet.strip():
             raise ValueError("The snippet is empty; pass the source code to check as a string.")
-        source = snippet.encode("utf-8")
+        # Code copied from inside a class or block keeps its indentation, which Python would reject.
+        source = textwrap.dedent(snippet).encode("utf-8")
         if language is not None:
             lang = _LANGUAGE_ALIASES.get(language.lower())
             if lang is None:
