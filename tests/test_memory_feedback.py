@@ -367,3 +367,27 @@ def test_memory_turned_off_in_settings_never_opens_the_vault() -> None:
     assert memory.preflight("sqlite") is None and memory.warm_context() == ""
     assert not opened
     assert "c.AriesMemory.enabled = False" in memory.status()
+
+
+def test_within_a_run_a_note_echoes_once_and_fizzles_only_at_the_final_reply(vault: Vault) -> None:
+    memory = feedback_for(vault, preflight_min_similarity=0.0)
+    prompt = "sqlite writer locked; also 429 rate limits from providers"
+    assert memory.preflight(prompt) is not None
+    assert memory.after_response("", final=False) == ([], [])  # a tool turn: nothing decided yet
+    memory.preflight(prompt)  # the next turn of the same run offers the same notes again
+    events = memory.take_events()
+    assert [type(e) for e in events] == [MemoryRetrieved]  # retrieved once, when first offered
+    echo = "SQLite WAL mode: readers proceed while the writer commits."
+    assert memory.after_response(echo, final=False) == ([WAL], [])
+    memory.preflight(prompt)
+    assert memory.after_response(echo, final=True) == ([], [RETRY])  # WAL echoed already in this run
+    assert [type(e) for e in memory.take_events()] == [MemoryEchoed, MemoryFizzled]
+    assert accesses_of(vault, WAL).count("echo") == 1
+
+
+def accesses_of(vault: Vault, title: str) -> list[str]:
+    store = vault.stores[0]
+    rows = store.index.read(
+        lambda c: c.exec_driver_sql("SELECT kind FROM access WHERE key = ?", (title.casefold(),)).all()
+    )
+    return [row[0] for row in rows]

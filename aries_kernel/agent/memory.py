@@ -168,6 +168,8 @@ class MemoryFeedback:
         self.turn = 0
         self.importance = 0
         self.offered: list[Offered] = []
+        self._run_offered: dict[str, Offered] = {}  # offered at some turn of the current run, by title
+        self._run_echoed: set[str] = set()
         self.last_retrieved: list[str] = []
         self.last_echoed: list[str] = []
         self.last_fizzled: list[str] = []
@@ -260,7 +262,7 @@ class MemoryFeedback:
         self.turn = 0
         self.importance = 0
         self._warm = _Warm()
-        self.offered = []
+        self.offered, self._run_offered, self._run_echoed = [], {}, set()
         return self.credited
 
     # ---------------------------------------------------------------------------------------------- warm context
@@ -308,7 +310,11 @@ class MemoryFeedback:
     # ---------------------------------------------------------------------------------------------- preflight
 
     def preflight(self, user_message: str, recent_context: str = "") -> str | None:
-        """The notes relevant enough to offer before a turn, as a marked block; None when no note clears the bar."""
+        """The notes relevant enough to offer before a turn, as a marked block; None when no note clears the bar.
+
+        The block is rebuilt every turn (it lives in the system prompt's tail); a note counts as retrieved, and as
+        exposed in the vault session, when it is first offered in a run.
+        """
         self.offered = []
         self.last_retrieved, self.last_echoed, self.last_fizzled = [], [], []
         self.last_prompt = user_message
@@ -321,22 +327,18 @@ class MemoryFeedback:
             pool = max(10, 3 * self.settings.preflight_limit)
             frame = _quiet(self._vault, lambda: self._vault.query_ranked(query, limit=pool))
             self.offered = self._clear_threshold(frame)
-            if self.offered:
+        fresh = [o for o in self.offered if o.title not in self._run_offered]
+        if fresh:
+            with self._guard("recording the notes offered"):
                 session = self._vault.begin_session()
-                session.record_retrieval(query, [f"{o.source}:{o.title.casefold()}" for o in self.offered])
+                session.record_retrieval(query, [f"{o.source}:{o.title.casefold()}" for o in fresh])
+            self._run_offered.update((o.title, o) for o in fresh)
+            self._emit(MemoryRetrieved([o.title for o in fresh]))
         if not self.offered:
             return None
         self.last_retrieved = [o.title for o in self.offered]
-        self._emit(MemoryRetrieved(list(self.last_retrieved)))
         lines = [f"- [[{o.title}]] ({o.source}): {o.snippet}" for o in self.offered]
-        return "\n".join(
-            [
-                PREFLIGHT_OPEN,
-                _PREFLIGHT_INTRO,
-                *lines,
-                PREFLIGHT_CLOSE,
-            ]
-        )
+        return "\n".join([PREFLIGHT_OPEN, _PREFLIGHT_INTRO, *lines, PREFLIGHT_CLOSE])
 
     def _clear_threshold(self, frame: pd.DataFrame) -> list[Offered]:
         chosen: list[Offered] = []
@@ -356,22 +358,33 @@ class MemoryFeedback:
 
     # ---------------------------------------------------------------------------------------------- echo
 
-    def after_response(self, text: str) -> tuple[list[str], list[str]]:
-        """Split the offered notes into (echoed, fizzled) by ``text``; echoes are boosted in the vault now."""
-        if not self.offered:
-            return [], []
-        echoed, fizzled = [], []
-        for note in self.offered:
-            (echoed if self._detector.echoes(note.title, text, self.last_prompt) else fizzled).append(note)
+    def after_response(self, text: str, final: bool = True) -> tuple[list[str], list[str]]:
+        """Judge ``text`` against the notes on offer: returns (echoed now, fizzled).
+
+        A note echoes at most once in a run, and is boosted in the vault when it does. ``final`` marks the run's
+        last reply (no tool calls follow): the notes offered during the run that never echoed fizzle then, so a
+        note the model uses after a few tool turns is not first declared a fizzle.
+        """
+        echoed = [
+            note
+            for note in self.offered
+            if note.title not in self._run_echoed
+            and self._detector.echoes(note.title, text, self.last_prompt)
+        ]
         for note in echoed:
             with self._guard(f"boosting {note.title!r}"):
                 self._vault.boost(note.title, where=note.source)
+            self._run_echoed.add(note.title)
+        fizzled: list[str] = []
+        if final:
+            fizzled = [title for title in self._run_offered if title not in self._run_echoed]
+            self._run_offered, self._run_echoed = {}, set()
         self.last_echoed = [n.title for n in echoed]
-        self.last_fizzled = [n.title for n in fizzled]
+        self.last_fizzled = fizzled
         if echoed:
             self._emit(MemoryEchoed(list(self.last_echoed)))
         if fizzled:
-            self._emit(MemoryFizzled(list(self.last_fizzled)))
+            self._emit(MemoryFizzled(list(fizzled)))
         return self.last_echoed, self.last_fizzled
 
     # ---------------------------------------------------------------------------------------------- reflection
@@ -603,7 +616,7 @@ class MemoryHook(AgentHook):
             for value in call.arguments.values()
             if isinstance(value, str)
         ]
-        self.feedback.after_response("\n".join([message.content, *arguments]))
+        self.feedback.after_response("\n".join([message.content, *arguments]), final=not message.tool_calls)
         return self._drain()
 
     def after_turn(self, agent: Agent, turn: int, tools_used: int) -> Iterable[Event]:
