@@ -32,7 +32,7 @@ import pandas as pd
 from traitlets import Bool, Float, Int
 from traitlets.config import Configurable
 
-from aries_kernel.agent.compaction import render_transcript
+from aries_kernel.agent.compaction import SUMMARY_HEADER, render_transcript
 from aries_kernel.agent.echo import EchoDetector, content_terms
 from aries_kernel.agent.events import (
     Event,
@@ -62,6 +62,7 @@ WARM_OPEN, WARM_CLOSE = "<warm-context>", "</warm-context>"
 PREFLIGHT_OPEN, PREFLIGHT_CLOSE = "<memory-preflight>", "</memory-preflight>"
 _TWIN_TITLE_OVERLAP = 0.5  # Jaccard of title terms from which two notes make the same claim
 _NOVEL_FRACTION = 0.25  # share of new content words below which a twin's update adds nothing
+_SUMMARY_SEPARATOR = "\n\n---\n\n"  # between a compaction summary and the prompt it was merged into
 _PREFLIGHT_INTRO = (
     "Notes from your memory that bear on this request (each cleared a relevance threshold). Use them if they "
     "help; they may be out of date."
@@ -601,6 +602,11 @@ class MemoryHook(AgentHook):
         self.feedback.turn = turn
         messages = agent.session.messages if agent.session is not None else []
         user = next((m.content for m in reversed(messages) if m.role == "user" and m.content), "")
+        if user.startswith(
+            SUMMARY_HEADER
+        ):  # after compaction the summary leads the message: ask with the prompt
+            _, separator, prompt = user.rpartition(_SUMMARY_SEPARATOR)
+            user = prompt if separator else ""
         recent = " ".join(m.content for m in messages[-4:] if m.role == "assistant" and m.content)
         block = self.feedback.preflight(user, recent)
         if block:
