@@ -40,6 +40,7 @@ _ANTHROPIC_ERRORS = {
     403: "permission_error",
     404: "not_found_error",
     429: "rate_limit_error",
+    500: "api_error",
     529: "overloaded_error",
 }
 
@@ -59,6 +60,8 @@ class Reply:
     delay: float = 0.0  # seconds before the answer starts
     chunk: int = 3  # characters per text / argument delta when streaming
     pause: float = 0.0  # seconds between streamed events
+    stream_error: int | None = None  # status of an error event sent inside a stream, after error_after events
+    error_after: int = 1
     model: str | None = None  # default: the model the request named
 
 
@@ -191,7 +194,10 @@ def _handler_for(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
                 if reply.status >= 400:
                     self._send_error(wire, reply)
                 elif body.get("stream"):
-                    self._send_stream(_events(wire, reply, body), reply.pause)
+                    events = _events(wire, reply, body)
+                    if reply.stream_error:
+                        events = _failing(events, wire, reply)
+                    self._send_stream(events, reply.pause)
                 else:
                     self._send_json(200, _complete(wire, reply, body), reply.headers)
             except (BrokenPipeError, ConnectionResetError):
@@ -235,6 +241,20 @@ def _handler_for(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(b"0\r\n\r\n")
 
     return Handler
+
+
+def _failing(
+    events: Iterator[tuple[str | None, Any]], wire: str, reply: Reply
+) -> Iterator[tuple[str | None, Any]]:
+    """The first ``reply.error_after`` events, then an error event in the wire's format."""
+    for _, event in zip(range(reply.error_after), events, strict=False):
+        yield event
+    assert reply.stream_error is not None
+    if wire == "anthropic":
+        kind = _ANTHROPIC_ERRORS.get(reply.stream_error, "api_error")
+        yield "error", {"type": "error", "error": {"type": kind, "message": reply.error}}
+    else:
+        yield None, {"error": {"message": reply.error, "type": "server_error", "code": reply.stream_error}}
 
 
 def _pieces(text: str, size: int) -> list[str]:

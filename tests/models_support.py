@@ -1,8 +1,9 @@
-"""Fixtures shared by the model-layer tests: a loopback server and a router whose slots point at it."""
+"""Fixtures of the model-layer tests (``pytest_plugins``): a loopback server and routers pointing at it."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from traitlets.config import Config
@@ -43,8 +44,24 @@ def wire(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def router(server: ScriptedModelServer, wire: str) -> ModelRouter:
+def wire_spec(wire: str) -> str:
+    """The slot spec of ``wire``'s model (``sonnet`` or ``gpt4o``)."""
+    return WIRES[wire]
+
+
+@pytest.fixture
+def make_router() -> Callable[..., ModelRouter]:
+    """Build a router with :func:`fast_config`; keyword arguments are further ``AriesModels`` settings."""
+
+    def make(**settings: Any) -> ModelRouter:
+        return ModelRouter(config=fast_config(**settings))
+
+    return make
+
+
+@pytest.fixture
+def router(server: ScriptedModelServer, wire_spec: str) -> ModelRouter:
     """A router whose primary slot speaks ``wire`` to the loopback server."""
     models = ModelRouter(config=fast_config())
-    models.set_slot("primary", WIRES[wire])
+    models.set_slot("primary", wire_spec)
     return models

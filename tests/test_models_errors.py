@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+from collections.abc import Callable
 
 import pytest
 
@@ -17,9 +18,8 @@ from aries_kernel.models.errors import (
     RateLimitError,
 )
 from aries_kernel.models.router import ModelRouter
-from aries_kernel.models.types import Completion, Message, ModelRequest
+from aries_kernel.models.types import Completion, Message, ModelRequest, TextDelta
 from tests.loopback import Reply, ScriptedModelServer
-from tests.models_support import WIRES, fast_config
 
 pytest_plugins = ["tests.models_support"]  # the server, wire and router fixtures
 
@@ -70,28 +70,34 @@ def test_400_is_not_retried(router: ModelRouter, server: ScriptedModelServer) ->
     assert len(server.requests) == 1
 
 
-def test_timeout_is_retried(server: ScriptedModelServer, wire: str) -> None:
-    models = ModelRouter(config=fast_config(timeout=0.5))
-    models.set_slot("primary", WIRES[wire])
+def test_timeout_is_retried(
+    server: ScriptedModelServer, make_router: Callable[..., ModelRouter], wire_spec: str
+) -> None:
+    models = make_router(timeout=0.5)
+    models.set_slot("primary", wire_spec)
     server.script(Reply(text="late", delay=3), Reply(text="in time"))
     assert models.client("primary").complete(HELLO).message.content == "in time"
     assert len(server.requests) == 2
 
 
-def test_timeouts_are_reported_after_the_retries(server: ScriptedModelServer, wire: str) -> None:
-    models = ModelRouter(config=fast_config(timeout=0.3, max_retries=1))
-    models.set_slot("primary", WIRES[wire])
+def test_timeouts_are_reported_after_the_retries(
+    server: ScriptedModelServer, make_router: Callable[..., ModelRouter], wire_spec: str
+) -> None:
+    models = make_router(timeout=0.3, max_retries=1)
+    models.set_slot("primary", wire_spec)
     server.script(Reply(text="late", delay=2), Reply(text="late", delay=2))
     with pytest.raises(ProviderTimeoutError, match=r"within 0.3s after 2 attempts.*c.AriesModels.timeout"):
         models.client("primary").complete(HELLO)
 
 
-def test_refused_connection_is_retried_then_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_refused_connection_is_retried_then_reported(
+    monkeypatch: pytest.MonkeyPatch, make_router: Callable[..., ModelRouter]
+) -> None:
     with socket.socket() as probe:  # a port nothing listens on
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
-    models = ModelRouter(config=fast_config(max_retries=2))
+    models = make_router(max_retries=2)
     models.set_slot("primary", "gpt4o", base_url=f"http://127.0.0.1:{port}/v1")
     with pytest.raises(ProviderConnectionError, match=f"127.0.0.1:{port}.*after 3 attempts"):
         models.client("primary").complete(HELLO)
@@ -124,12 +130,15 @@ def test_unknown_shortname_or_provider_lists_the_choices(spec: str) -> None:
 
 
 def test_missing_key_is_reported_at_call_time(
-    server: ScriptedModelServer, wire: str, monkeypatch: pytest.MonkeyPatch
+    server: ScriptedModelServer,
+    monkeypatch: pytest.MonkeyPatch,
+    make_router: Callable[..., ModelRouter],
+    wire: str,
+    wire_spec: str,
 ) -> None:
-
     monkeypatch.delenv(KEY_VARIABLE[wire])
-    models = ModelRouter(config=fast_config())  # building the router and the client needs no key
-    client = models.set_slot("primary", WIRES[wire])
+    models = make_router()  # building the router and the client needs no key
+    client = models.set_slot("primary", wire_spec)
     with pytest.raises(MissingKeyError) as caught:
         client.complete(HELLO)
     message = str(caught.value)
@@ -140,9 +149,11 @@ def test_missing_key_is_reported_at_call_time(
     assert client.complete(HELLO).message.content == "echo: hello"
 
 
-def test_local_servers_need_no_key(server: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_local_servers_need_no_key(
+    server: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch, make_router: Callable[..., ModelRouter]
+) -> None:
     monkeypatch.delenv("OPENAI_API_KEY")
-    models = ModelRouter(config=fast_config())
+    models = make_router()
     client = models.set_slot("bulk", "ollama:qwen3", base_url=server.openai_url)
     assert client.key_status() == "not needed"
     completion = client.complete(HELLO)
@@ -151,8 +162,10 @@ def test_local_servers_need_no_key(server: ScriptedModelServer, monkeypatch: pyt
     assert server.requests[0].body["model"] == "qwen3"
 
 
-def test_unpriced_model_costs_zero_and_says_so(server: ScriptedModelServer) -> None:
-    models = ModelRouter(config=fast_config())
+def test_unpriced_model_costs_zero_and_says_so(
+    server: ScriptedModelServer, make_router: Callable[..., ModelRouter]
+) -> None:
+    models = make_router()
     client = models.set_slot("primary", "openai:gpt-9-imaginary")
     assert client.complete(HELLO).usage.cost_usd == 0.0
     assert not client.priced
@@ -163,3 +176,26 @@ def test_custom_endpoint_without_base_url_says_how_to_set_one() -> None:
     client = ModelRouter().set_slot("cheap", "custom:my-model")
     with pytest.raises(ConfigurationError, match=r"c.AriesModels.base_urls.*--base-url"):
         client.complete(HELLO)
+
+
+def test_error_event_before_any_content_is_retried(router: ModelRouter, server: ScriptedModelServer) -> None:
+    server.script(
+        Reply(text="lost", stream_error=529, error="Overloaded", error_after=1), Reply(text="second")
+    )
+    completion = list(router.client("primary").stream(HELLO))[-1]
+    assert isinstance(completion, Completion) and completion.message.content == "second"
+    assert len(server.requests) == 2
+
+
+def test_error_event_after_content_is_reported_not_retried(
+    router: ModelRouter, server: ScriptedModelServer
+) -> None:
+    server.script(
+        Reply(text="partial answer", chunk=2, stream_error=500, error="backend died", error_after=4)
+    )
+    seen: list[object] = []
+    with pytest.raises(ProviderError, match="HTTP 500: backend died") as caught:
+        seen.extend(router.client("primary").stream(HELLO))
+    assert caught.value.status == 500
+    assert any(isinstance(event, TextDelta) for event in seen)  # text already shown cannot be taken back
+    assert len(server.requests) == 1

@@ -4,6 +4,7 @@ kernel.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,6 @@ from aries_kernel.models.rlm import BUDGET_EXHAUSTED, Rlm
 from aries_kernel.models.router import ModelRouter
 from tests.kernel_harness import run_cell, start_kernel, stop_kernel
 from tests.loopback import Reply, ScriptedModelServer, echo_responder
-from tests.models_support import WIRES, fast_config
 
 pytest_plugins = ["tests.models_support"]  # the server, wire and router fixtures
 
@@ -22,9 +22,9 @@ BUDGET = BUDGET_EXHAUSTED.format(limit=15)
 
 
 @pytest.fixture
-def rlm(server: ScriptedModelServer, wire: str) -> Rlm:
-    models = ModelRouter(config=fast_config())
-    models.set_slot("bulk", WIRES[wire])
+def rlm(server: ScriptedModelServer, make_router: Callable[..., ModelRouter], wire_spec: str) -> Rlm:
+    models = make_router()
+    models.set_slot("bulk", wire_spec)
     return Rlm(models)
 
 
@@ -104,8 +104,10 @@ def test_failed_call_in_a_batch_keeps_the_other_answers(rlm: Rlm, server: Script
         rlm.call("alone")
 
 
-def test_bulk_slot_falls_back_to_cheap_then_primary(server: ScriptedModelServer) -> None:
-    models = ModelRouter(config=fast_config(bulk="", cheap=""))
+def test_bulk_slot_falls_back_to_cheap_then_primary(
+    server: ScriptedModelServer, make_router: Callable[..., ModelRouter]
+) -> None:
+    models = make_router(bulk="", cheap="")
     models.set_slot("primary", "gpt4o")
     Rlm(models).call("who answers?")
     assert server.requests[-1].body["model"] == "gpt-4o"
@@ -114,17 +116,21 @@ def test_bulk_slot_falls_back_to_cheap_then_primary(server: ScriptedModelServer)
     assert server.requests[-1].body["model"] == "claude-haiku-4-5"
 
 
-def test_slot_without_a_key_is_skipped(server: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_slot_without_a_key_is_skipped(
+    server: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch, make_router: Callable[..., ModelRouter]
+) -> None:
     monkeypatch.delenv("OPENAI_API_KEY")
-    models = ModelRouter(config=fast_config())
+    models = make_router()
     models.set_slot("bulk", "gpt4o")
     Rlm(models).call("q")
     assert server.requests[-1].body["model"] == "claude-haiku-4-5"  # the cheap slot's model
 
 
-def test_no_key_anywhere_is_raised_once(server: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_key_anywhere_is_raised_once(
+    server: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch, make_router: Callable[..., ModelRouter]
+) -> None:
     monkeypatch.delenv("ANTHROPIC_API_KEY")
-    rlm = Rlm(ModelRouter(config=fast_config()))
+    rlm = Rlm(make_router())
     with pytest.raises(MissingKeyError, match="ANTHROPIC_API_KEY"):
         rlm.batch([("a", ""), ("b", "")])
     with pytest.raises(MissingKeyError, match="ANTHROPIC_API_KEY"):

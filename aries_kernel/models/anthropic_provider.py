@@ -34,7 +34,7 @@ _STOP_REASONS: dict[str | None, StopReason] = {
 class AnthropicProvider(Provider):
     """Claude through ``client.messages.create``; tool calls are ``tool_use`` / ``tool_result`` blocks."""
 
-    status_error = anthropic.APIStatusError
+    api_error = anthropic.APIError
     timeout_error = anthropic.APITimeoutError
     connection_error = anthropic.APIConnectionError
 

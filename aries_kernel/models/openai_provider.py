@@ -35,7 +35,7 @@ _STOP_REASONS: dict[str | None, StopReason] = {
 class OpenAIProvider(Provider):
     """Chat Completions; tool calls are ``tool_calls`` on assistant messages and ``tool`` role messages."""
 
-    status_error = openai.APIStatusError
+    api_error = openai.APIError
     timeout_error = openai.APITimeoutError
     connection_error = openai.APIConnectionError
 
@@ -148,7 +148,7 @@ def _read_stream(chunks: Any, model: str) -> Iterator[ProviderEvent]:
         model = chunk.model or model
         if chunk.usage is not None:
             usage = _usage(chunk.usage)
-        for choice in chunk.choices:
+        for choice in chunk.choices or []:
             finish = choice.finish_reason or finish
             delta = choice.delta
             if delta.content:

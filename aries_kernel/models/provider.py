@@ -84,7 +84,7 @@ class Failure:
 class Provider(ABC):
     """One wire format. Subclasses set the SDK's error classes and implement :meth:`execute`."""
 
-    status_error: ClassVar[type[BaseException]]  # the SDK's "the server answered with an error status"
+    api_error: ClassVar[type[BaseException]]  # the SDK's base of answered errors, incl. ones inside a stream
     timeout_error: ClassVar[type[BaseException]]
     connection_error: ClassVar[type[BaseException]]
 
@@ -93,9 +93,7 @@ class Provider(ABC):
 
     @abstractmethod
     def execute(self, request: ModelRequest, *, stream: bool) -> Iterator[ProviderEvent]:
-        """Send one request (no retries); yield text and tool-call events as they arrive, then a
-        ProviderResult.
-        """
+        """Send one request (no retries); yield text and tool-call events, then a ProviderResult."""
 
     def close(self) -> None:
         """Release the SDK client's connections (a provider without any keeps this default)."""
@@ -106,10 +104,14 @@ class Provider(ABC):
             return Failure(None, "timed out", timed_out=True)
         if isinstance(exc, self.connection_error):
             return Failure(None, str(exc.__cause__ or exc))
-        if isinstance(exc, self.status_error):
+        if isinstance(exc, self.api_error):
             response: Any = getattr(exc, "response", None)
             headers = response.headers if response is not None else {}
-            return Failure(int(getattr(exc, "status_code", 0)), _error_text(exc), _retry_after(headers))
+            status = getattr(exc, "status_code", None)
+            if not isinstance(status, int) or status < 400:
+                # An error event inside a stream that began with 200: its body says what went wrong.
+                status = _status_from_body(getattr(exc, "body", None))
+            return Failure(status, _error_text(exc), _retry_after(headers))
         return None
 
 
@@ -121,6 +123,30 @@ def _error_text(exc: BaseException) -> str:
         if isinstance(error, dict) and error.get("message"):
             return str(error["message"])
     return str(getattr(exc, "message", exc))
+
+
+_ERROR_TYPES = {  # Anthropic's error "type" names, for errors sent inside a stream
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "api_error": 500,
+    "overloaded_error": 529,
+}
+
+
+def _status_from_body(body: Any) -> int:
+    """The HTTP status an in-stream error stands for; 500 (a server-side failure) when it does not say."""
+    error = body.get("error", body) if isinstance(body, dict) else None
+    if isinstance(error, dict):
+        code = error.get("code")
+        if isinstance(code, int) and 400 <= code < 600:
+            return code
+        if error.get("type") in _ERROR_TYPES:
+            return _ERROR_TYPES[error["type"]]
+    return 500
 
 
 def _retry_after(headers: Any) -> float | None:
