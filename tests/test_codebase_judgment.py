@@ -2,8 +2,9 @@
 
 Fixtures (tests/fixtures/codebase/judgment/): `pyshop`, a snake_case Python package whose reports module
 holds a planted renamed copy of `compute_invoice_total` (`summarize_sales`); `tsapp`, a camelCase TypeScript
-app; `jsmix`, CommonJS JavaScript with a renamed copy of `cartTotal` (`orderSum`). Each is copied to a
-temporary directory so the index written under `.aries/` never lands in the source tree.
+app; `jsmix`, CommonJS JavaScript with a renamed copy of `cartTotal` (`orderSum`); `pyasync`, asyncio
+and httpx. Each is copied to a temporary directory so the index written under `.aries/` never lands in the
+source tree.
 """
 
 from __future__ import annotations
@@ -77,6 +78,11 @@ def shop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Codebase]:
 @pytest.fixture(scope="module")
 def tsapp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Codebase]:
     yield from _open(tmp_path_factory, "tsapp")
+
+
+@pytest.fixture(scope="module")
+def pyasync(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Codebase]:
+    yield from _open(tmp_path_factory, "pyasync")
 
 
 @pytest.fixture(scope="module")
@@ -338,3 +344,15 @@ def test_typescript_conventions(tsapp: Codebase) -> None:
     assert imports.iloc[0]["pattern"] == "import { named } from '<relative>'"
     asynchronous = set(tsapp.find_convention("async")["pattern"])
     assert {"async function", "await <call>"} <= asynchronous
+
+
+def test_python_async_and_http_conventions(pyasync: Codebase) -> None:
+    asynchronous = pyasync.find_convention("async", limit=10).set_index("pattern")
+    assert asynchronous.loc["async def", "count"] == 4
+    assert asynchronous.loc["async with", "files"] == 2
+    assert asynchronous.loc["await asyncio.gather(...)", "count"] == 1
+    assert "asyncio.gather(...)" not in asynchronous.index  # counted once, with its await
+    assert asynchronous.index[0] in {"async def", "async with", "await <call>"}  # the patterns in both files
+    http = pyasync.find_convention("api calls").set_index("pattern")
+    assert http.loc["httpx.AsyncClient(...)", "files"] == 2
+    assert {"client.get(...)", "client.post(...)"} <= set(http.index)

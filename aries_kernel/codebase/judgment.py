@@ -642,7 +642,8 @@ def _async_pattern(node: Node, python: bool) -> str | None:
             if callee.startswith(_ASYNC_LIBS):
                 return f"await {callee}(...)"
         return "await <call>"
-    if kind in ("call", "call_expression"):
+    awaited = node.parent is not None and node.parent.type in ("await", "await_expression")
+    if kind in ("call", "call_expression") and not awaited:  # an awaited call is reported with its await
         callee = _callee(node)
         if callee.startswith(_ASYNC_LIBS):
             return f"{callee}(...)"
