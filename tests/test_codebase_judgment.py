@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from aries_kernel.codebase import Codebase
+from aries_kernel.codebase import Codebase, CodebaseError
 
 FIXTURES = Path(__file__).parent / "fixtures" / "codebase" / "judgment"
 
@@ -202,7 +202,7 @@ def test_reference_may_be_a_file_or_a_list_of_files(tsapp: Codebase) -> None:
     for report in (one, several):
         assert set(report["criterion"]) == {"overall", "naming"}
         assert report.attrs["deviation"] == 1.0
-    with pytest.raises(ValueError, match="not an indexed source file"):
+    with pytest.raises(CodebaseError, match="src/missing.ts is not an indexed file"):
         tsapp.is_consistent_with(SNAKE_TS, "src/missing.ts")
     with pytest.raises(ValueError, match="Unknown criteria"):
         tsapp.is_consistent_with(SNAKE_TS, "typescript", criteria="colour")

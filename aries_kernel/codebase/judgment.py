@@ -723,7 +723,7 @@ class JudgmentMixin:
         def list_files(self) -> pd.DataFrame: ...
         def top_files(self, limit: int = 20) -> pd.DataFrame: ...
         def communities(self) -> pd.DataFrame: ...
-        def _relative(self, file: Any) -> str: ...
+        def _file(self, file: Any) -> str: ...
 
     # ----------------------------------------------------------------------------------------- shared helpers
 
@@ -955,20 +955,19 @@ class JudgmentMixin:
     ) -> pd.DataFrame:
         """How far `snippet` departs from the style of `reference`; findings with an overall deviation 0..1.
 
-        reference: a file path (relative to the root), a list of them, or a language name ("python",
-        "typescript", ...: the `max_files` highest-PageRank files of that language). criteria: "all" or any of
-        "naming" (snake_case / camelCase / PascalCase of functions, classes, variables, parameters),
-        "structure"
-        (function length, nesting depth, docstrings, type annotations) and "imports" (import form, relative or
-        absolute paths; from-import vs import, ESM vs CommonJS).
+        reference: a file path (relative, absolute, or a unique suffix), a list of them, or a language name
+        ("python", "typescript", ...: its `max_files` highest-PageRank files); a path the index does not hold
+        raises CodebaseError. criteria: "all" or any of "naming" (snake_case / camelCase / PascalCase of
+        functions, classes, variables, parameters), "structure" (function length, nesting depth, docstrings,
+        type annotations) and "imports" (import form and path: from-import vs import, ESM vs CommonJS,
+        relative vs absolute).
 
-        Each finding's deviation says how much rarer the snippet's choice is in the reference than the
+        A finding's deviation says how much rarer the snippet's choice is in the reference than the
         reference's dominant choice: 0 when it matches the dominant style, 1 when the reference never does it,
-        0.18 for the minority side of a 55/45 split (for lengths and nesting: how far into the reference's top
-        quartile the snippet falls). The overall
-        deviation is the mean over criteria of each criterion's mean finding deviation; it is in
-        `df.attrs["deviation"]` and in the first row (criterion "overall"). Columns: criterion, finding,
-        expected, observed, deviation.
+        0.18 for the minority side of a 55/45 split; for lengths and nesting, how far into the reference's top
+        quartile the snippet falls. The overall deviation is the mean over criteria of each criterion's mean
+        finding deviation; it is in `df.attrs["deviation"]` and in the first row (criterion "overall").
+        Columns: criterion, finding, expected, observed, deviation.
         """
         chosen = self._chosen_criteria(criteria)
         self.wait_ready()
@@ -1057,16 +1056,8 @@ class JudgmentMixin:
                     files = sorted(files, key=lambda f: order.get(f, len(order)))[:max_files]
                 return files
             reference = [reference]
-        chosen: list[str] = []
-        for item in reference:
-            rel = self._relative(str(item))
-            if rel not in known:
-                raise ValueError(
-                    f"Reference {item!r} is not an indexed source file of this repository; "
-                    "pass a path relative to the root (see codebase.list_files()) or a language name."
-                )
-            chosen.append(rel)
-        return chosen
+        # Codebase._file accepts relative, absolute and unique-suffix paths and explains a miss.
+        return [self._file(item) for item in reference]
 
     @staticmethod
     def _describe_reference(reference: str | Sequence[str], files: list[str]) -> str:
