@@ -208,6 +208,15 @@ def test_reference_may_be_a_file_or_a_list_of_files(tsapp: Codebase) -> None:
         tsapp.is_consistent_with(SNAKE_TS, "typescript", criteria="colour")
 
 
+def test_javascript_naming_and_module_system(jsmix: Codebase) -> None:
+    snake = "import { round_price } from './priceMath';\nfunction cart_total(cart_items) {\n  return 0;\n}\n"
+    report = jsmix.is_consistent_with(snake, "javascript")
+    assert (_naming(report)["deviation"] == 1.0).all()
+    form = report[report["finding"].str.startswith("import form")].iloc[0]
+    assert form["expected"].startswith("CommonJS require") and form["deviation"] == 1.0
+    assert report[report["finding"].str.startswith("type annotations")].empty  # not a typed language
+
+
 def test_camel_case_snippet_deviates_from_snake_case_python(shop: Codebase) -> None:
     report = shop.is_consistent_with(
         "def loadOrders(userId):\n    return userId\n", "python", criteria="naming"

@@ -843,9 +843,9 @@ class JudgmentMixin:
         mode="name": Jaccard of identifier tokens (`loadUserConfig` ~ `load_config`); extra column `matched`.
         mode="signature": a kind and name filter such as "def load_*", "class *Error", "async function" or
         "function *(req, res)"; score favours names that the pattern's literal part covers more; column
-        `signature`. mode="shape": `pattern` is a code snippet; score is AST-shape similarity of its first
-        definition to every
-        function (or class) of the repository, 1.0 for an identical shape hash; column `same_shape`.
+        `signature`.
+        mode="shape": `pattern` is a code snippet; score is the AST-shape similarity of its first definition
+        to every function (or class) of the repository, 1.0 for an identical shape hash; column `same_shape`.
         """
         if limit < 1:
             raise ValueError(f"limit must be at least 1, got {limit}")
@@ -916,8 +916,10 @@ class JudgmentMixin:
     ) -> pd.DataFrame:
         """Repository definitions that duplicate the snippet's definitions, most similar first.
 
-        kind "exact": same text once whitespace is normalized (exact hash). kind "structural": same AST shape
-        with identifiers and literals abstracted (shape hash, similarity 1.0), or shape similarity at least
+        The snippet's top-level definitions are compared (the whole snippet when it defines nothing),
+        parsed as `language` or as the repository language that parses it cleanly. kind "exact": the same
+        text once whitespace is normalized (exact hash). kind "structural": the same AST shape with
+        identifiers and literals abstracted (shape hash, similarity 1.0), or a shape similarity of at least
         `threshold` (weighted Jaccard of node-type n-grams). Columns: file, name, line, end_line, kind,
         similarity, snippet_name (which definition of the snippet matched).
         """
