@@ -34,4 +34,14 @@ class AriesKernel(IPythonKernel):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        # Set once a frontend asks about widget comms: JupyterLab and Notebook 7 do as they connect, a terminal
+        # console never does. The agent's panel is shown only where it can render.
+        self.frontend_has_widgets = False
         install(self.shell, index_delay=self.index_delay)
+
+    async def comm_info_request(self, stream: Any, ident: Any, parent: dict[str, Any]) -> None:
+        """Answer as ipykernel does, noting whether the frontend speaks the widget protocol."""
+        target = parent.get("content", {}).get("target_name") or ""
+        if target.startswith("jupyter.widget"):
+            self.frontend_has_widgets = True
+        await super().comm_info_request(stream, ident, parent)

@@ -1,0 +1,77 @@
+"""The widgets for real: built in a running Aries kernel, checked through the comm messages a frontend receives."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.kernel_harness import run_cell
+
+FEED_EVENTS = """
+from IPython.display import display
+from aries_kernel.agent import events as ev
+from aries_kernel.widgets import AgentPanel
+panel = AgentPanel(window=1000)
+display(panel)
+for e in [
+    ev.MemoryRetrieved(titles=["caching makes the index fast", "unrelated note"]),
+    ev.TextDelta(text="Looking at "), ev.TextDelta(text="the cache."),
+    ev.ToolCallStarted(id="t1", name="Edit", arguments={"file_path": "a.py", "old_string": "x = 1", "new_string": "x = 2"}),
+    ev.ToolCallFinished(id="t1", name="Edit", output="Edited a.py", is_error=False, seconds=0.2),
+    ev.MemoryEchoed(titles=["caching makes the index fast"]),
+    ev.MemoryFizzled(titles=["unrelated note"]),
+    ev.TurnFinished(stop_reason="end_turn", input_tokens=700, output_tokens=20, cost_usd=0.01, model="m",
+                    tools_used=1, context_tokens=720, phase="lean"),
+    ev.RunFinished(reason="done", turns=1, input_tokens=700, output_tokens=20, cost_usd=0.01),
+]:
+    panel(e)
+panel.text()
+"""
+
+
+def widget_states(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every widget state the kernel sent: comm_open data and comm_msg updates."""
+    states = []
+    for msg in messages:
+        if msg["msg_type"] in ("comm_open", "comm_msg"):
+            data = msg["content"].get("data", {})
+            states.append(data.get("state", {}))
+    return states
+
+
+def test_agent_panel_renders_the_event_stream_as_widget_state(aries_kernel: tuple) -> None:
+    _, kc = aries_kernel
+    out = run_cell(kc, FEED_EVENTS)
+    assert out.error is None, out.error
+    assert out.result == "'Looking at the cache.'"
+    assert any("application/vnd.jupyter.widget-view+json" in d for d in out.displays)
+    states = widget_states(out.messages)
+    values = [str(s.get("value", "")) for s in states]
+    assert any("Looking at the cache." in v for v in values), "streamed text reached the frontend"
+    assert any("x = 2" in v and "#1a7f37" in v for v in values), "the edit shows as a coloured diff"
+    assert any("Edited a.py" in v for v in values), "the tool result reached its card"
+    assert any("echoed" in v and "caching makes the index fast" in v and "fizzled" in v for v in values)
+    assert any("720 tokens of 1,000 (72%)" in v and "lean tools" in v for v in values)
+    assert any(s.get("value") == 0.72 for s in states), "the context meter moved"
+    assert any("Edit ✓ 0.2s" in str(s.get("titles", "")) for s in states)
+
+
+def test_community_graph_draws_every_community(aries_kernel: tuple) -> None:
+    _, kc = aries_kernel
+    code = (
+        "from aries_kernel.widgets import community_graph_svg\n"
+        "svg = community_graph_svg(codebase)\n"
+        "svg.count('<circle'), codebase.communities()['community'].nunique()"
+    )
+    out = run_cell(kc, code)
+    assert out.error is None, out.error
+    circles, communities = eval(out.result or "(0, -1)")  # a tuple of two ints printed by the kernel
+    assert circles == min(communities, 30) and circles > 0
+
+
+def test_kernel_notes_a_frontend_with_widget_support(aries_kernel: tuple) -> None:
+    _, kc = aries_kernel
+    check = "get_ipython().kernel.frontend_has_widgets"
+    assert run_cell(kc, check).result == "False"  # what jupyter console and this test client look like
+    kc.comm_info(target_name="jupyter.widget")  # what JupyterLab's widget manager asks as it connects
+    kc.get_shell_msg(timeout=30)
+    assert run_cell(kc, check).result == "True"
