@@ -30,15 +30,8 @@ LANGUAGES = ("python", "javascript", "typescript", "tsx")
 
 # One query per language, run once per file: every capture the extractor needs comes from a single tree walk
 # in C, which is far cheaper than walking the tree node by node from Python. Used names are not captured here:
-# a regex over the text finds them at a quarter of the cost of a node per identifier.
-_PYTHON_QUERY = """
-(import_statement) @import
-(import_from_statement) @import
-(function_definition) @def
-(class_definition) @def
-(module (expression_statement (assignment left: (identifier) @var)))
-"""
-
+# a regex over the text finds them at a quarter of the cost of a node per identifier. Python needs no query:
+# see extract._python_captures.
 _JS_QUERY = """
 (import_statement) @import
 (export_statement source: (string)) @import
@@ -64,7 +57,6 @@ _TS_EXTRA = """
 """
 
 _QUERIES = {
-    "python": _PYTHON_QUERY,
     "javascript": _JS_QUERY,
     "typescript": _JS_QUERY + _TS_EXTRA,
     "tsx": _JS_QUERY + _TS_EXTRA,
@@ -106,7 +98,7 @@ def get_parser(name: str) -> Parser:
 
 @cache
 def get_query(name: str) -> QueryCursor:
-    """A cursor over the compiled extraction query for ``name`` (one per process and language)."""
+    """A cursor over the compiled extraction query for JavaScript, TypeScript or TSX (one per process)."""
     from tree_sitter import Query, QueryCursor
 
     return QueryCursor(Query(get_language(name), _QUERIES[name]))
