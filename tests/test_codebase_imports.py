@@ -106,3 +106,34 @@ def test_reference_edges_point_at_definitions(tmp_path: Path) -> None:
     assert ("app/core.py", "app/helpers/text.py") in pairs
     assert (refs["weight"] > 0).all()
     assert not (refs["source"] == refs["target"]).any()
+
+
+def test_tsconfig_extends_and_jsconfig(tmp_path: Path) -> None:
+    root = tmp_path / "ext"
+    (root / "configs").mkdir(parents=True)
+    (root / "configs" / "base.json").write_text('{"compilerOptions": {"baseUrl": "../src", "paths": {"~/*": ["./*"]}}}')
+    (root / "tsconfig.json").write_text('{"extends": "./configs/base.json", /* no options of its own */}')
+    (root / "src" / "deep").mkdir(parents=True)
+    (root / "src" / "deep" / "thing.ts").write_text("export const thing = 1;\n")
+    (root / "src" / "main.ts").write_text('import { thing } from "~/deep/thing";\nimport x from "deep/thing";\n')
+    (root / "web").mkdir()
+    (root / "web" / "jsconfig.json").write_text('{"compilerOptions": {"baseUrl": "."}}')
+    (root / "web" / "lib.js").write_text("module.exports = 1;\n")
+    (root / "web" / "app.js").write_text('const lib = require("lib");\n')
+    codebase = Codebase(root)
+    assert import_edges(codebase) == {
+        ("src/main.ts", "src/deep/thing.ts", False),  # paths from the extended config, baseUrl relative to it
+        ("web/app.js", "web/lib.js", False),  # the nearest jsconfig's baseUrl
+    }
+
+
+def test_broken_tsconfig_is_reported_not_fatal(tmp_path: Path) -> None:
+    root = tmp_path / "broken"
+    root.mkdir()
+    (root / "tsconfig.json").write_text('{"compilerOptions": {"baseUrl": ')
+    (root / "a.ts").write_text('import { b } from "./b";\n')
+    (root / "b.ts").write_text("export const b = 1;\n")
+    codebase = Codebase(root)
+    assert import_edges(codebase) == {("a.ts", "b.ts", False)}
+    assert codebase.skipped()["file"].tolist() == ["tsconfig.json"]
+    assert "tsconfig not parsed" in codebase.skipped()["reason"][0]

@@ -203,7 +203,13 @@ class Codebase(QueryMixin, JudgmentMixin):
                 texts[rel] = (self.root / rel).read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError) as exc:
                 problems.append(Problem(rel, f"tsconfig unreadable ({exc}); its paths/baseUrl are ignored"))
-        configs, bad = load_tsconfigs(texts)
+        def read(rel: str) -> str | None:
+            try:
+                return (self.root / rel).read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                return None
+
+        configs, bad = load_tsconfigs(texts, read)
         problems += [Problem(rel, reason) for rel, reason in bad]
         return configs, {rel: content_hash(t.encode()) for rel, t in texts.items()}, problems
 

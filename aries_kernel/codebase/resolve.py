@@ -47,20 +47,37 @@ class TsConfig:
     paths_base: str
 
 
-def load_tsconfigs(texts: dict[str, str]) -> tuple[dict[str, TsConfig], list[tuple[str, str]]]:
-    """Parse every tsconfig/jsconfig (root-relative path -> text); returns configs by folder and problems."""
+def load_tsconfigs(
+    texts: dict[str, str], read: Callable[[str], str | None]
+) -> tuple[dict[str, TsConfig], list[tuple[str, str]]]:
+    """Parse every tsconfig/jsconfig (root-relative path -> text); returns configs by folder and problems.
+
+    Files named by ``extends`` are read with ``read`` (root-relative path -> text, or None) and added to
+    ``texts``, so the caller can tell when one of them changes.
+    """
     raw: dict[str, dict[str, Any]] = {}
     problems: list[tuple[str, str]] = []
-    for rel, text in texts.items():
+    pending = sorted(texts)
+    while pending:
+        rel = pending.pop()
         try:
-            data = parse_jsonc(text)
+            data = parse_jsonc(texts[rel])
             if not isinstance(data, dict):
                 raise ValueError("top level is not an object")
             raw[rel] = data
         except ValueError as exc:
             problems.append((rel, f"tsconfig not parsed ({exc}); its paths/baseUrl are ignored"))
+            continue
+        parent = _extends_path(rel, data)
+        if parent is not None and parent not in texts:
+            text = read(parent)
+            if text is not None:
+                texts[parent] = text
+                pending.append(parent)
     configs: dict[str, TsConfig] = {}
     for rel in sorted(raw):
+        if posixpath.basename(rel) not in ("tsconfig.json", "jsconfig.json"):
+            continue  # only extended, not a project of its own
         folder = posixpath.dirname(rel)
         if folder in configs and posixpath.basename(rel) == "jsconfig.json":
             continue  # tsconfig.json wins over jsconfig.json in the same folder
@@ -83,13 +100,9 @@ def _compiler_options(rel: str, raw: dict[str, dict[str, Any]], depth: int) -> d
     data = raw[rel]
     folder = posixpath.dirname(rel)
     merged: dict[str, Any] = {"__dir__": folder}
-    parent = data.get("extends")
-    if isinstance(parent, str) and parent.startswith(".") and depth < 8:
-        target = _norm(posixpath.join(folder, parent))
-        if not target.endswith(".json"):
-            target += ".json"
-        if target in raw:
-            merged.update(_compiler_options(target, raw, depth + 1))
+    parent = _extends_path(rel, data)
+    if parent is not None and parent in raw and depth < 8:
+        merged.update(_compiler_options(parent, raw, depth + 1))
     options = data.get("compilerOptions")
     if isinstance(options, dict):
         if "baseUrl" in options:
@@ -98,6 +111,17 @@ def _compiler_options(rel: str, raw: dict[str, dict[str, Any]], depth: int) -> d
             merged["__paths_dir__"] = folder
         merged.update(options)
     return merged
+
+
+def _extends_path(rel: str, data: dict[str, Any]) -> str | None:
+    """The repository file a config ``extends`` (relative paths only; packages are out of reach)."""
+    parent = data.get("extends")
+    if not isinstance(parent, str) or not parent.startswith("."):
+        return None
+    target = _norm(posixpath.join(posixpath.dirname(rel), parent))
+    if target.startswith(".."):
+        return None
+    return target if target.endswith(".json") else target + ".json"
 
 
 def _norm(path: str) -> str:
