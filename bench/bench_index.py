@@ -84,7 +84,9 @@ def synthesize(root: Path, count: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--source", type=Path, default=None, help="tree to index (default: installed pandas)")
     parser.add_argument("--repeats", type=int, default=7, help="edits timed for the reindex median")
     options = parser.parse_args()
@@ -122,16 +124,31 @@ def main() -> None:
 
     rows = [
         ("files indexed (source tree)", f"{files:,}", ""),
-        ("plain tree-sitter parse, 1 core", f"{plain:.2f} s", f"{files / plain:,.0f} files/s; {plain_cpu:.2f} s CPU"),
-        (f"cold index, {os.cpu_count()} cores ({parsed:,} parsed)", f"{cold:.2f} s",
-         f"{files / cold:,.0f} files/s; ratio {cold / plain:.2f}x (target <= 1.5x)"),
-        ("  CPU of the cold index (all processes)", f"{cold_cpu:.2f} s",
-         f"{cold_cpu / plain_cpu:.2f}x the plain parse's CPU; on 2 idle cores wall ~ CPU/2 + start-up"),
+        (
+            "plain tree-sitter parse, 1 core",
+            f"{plain:.2f} s",
+            f"{files / plain:,.0f} files/s; {plain_cpu:.2f} s CPU",
+        ),
+        (
+            f"cold index, {os.cpu_count()} cores ({parsed:,} parsed)",
+            f"{cold:.2f} s",
+            f"{files / cold:,.0f} files/s; ratio {cold / plain:.2f}x (target <= 1.5x)",
+        ),
+        (
+            "  CPU of the cold index (all processes)",
+            f"{cold_cpu:.2f} s",
+            f"{cold_cpu / plain_cpu:.2f}x the plain parse's CPU; on 2 idle cores wall ~ CPU/2 + start-up",
+        ),
         ("warm start from .aries/index.db", f"{warm:.2f} s", f"{warm / cold:.1%} of cold (target <= 15%)"),
     ]
     for kind, (rel, size, timings) in reindex_ms.items():
-        rows.append((f"reindex 1 edited file, {kind} ({repo_files:,}-file repo)", f"{statistics.median(timings):.1f} ms",
-                     f"{rel} ({size:,} bytes); median of {', '.join(f'{t:.0f}' for t in timings)} (target < 100 ms)"))
+        rows.append(
+            (
+                f"reindex 1 edited file, {kind} ({repo_files:,}-file repo)",
+                f"{statistics.median(timings):.1f} ms",
+                f"{rel} ({size:,} bytes); median of {', '.join(f'{t:.0f}' for t in timings)} (target < 100 ms)",
+            )
+        )
     rows += [
         ("reindex() full scan, 1 file changed", f"{scan_ms:.1f} ms", "walks and stats every file"),
     ]

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from aries_kernel.magics.aries import status_section, subcommand
 from IPython.core.error import UsageError
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from aries_kernel.context import AriesContext
-from aries_kernel.magics.aries import status_section, subcommand
 
-__all__ = ["index", "codebase_status"]
+__all__ = ["codebase_status", "index"]
 
 
 @magic_arguments()
@@ -30,7 +30,9 @@ def index(magics: Any, args: str, cell: str | None) -> Any:
     context: AriesContext = magics.context
     if options.path is None:
         if options.background:
-            raise UsageError("--background applies to indexing another folder: %aries index PATH --background")
+            raise UsageError(
+                "--background applies to indexing another folder: %aries index PATH --background"
+            )
         changes = context.codebase.reindex()
         print(context.codebase.status())
         return changes

@@ -53,8 +53,16 @@ def test_bad_files_are_listed_and_nothing_crashes(bad_repo: Path, monkeypatch: p
     codebase.wait_ready()
     reasons = dict(zip(codebase.skipped()["file"], codebase.skipped()["reason"]))
     statuses = dict(zip(codebase.skipped()["file"], codebase.skipped()["status"]))
-    assert set(reasons) == {"latin1.py", "blob.py", "broken.py", "dist_min.js", "loop_a.py", "loop_b.py",
-                            "self_dir", "locked.py"}
+    assert set(reasons) == {
+        "latin1.py",
+        "blob.py",
+        "broken.py",
+        "dist_min.js",
+        "loop_a.py",
+        "loop_b.py",
+        "self_dir",
+        "locked.py",
+    }
     assert reasons["latin1.py"].startswith("not UTF-8 text (byte 0xe9 at line 1)")
     assert reasons["blob.py"].startswith("binary file")
     assert reasons["broken.py"].startswith("syntax error at line 4")
@@ -65,7 +73,9 @@ def test_bad_files_are_listed_and_nothing_crashes(bad_repo: Path, monkeypatch: p
     assert {s for f, s in statuses.items() if f != "broken.py"} == {"skipped"}
     # The partly indexed file keeps what parsed; the others are not graph nodes.
     assert set(codebase.list_files()["file"]) == {"good.py", "broken.py"}
-    assert {"ok", "After"} <= set(codebase.find_symbol("ok")["name"]) | set(codebase.find_symbol("After")["name"])
+    assert {"ok", "After"} <= set(codebase.find_symbol("ok")["name"]) | set(
+        codebase.find_symbol("After")["name"]
+    )
     stats = dict(zip(codebase.stats()["metric"], codebase.stats()["value"]))
     assert stats["skipped"] == 7 and stats["partly indexed"] == 1
     # A warm start from index.db reports the same problems.
@@ -105,9 +115,18 @@ def test_aries_folder_gitignore_keeps_only_memory(tmp_path: Path) -> None:
     write(root, ".aries/memory/notes/idea.md", "an idea\n")
     write(root, ".aries/sessions/s1.json", "{}\n")
     ignored = subprocess.run(
-        ["git", "-C", str(root), "check-ignore", ".aries/index.db", ".aries/sessions/s1.json",
-         ".aries/memory/notes/idea.md"],
-        capture_output=True, text=True, check=False,
+        [
+            "git",
+            "-C",
+            str(root),
+            "check-ignore",
+            ".aries/index.db",
+            ".aries/sessions/s1.json",
+            ".aries/memory/notes/idea.md",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
     ).stdout.split()
     assert ignored == [".aries/index.db", ".aries/sessions/s1.json"]
 
@@ -133,3 +152,30 @@ def test_missing_root_and_unknown_file_give_clear_errors(tmp_path: Path) -> None
         codebase.show_dependents("missing.py")
     with pytest.raises(ValueError, match="Unknown edge kind"):
         codebase.edges("calls")
+
+
+def test_unreadable_file_is_retried_once_readable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "repo"
+    write(root, "a.py", "A = 1\n")
+    write(root, "locked.py", "def opened():\n    return 1\n")
+    real = extract.read_source
+    # Simulated, so the test means the same as root and as a normal user: chmod does not bind root.
+    blocked = {"locked.py"}
+
+    def read_source(path: str) -> bytes:
+        if Path(path).name in blocked:
+            raise PermissionError(13, "Permission denied", path)
+        return real(path)
+
+    monkeypatch.setattr(extract, "read_source", read_source)
+    codebase = Codebase(root, config=Config({"AriesCodebase": {"workers": 1}}))
+    codebase.wait_ready()
+    assert codebase.skipped()["file"].tolist() == ["locked.py"]
+    assert codebase.reindex().empty  # still unreadable: no change to report
+    blocked.clear()  # permissions fixed; the mtime did not move
+    assert codebase.reindex()["change"].tolist() == ["modified"]
+    assert codebase.skipped().empty and codebase.find_symbol("opened")["file"].tolist() == ["locked.py"]
+    # Nothing unreadable was cached: a fresh start reads it again.
+    again = Codebase(root, config=Config({"AriesCodebase": {"workers": 1}}))
+    again.wait_ready()
+    assert again.skipped().empty

@@ -111,11 +111,15 @@ def test_reference_edges_point_at_definitions(tmp_path: Path) -> None:
 def test_tsconfig_extends_and_jsconfig(tmp_path: Path) -> None:
     root = tmp_path / "ext"
     (root / "configs").mkdir(parents=True)
-    (root / "configs" / "base.json").write_text('{"compilerOptions": {"baseUrl": "../src", "paths": {"~/*": ["./*"]}}}')
+    (root / "configs" / "base.json").write_text(
+        '{"compilerOptions": {"baseUrl": "../src", "paths": {"~/*": ["./*"]}}}'
+    )
     (root / "tsconfig.json").write_text('{"extends": "./configs/base.json", /* no options of its own */}')
     (root / "src" / "deep").mkdir(parents=True)
     (root / "src" / "deep" / "thing.ts").write_text("export const thing = 1;\n")
-    (root / "src" / "main.ts").write_text('import { thing } from "~/deep/thing";\nimport x from "deep/thing";\n')
+    (root / "src" / "main.ts").write_text(
+        'import { thing } from "~/deep/thing";\nimport x from "deep/thing";\n'
+    )
     (root / "web").mkdir()
     (root / "web" / "jsconfig.json").write_text('{"compilerOptions": {"baseUrl": "."}}')
     (root / "web" / "lib.js").write_text("module.exports = 1;\n")

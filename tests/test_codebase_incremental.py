@@ -69,7 +69,9 @@ def test_reindex_after_edit_add_delete_equals_full_build(mixed_repo: Path) -> No
     )
     # add: a module that an existing import now resolves to, and a TS file that imports through paths
     (mixed_repo / "app" / "settings.py").write_text("from app.core import Engine\n\nVERSION = 2\n")
-    (mixed_repo / "web" / "src" / "extra.ts").write_text('import { helper } from "@lib/helpers";\nexport const x = helper("x");\n')
+    (mixed_repo / "web" / "src" / "extra.ts").write_text(
+        'import { helper } from "@lib/helpers";\nexport const x = helper("x");\n'
+    )
     # delete: a module others import
     (mixed_repo / "app" / "helpers" / "text.py").unlink()
     changes = codebase.reindex()
@@ -137,16 +139,26 @@ def test_random_edit_sequences_match_full_builds(mixed_repo: Path) -> None:
                 continue
             name = rng.choice(names)
             if rel.endswith(".py"):
-                path.write_text(path.read_text() + f"\n\ndef {name}_{round_number}():\n    return {rng.choice(names)}\n"
-                                f"\n{name} = {round_number}\n")
+                path.write_text(
+                    path.read_text() + f"\n\ndef {name}_{round_number}():\n    return {rng.choice(names)}\n"
+                    f"\n{name} = {round_number}\n"
+                )
             else:
                 path.write_text(path.read_text() + f"\nexport const {name} = {round_number};\n")
-        new = mixed_repo / ("app" if round_number % 2 else "web/src") / f"added_{round_number}.{'py' if round_number % 2 else 'ts'}"
+        new = (
+            mixed_repo
+            / ("app" if round_number % 2 else "web/src")
+            / f"added_{round_number}.{'py' if round_number % 2 else 'ts'}"
+        )
         if new.suffix == ".py":
-            new.write_text(f"from app.core import Engine\nfrom . import models\n\n{rng.choice(names)} = Engine\n")
+            new.write_text(
+                f"from app.core import Engine\nfrom . import models\n\n{rng.choice(names)} = Engine\n"
+            )
         else:
-            new.write_text(f'import {{ helper }} from "@lib/helpers";\nimport type {{ Props }} from "./types";\n'
-                           f"export function {rng.choice(names)}(p: Props) {{ return helper(String(p)); }}\n")
+            new.write_text(
+                f'import {{ helper }} from "@lib/helpers";\nimport type {{ Props }} from "./types";\n'
+                f"export function {rng.choice(names)}(p: Props) {{ return helper(String(p)); }}\n"
+            )
         codebase.top_files()
         codebase.reindex()
         assert_same_graph(codebase, fresh(mixed_repo))

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from IPython.core.error import UsageError
 from IPython import get_ipython
+from IPython.core.error import UsageError
 from IPython.testing.globalipapp import start_ipython
 
 from aries_kernel.codebase import Codebase
@@ -40,7 +40,9 @@ def test_index_another_folder_replaces_codebase(shell, tmp_path: Path) -> None: 
     changes = shell.run_line_magic("aries", "index")
     assert isinstance(changes, pd.DataFrame)
     assert dict(zip(changes["file"], changes["change"])) == {"new.py": "added"}
-    assert ("new.py", "mod.py") in set(zip(result.edges("import")["source"], result.edges("import")["target"]))
+    assert ("new.py", "mod.py") in set(
+        zip(result.edges("import")["source"], result.edges("import")["target"])
+    )
 
 
 def test_index_bad_input_is_a_usage_error(shell, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -106,8 +106,14 @@ def test_edges(codebase: Codebase) -> None:
 def test_get_context_merges_nearby_ranges(codebase: Codebase) -> None:
     text = codebase.get_context("app/core.py", [4, 6], window=1)
     assert isinstance(text, str)
-    assert text.splitlines() == ["app/core.py", " 3 | from app.models import User",
-                                 " 4 | from .helpers import fmt", " 5 | ", " 6 | ", " 7 | class Engine:"]
+    assert text.splitlines() == [
+        "app/core.py",
+        " 3 | from app.models import User",
+        " 4 | from .helpers import fmt",
+        " 5 | ",
+        " 6 | ",
+        " 7 | class Engine:",
+    ]
     two = codebase.get_context("app/core.py", [1, 12], window=0)
     assert two.splitlines() == ["app/core.py", " 1 | import os", "...", "12 |         return fmt(user.name)"]
     with pytest.raises(ValueError, match="outside"):
@@ -131,8 +137,17 @@ def test_listings_and_stats(codebase: Codebase) -> None:
     assert stats["skipped"] == 0
     assert columns(codebase.skipped()) == ["file", "status", "reason"]
     table = codebase.symbol_table()
-    assert columns(table)[:9] == ["name", "kind", "file", "line", "end_line", "signature", "language",
-                                  "shape_hash", "exact_hash"]
+    assert columns(table)[:9] == [
+        "name",
+        "kind",
+        "file",
+        "line",
+        "end_line",
+        "signature",
+        "language",
+        "shape_hash",
+        "exact_hash",
+    ]
     functions = table[table["kind"].isin(["function", "class", "method"])]
     assert (functions["shape_hash"].str.len() > 0).all() and (functions["exact_hash"].str.len() > 0).all()
     assert codebase.language_of("web/esm/app.mjs") == "javascript"

@@ -15,10 +15,12 @@ class AriesCodebase(Configurable):
         1 << 20, help="Files larger than this many bytes are skipped (and listed in codebase.skipped())."
     ).tag(config=True)
     ignore = List(
-        Unicode(), help="Extra gitignore-style patterns to leave out, on top of .gitignore and the built-in skips."
+        Unicode(),
+        help="Extra gitignore-style patterns to leave out, on top of .gitignore and the built-in skips.",
     ).tag(config=True)
     workers = Int(
-        0, help="Processes used to parse a large cold index; 0 means one per available core, 1 parses in-thread."
+        0,
+        help="Processes used to parse a large cold index; 0 means one per available core, 1 parses in-thread.",
     ).tag(config=True)
     persist = Bool(
         True, help="Keep the index in <root>/.aries/index.db so the next start only re-parses changed files."

@@ -14,8 +14,9 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from aries_kernel.codebase import extract
 from aries_kernel.codebase.config import AriesCodebase
-from aries_kernel.codebase.extract import Record, content_hash, read_source
+from aries_kernel.codebase.extract import Record, content_hash
 from aries_kernel.codebase.files import Problem, SourceFile, Walk, indexable, walk
 from aries_kernel.codebase.graph import FileGraph
 from aries_kernel.codebase.indexer import default_workers, plan, run_plan, too_large
@@ -78,7 +79,9 @@ class Codebase(QueryMixin, JudgmentMixin):
         with self._lock:
             if self._thread is not None:
                 return
-            self._thread = threading.Thread(target=self._index_safely, name="aries-codebase-index", daemon=True)
+            self._thread = threading.Thread(
+                target=self._index_safely, name="aries-codebase-index", daemon=True
+            )
             self._thread.start()
 
     def wait_ready(self, timeout: float | None = None) -> None:
@@ -97,8 +100,10 @@ class Codebase(QueryMixin, JudgmentMixin):
             if progress is not None:
                 progress.close(self.status())
         if self._error is not None:
-            raise CodebaseError(f"Indexing {self.root} failed: {self._error!r}. Fix the cause and run "
-                                "codebase.reindex() or %aries index.") from self._error
+            raise CodebaseError(
+                f"Indexing {self.root} failed: {self._error!r}. Fix the cause and run "
+                "codebase.reindex() or %aries index."
+            ) from self._error
 
     @property
     def ready(self) -> bool:
@@ -175,7 +180,10 @@ class Codebase(QueryMixin, JudgmentMixin):
         records = {**work.reused, **parsed}
         stat = {s.rel: (s.size, s.mtime_ns) for s in found.sources}
         if self._store is not None:
-            self._store.save([(rel, *stat[rel], parsed[rel]) for rel in sorted(parsed)] + work.restat)
+            self._store.save(
+                [(rel, *stat[rel], parsed[rel]) for rel in sorted(parsed) if _cacheable(parsed[rel])]
+                + work.restat
+            )
             gone = set(stored) - set(records)
             if gone:
                 self._store.delete(sorted(gone))
@@ -191,8 +199,10 @@ class Codebase(QueryMixin, JudgmentMixin):
             self._tables.clear()
             self._texts.clear()
             self.last_run = {
-                "mode": "warm" if stored else "cold", "seconds": time.perf_counter() - started,
-                "parsed": len(parsed), "reused": len(work.reused),
+                "mode": "warm" if stored else "cold",
+                "seconds": time.perf_counter() - started,
+                "parsed": len(parsed),
+                "reused": len(work.reused),
             }
 
     def _read_tsconfigs(self, found: Walk) -> tuple[dict[str, TsConfig], dict[str, str], list[Problem]]:
@@ -203,6 +213,7 @@ class Codebase(QueryMixin, JudgmentMixin):
                 texts[rel] = (self.root / rel).read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError) as exc:
                 problems.append(Problem(rel, f"tsconfig unreadable ({exc}); its paths/baseUrl are ignored"))
+
         def read(rel: str) -> str | None:
             try:
                 return (self.root / rel).read_text(encoding="utf-8")
@@ -248,15 +259,21 @@ class Codebase(QueryMixin, JudgmentMixin):
             self._configs, self._tsconfigs = config_hashes, tsconfigs
             if changes or tsconfig_changed:
                 graph_changes = {
-                    rel: (self._records[rel] if rel in self._records and self._records[rel]["status"] != "skipped"
-                          else None)
+                    rel: (
+                        self._records[rel]
+                        if rel in self._records and self._records[rel]["status"] != "skipped"
+                        else None
+                    )
                     for rel in changes
                 }
                 self._graph.update(graph_changes, tsconfigs)
                 for rel in changes:
                     self._texts.pop(rel, None)
-            self.last_run = {**self.last_run, "reindex_seconds": time.perf_counter() - started,
-                             "reindexed": len(changes)}
+            self.last_run = {
+                **self.last_run,
+                "reindex_seconds": time.perf_counter() - started,
+                "reindexed": len(changes),
+            }
         return pd.DataFrame(sorted(changes.items()), columns=["file", "change"])
 
     def _candidates(self, paths: Any) -> tuple[dict[str, SourceFile], set[str]]:
@@ -292,13 +309,13 @@ class Codebase(QueryMixin, JudgmentMixin):
                 if old is not None:
                     changes[rel] = "deleted"
                 continue
-            if old is not None and self._stat.get(rel) == (source.size, source.mtime_ns):
+            if old is not None and self._stat.get(rel) == (source.size, source.mtime_ns) and _cacheable(old):
                 continue
             if source.size > max_bytes:
                 record = too_large(source, max_bytes)
             else:
                 try:
-                    data = read_source(str(self.root / rel))
+                    data = extract.read_source(str(self.root / rel))
                 except OSError:
                     data = None
                 if old is not None and data is not None and old["hash"] == content_hash(data):
@@ -313,7 +330,9 @@ class Codebase(QueryMixin, JudgmentMixin):
         workers = self.settings.workers or default_workers()
         parsed = run_plan(self.root, to_parse, max_bytes, workers, lambda done: None)
         for source in to_parse:
-            changes[source.rel] = "added" if source.rel not in self._records else "modified"
+            old = self._records.get(source.rel)
+            if old != parsed[source.rel]:  # an unreadable file that is still unreadable is no change
+                changes[source.rel] = "added" if old is None else "modified"
             self._set_record(source, parsed[source.rel])
         deleted = [rel for rel, change in changes.items() if change == "deleted"]
         for rel in deleted:
@@ -328,7 +347,7 @@ class Codebase(QueryMixin, JudgmentMixin):
     def _set_record(self, source: SourceFile, record: Record) -> None:
         self._records[source.rel] = record
         self._stat[source.rel] = (source.size, source.mtime_ns)
-        if self._store is not None:
+        if self._store is not None and _cacheable(record):
             self._store.save([(source.rel, source.size, source.mtime_ns, record)])
 
     # accessors shared by the query and judgment operations
@@ -354,8 +373,12 @@ class Codebase(QueryMixin, JudgmentMixin):
         if rel in self._records:
             record = self._records[rel]
             raise CodebaseError(f"{rel} is not indexed: {record['reason']}")
-        hint = f" Did you mean one of: {', '.join(sorted(matches)[:5])}?" if matches else (
-            " codebase.list_files() shows the indexed files; run codebase.reindex() after creating files."
+        hint = (
+            f" Did you mean one of: {', '.join(sorted(matches)[:5])}?"
+            if matches
+            else (
+                " codebase.list_files() shows the indexed files; run codebase.reindex() after creating files."
+            )
         )
         raise CodebaseError(f"{rel} is not an indexed file of {self.root}.{hint}")
 
@@ -380,11 +403,25 @@ class Codebase(QueryMixin, JudgmentMixin):
         def build() -> pd.DataFrame:
             rows = [
                 (s[0], s[1], rel, s[2], s[3], s[4], record["language"], s[6], s[7], s[5])
-                for rel, record in self._records.items() if record["status"] != "skipped"
+                for rel, record in self._records.items()
+                if record["status"] != "skipped"
                 for s in record["symbols"]
             ]
-            return pd.DataFrame(rows, columns=["name", "kind", "file", "line", "end_line", "signature", "language",
-                                               "shape_hash", "exact_hash", "parent"])
+            return pd.DataFrame(
+                rows,
+                columns=[
+                    "name",
+                    "kind",
+                    "file",
+                    "line",
+                    "end_line",
+                    "signature",
+                    "language",
+                    "shape_hash",
+                    "exact_hash",
+                    "parent",
+                ],
+            )
 
         with self._lock:
             return self._table("symbols", build).copy()
@@ -397,9 +434,11 @@ class Codebase(QueryMixin, JudgmentMixin):
             text = self._texts.get(rel)
         if text is None:
             try:
-                text = read_source(str(self.root / rel)).decode("utf-8")
+                text = extract.read_source(str(self.root / rel)).decode("utf-8")
             except (OSError, UnicodeDecodeError) as exc:
-                raise CodebaseError(f"Cannot read {rel}: {exc}. Run codebase.reindex() if it changed.") from exc
+                raise CodebaseError(
+                    f"Cannot read {rel}: {exc}. Run codebase.reindex() if it changed."
+                ) from exc
             with self._lock:
                 self._texts[rel] = text
         return text
@@ -413,3 +452,8 @@ class Codebase(QueryMixin, JudgmentMixin):
     def parse(self, source: bytes, language: str) -> Tree:
         """Parse ``source`` as ``language`` with tree-sitter."""
         return parse_source(source, language)
+
+
+def _cacheable(record: Record) -> bool:
+    """Whether a record may be stored: an unreadable file can become readable without a new mtime (chmod)."""
+    return not record["reason"].startswith("unreadable")

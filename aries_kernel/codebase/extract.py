@@ -37,8 +37,15 @@ _PY_STATEMENTS = {
 _PY_LOCAL_SCOPES = frozenset({"function_definition", "lambda"})
 _PY_CLASS = frozenset({"class_definition"})
 _JS_LOCAL_SCOPES = frozenset(
-    {"function_declaration", "function_expression", "arrow_function", "method_definition",
-     "generator_function_declaration", "generator_function", "function"}
+    {
+        "function_declaration",
+        "function_expression",
+        "arrow_function",
+        "method_definition",
+        "generator_function_declaration",
+        "generator_function",
+        "function",
+    }
 )
 _JS_CLASS = frozenset({"class_declaration", "class", "abstract_class_declaration"})
 _JS_FUNCTION_VALUES = frozenset({"arrow_function", "function_expression", "function", "generator_function"})
@@ -96,7 +103,10 @@ def extract_source(rel: str, language: str, data: bytes) -> Record:
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
         return _skipped(
-            rel, language, f"not UTF-8 text (byte 0x{data[exc.start]:02x} at line {line}); re-save it as UTF-8", data
+            rel,
+            language,
+            f"not UTF-8 text (byte 0x{data[exc.start]:02x} at line {line}); re-save it as UTF-8",
+            data,
         )
     tree = get_parser(language).parse(data)
     root = tree.root_node
@@ -199,7 +209,11 @@ def _symbols(captures: dict[str, list[Node]], data: bytes, python: bool) -> tupl
         kind = _KINDS[node.type]
         if kind == "function" and parent:
             kind = "method"
-        hashes = (shape_hash(node), exact_hash(data[node.start_byte : node.end_byte])) if kind in _HASHED_KINDS else ("", "")
+        hashes = (
+            (shape_hash(node), exact_hash(data[node.start_byte : node.end_byte]))
+            if kind in _HASHED_KINDS
+            else ("", "")
+        )
         out.append((_text(name_node), kind, *_lines(node), _signature(node, data), parent, *hashes))
     for node in captures.get("var", ()):
         if python:
@@ -213,7 +227,11 @@ def _symbols(captures: dict[str, list[Node]], data: bytes, python: bool) -> tupl
             value = node.child_by_field_name("value")
             name = _text(name_node)
             kind = "function" if value is not None and value.type in _JS_FUNCTION_VALUES else "variable"
-        hashes = (shape_hash(value), exact_hash(data[decl.start_byte : decl.end_byte])) if kind == "function" and value is not None else ("", "")
+        hashes = (
+            (shape_hash(value), exact_hash(data[decl.start_byte : decl.end_byte]))
+            if kind == "function" and value is not None
+            else ("", "")
+        )
         out.append((name, kind, *_lines(decl), _first_line(decl, data), "", *hashes))
     out.sort(key=lambda s: (s[2], s[0]))
     return tuple(out)

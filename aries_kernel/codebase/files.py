@@ -18,9 +18,31 @@ __all__ = ["CONFIG_FILES", "SKIP_DIRS", "Problem", "SourceFile", "Walk", "indexa
 
 SKIP_DIRS = frozenset(
     {
-        ".git", ".hg", ".svn", ".bzr", ".aries", "node_modules", "__pycache__", ".venv", "venv", ".tox", ".nox",
-        ".mypy_cache", ".pytest_cache", ".ruff_cache", ".ipynb_checkpoints", "site-packages", "build", "dist",
-        ".next", ".nuxt", ".turbo", ".parcel-cache", ".eggs", "coverage", ".coverage_html",
+        ".git",
+        ".hg",
+        ".svn",
+        ".bzr",
+        ".aries",
+        "node_modules",
+        "__pycache__",
+        ".venv",
+        "venv",
+        ".tox",
+        ".nox",
+        ".mypy_cache",
+        ".pytest_cache",
+        ".ruff_cache",
+        ".ipynb_checkpoints",
+        "site-packages",
+        "build",
+        "dist",
+        ".next",
+        ".nuxt",
+        ".turbo",
+        ".parcel-cache",
+        ".eggs",
+        "coverage",
+        ".coverage_html",
     }
 )
 # Files that change how imports resolve; their content is part of the index key.
@@ -81,8 +103,12 @@ def indexable(root: Path, rel: str, extra_ignores: list[str] | tuple[str, ...] =
     specs: list[tuple[str, object]] = []
     for depth in range(len(parts)):
         folder = "/".join(parts[:depth])
-        if depth and (parts[depth - 1] in SKIP_DIRS or parts[depth - 1].endswith(".egg-info")
-                      or (root / folder / "pyvenv.cfg").exists() or _ignored(folder, True, specs, extra)):
+        if depth and (
+            parts[depth - 1] in SKIP_DIRS
+            or parts[depth - 1].endswith(".egg-info")
+            or (root / folder / "pyvenv.cfg").exists()
+            or _ignored(folder, True, specs, extra)
+        ):
             return False
         gitignore = root / folder / ".gitignore"
         if gitignore.is_file():
@@ -106,7 +132,9 @@ def _ignored(rel: str, is_dir: bool, specs: list[tuple[str, object]], extra: obj
     return False
 
 
-def _walk_dir(root: Path, rel_dir: str, specs: list[tuple[str, object]], extra: object | None, out: Walk) -> None:
+def _walk_dir(
+    root: Path, rel_dir: str, specs: list[tuple[str, object]], extra: object | None, out: Walk
+) -> None:
     from pathspec import GitIgnoreSpec
 
     directory = root / rel_dir if rel_dir else root
@@ -140,8 +168,14 @@ def _walk_dir(root: Path, rel_dir: str, specs: list[tuple[str, object]], extra: 
             _file(entry, rel, local_specs, extra, out)
 
 
-def _symlink(root: Path, entry: os.DirEntry[str], rel: str, specs: list[tuple[str, object]],
-             extra: object | None, out: Walk) -> None:
+def _symlink(
+    root: Path,
+    entry: os.DirEntry[str],
+    rel: str,
+    specs: list[tuple[str, object]],
+    extra: object | None,
+    out: Walk,
+) -> None:
     """Symlinked files are indexed under the link's path; directory links are reported and not followed."""
     try:
         target = Path(entry.path).resolve(strict=True)
@@ -158,13 +192,16 @@ def _symlink(root: Path, entry: os.DirEntry[str], rel: str, specs: list[tuple[st
         if not _skip_dir(entry) and not _ignored(rel, True, specs, extra):
             where = os.path.relpath(target, root)
             loop = Path(entry.path).parent.resolve().is_relative_to(target)
-            out.problems.append(Problem(rel, "symlink loop" if loop else f"symlink to a folder ({where}), not followed"))
+            out.problems.append(
+                Problem(rel, "symlink loop" if loop else f"symlink to a folder ({where}), not followed")
+            )
         return
     _file(entry, rel, specs, extra, out)
 
 
-def _file(entry: os.DirEntry[str], rel: str, specs: list[tuple[str, object]], extra: object | None,
-          out: Walk) -> None:
+def _file(
+    entry: os.DirEntry[str], rel: str, specs: list[tuple[str, object]], extra: object | None, out: Walk
+) -> None:
     name = entry.name
     language = language_for_path(name)
     if language is None and name not in CONFIG_FILES:

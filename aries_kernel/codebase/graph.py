@@ -28,12 +28,104 @@ MAX_DEFINERS = 8
 _LOW_WEIGHT = 0.3
 _TOP_KINDS = frozenset({"function", "class", "variable", "interface", "type", "enum"})
 _COMMON = frozenset(dir(builtins)) | frozenset(
-    """self cls args kwargs data value values name names key keys item items result results get set run main
-    init setup config options default index count size type types path file files text line lines node nodes
-    obj data df test tests util utils helper helpers base error errors log logger module parent child children
-    start end begin stop update create delete add remove load save read write open close call apply process
-    handle handler callback fn func cb res req request response ctx context state props value id ids info
-    export exports require default module""".split()
+    [
+        "self",
+        "cls",
+        "args",
+        "kwargs",
+        "data",
+        "value",
+        "values",
+        "name",
+        "names",
+        "key",
+        "keys",
+        "item",
+        "items",
+        "result",
+        "results",
+        "get",
+        "set",
+        "run",
+        "main",
+        "init",
+        "setup",
+        "config",
+        "options",
+        "default",
+        "index",
+        "count",
+        "size",
+        "type",
+        "types",
+        "path",
+        "file",
+        "files",
+        "text",
+        "line",
+        "lines",
+        "node",
+        "nodes",
+        "obj",
+        "data",
+        "df",
+        "test",
+        "tests",
+        "util",
+        "utils",
+        "helper",
+        "helpers",
+        "base",
+        "error",
+        "errors",
+        "log",
+        "logger",
+        "module",
+        "parent",
+        "child",
+        "children",
+        "start",
+        "end",
+        "begin",
+        "stop",
+        "update",
+        "create",
+        "delete",
+        "add",
+        "remove",
+        "load",
+        "save",
+        "read",
+        "write",
+        "open",
+        "close",
+        "call",
+        "apply",
+        "process",
+        "handle",
+        "handler",
+        "callback",
+        "fn",
+        "func",
+        "cb",
+        "res",
+        "req",
+        "request",
+        "response",
+        "ctx",
+        "context",
+        "state",
+        "props",
+        "value",
+        "id",
+        "ids",
+        "info",
+        "export",
+        "exports",
+        "require",
+        "default",
+        "module",
+    ]
 )
 
 
@@ -52,7 +144,9 @@ def name_weight(name: str) -> float:
 def top_level_names(symbols: Iterable[tuple[Any, ...]]) -> frozenset[str]:
     """Names a file defines at module level (functions, classes, variables, TS types), dunders excluded."""
     return frozenset(
-        s[0] for s in symbols if s[5] == "" and s[1] in _TOP_KINDS and not (s[0].startswith("__") and s[0].endswith("__"))
+        s[0]
+        for s in symbols
+        if s[5] == "" and s[1] in _TOP_KINDS and not (s[0].startswith("__") and s[0].endswith("__"))
     )
 
 

@@ -13,7 +13,8 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aries_kernel.codebase.extract import Record, content_hash, extract_batch, extract_file, read_source
+from aries_kernel.codebase import extract
+from aries_kernel.codebase.extract import Record, content_hash, extract_batch, extract_file
 from aries_kernel.codebase.files import SourceFile
 from aries_kernel.codebase.store import StoredFile
 
@@ -38,9 +39,16 @@ class Plan:
 def too_large(source: SourceFile, max_bytes: int) -> Record:
     """The record of a file over the size limit, made from its stat alone (it is never read)."""
     return {
-        "file": source.rel, "language": source.language, "status": "skipped",
-        "reason": f"too large: {source.size:,} bytes (limit {max_bytes:,})", "hash": "", "size": source.size,
-        "loc": 0, "symbols": (), "imports": (), "uses": (),
+        "file": source.rel,
+        "language": source.language,
+        "status": "skipped",
+        "reason": f"too large: {source.size:,} bytes (limit {max_bytes:,})",
+        "hash": "",
+        "size": source.size,
+        "loc": 0,
+        "symbols": (),
+        "imports": (),
+        "uses": (),
     }
 
 
@@ -60,7 +68,7 @@ def plan(root: Path, sources: list[SourceFile], stored: dict[str, StoredFile], m
             result.reused[source.rel] = record
             continue
         try:
-            unchanged = digest and content_hash(read_source(str(root / source.rel))) == digest
+            unchanged = digest and content_hash(extract.read_source(str(root / source.rel))) == digest
         except OSError:
             unchanged = False
         if unchanged:
@@ -71,8 +79,9 @@ def plan(root: Path, sources: list[SourceFile], stored: dict[str, StoredFile], m
     return result
 
 
-def run_plan(root: Path, to_parse: list[SourceFile], max_bytes: int, workers: int,
-             on_progress: Callable[[int], None]) -> dict[str, Record]:
+def run_plan(
+    root: Path, to_parse: list[SourceFile], max_bytes: int, workers: int, on_progress: Callable[[int], None]
+) -> dict[str, Record]:
     """Parse ``to_parse``; ``on_progress(n)`` is called with the number of files done so far."""
     items = [(str(root / s.rel), s.rel, s.language) for s in to_parse]
     total_bytes = sum(s.size for s in to_parse)

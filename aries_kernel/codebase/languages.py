@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from tree_sitter import Language, Parser, QueryCursor, Tree
 
-__all__ = ["EXTENSIONS", "LANGUAGES", "language_for_path", "get_language", "get_parser", "get_query", "parse"]
+__all__ = ["EXTENSIONS", "LANGUAGES", "get_language", "get_parser", "get_query", "language_for_path", "parse"]
 
 EXTENSIONS: dict[str, str] = {
     ".py": "python",

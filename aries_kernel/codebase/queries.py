@@ -64,8 +64,14 @@ class QueryMixin:
             ranks = self._rankings.pagerank()
             g = self._graph.graph
             rows = [
-                (rel, ranks.get(rel, 0.0), g.in_degree(node), g.out_degree(node),
-                 len(self._records[rel]["symbols"]), self._records[rel]["loc"])
+                (
+                    rel,
+                    ranks.get(rel, 0.0),
+                    g.in_degree(node),
+                    g.out_degree(node),
+                    len(self._records[rel]["symbols"]),
+                    self._records[rel]["loc"],
+                )
                 for rel, node in self._graph.node_of.items()
             ]
         frame = pd.DataFrame(rows, columns=["file", "pagerank", "in_degree", "out_degree", "symbols", "loc"])
@@ -79,7 +85,8 @@ class QueryMixin:
         with self._lock:
             hubs, authorities = self._rankings.hits()
         frame = pd.DataFrame(
-            [(rel, hubs[rel], authorities.get(rel, 0.0)) for rel in hubs], columns=["file", "hub", "authority"]
+            [(rel, hubs[rel], authorities.get(rel, 0.0)) for rel in hubs],
+            columns=["file", "hub", "authority"],
         )
         hub_n = frame["hub"] / (frame["hub"].max() or 1.0)
         auth_n = frame["authority"] / (frame["authority"].max() or 1.0)
@@ -138,6 +145,8 @@ class QueryMixin:
         """
         import pandas as pd
 
+        from aries_kernel.codebase.core import CodebaseError
+
         self.wait_ready()
         needle = query.strip().lower()
         if not needle:
@@ -162,7 +171,7 @@ class QueryMixin:
         for rel in files:
             try:
                 text = self.source(rel)
-            except Exception:  # a file that vanished since indexing: reindex will drop it
+            except CodebaseError:  # a file that vanished or changed since indexing: reindex will sort it out
                 continue
             for line, snippet, score in _content_hits(text, needle, words):
                 keep(rel, line, "content", "", snippet, score)
@@ -179,14 +188,24 @@ class QueryMixin:
         import pandas as pd
 
         if "file" not in matches or "line" not in matches:
-            raise ValueError("cluster_by_file() takes a DataFrame with file and line columns, e.g. search(...).")
-        scored = matches.assign(score=matches["score"] if "score" in matches else 1.0)
+            raise ValueError(
+                "cluster_by_file() takes a DataFrame with file and line columns, e.g. search(...)."
+            )
+        scored = matches.assign(score=matches.get("score", 1.0))
         rows = []
         for file, group in scored.groupby("file", sort=False):
             best = group.sort_values("score", ascending=False).iloc[0]
             names = sorted({n for n in group.get("name", pd.Series(dtype=str)) if isinstance(n, str) and n})
-            rows.append((file, len(group), sorted(int(x) for x in group["line"]), names,
-                         float(group["score"].sum()), str(best.get("snippet", ""))))
+            rows.append(
+                (
+                    file,
+                    len(group),
+                    sorted(int(x) for x in group["line"]),
+                    names,
+                    float(group["score"].sum()),
+                    str(best.get("snippet", "")),
+                )
+            )
         frame = pd.DataFrame(rows, columns=["file", "matches", "lines", "names", "score", "snippet"])
         return _top(frame, ["score", "file"], [False, True], None)
 
@@ -247,7 +266,9 @@ class QueryMixin:
 
     # source
 
-    def get_context(self, file: Any, lines: int | Iterable[int] | None = None, window: int = 5) -> SourceSlice:
+    def get_context(
+        self, file: Any, lines: int | Iterable[int] | None = None, window: int = 5
+    ) -> SourceSlice:
         """Numbered source of ``file``: around ``lines`` (one or many, ``window`` lines each side, nearby ranges
         merged, gaps shown as ``...``), or the whole file when ``lines`` is None."""
         self.wait_ready()
@@ -283,8 +304,11 @@ class QueryMixin:
 
         self.wait_ready()
         with self._lock:
-            rows = [(rel, r["language"], r["loc"], len(r["symbols"]), r["status"])
-                    for rel, r in self._records.items() if r["status"] != "skipped"]
+            rows = [
+                (rel, r["language"], r["loc"], len(r["symbols"]), r["status"])
+                for rel, r in self._records.items()
+                if r["status"] != "skipped"
+            ]
         return pd.DataFrame(rows, columns=["file", "language", "loc", "symbols", "status"])
 
     def skipped(self) -> pd.DataFrame:
@@ -293,7 +317,11 @@ class QueryMixin:
 
         self.wait_ready()
         with self._lock:
-            rows = [(rel, r["status"], r["reason"]) for rel, r in self._records.items() if r["status"] != "indexed"]
+            rows = [
+                (rel, r["status"], r["reason"])
+                for rel, r in self._records.items()
+                if r["status"] != "indexed"
+            ]
             rows += [(p.rel, "skipped", p.reason) for p in self._problems]
         return pd.DataFrame(sorted(rows), columns=["file", "status", "reason"])
 
@@ -316,7 +344,10 @@ class QueryMixin:
                 ("symbols", sum(len(r["symbols"]) for r in records)),
                 ("loc", sum(r["loc"] for r in records)),
                 *((f"edges ({kind})", n) for kind, n in edge_kinds.items()),
-                ("skipped", sum(1 for r in self._records.values() if r["status"] == "skipped") + len(self._problems)),
+                (
+                    "skipped",
+                    sum(1 for r in self._records.values() if r["status"] == "skipped") + len(self._problems),
+                ),
                 ("partly indexed", sum(1 for r in records if r["status"] == "partial")),
                 ("index mode", self.last_run.get("mode", "")),
                 ("index seconds", round(float(self.last_run.get("seconds", 0.0)), 3)),

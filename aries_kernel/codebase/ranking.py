@@ -18,7 +18,33 @@ from aries_kernel.codebase.graph import FileGraph
 __all__ = ["Rankings", "community_label"]
 
 _LABEL_STOPWORDS = frozenset(
-    "get set is has to from the a an of in on for and or with by as test tests init main index util utils".split()
+    [
+        "get",
+        "set",
+        "is",
+        "has",
+        "to",
+        "from",
+        "the",
+        "a",
+        "an",
+        "of",
+        "in",
+        "on",
+        "for",
+        "and",
+        "or",
+        "with",
+        "by",
+        "as",
+        "test",
+        "tests",
+        "init",
+        "main",
+        "index",
+        "util",
+        "utils",
+    ]
 )
 
 
@@ -97,8 +123,9 @@ class Rankings:
         # Leiden is randomized; a fixed seed makes the same graph give the same communities every time.
         igraph.set_random_number_generator(random.Random(0))
         try:
-            membership = ig.community_leiden(objective_function="modularity", weights=weights or None,
-                                             n_iterations=-1).membership
+            membership = ig.community_leiden(
+                objective_function="modularity", weights=weights or None, n_iterations=-1
+            ).membership
         finally:
             igraph.set_random_number_generator(random)
         groups: dict[int, list[int]] = {}

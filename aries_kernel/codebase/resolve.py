@@ -62,12 +62,15 @@ def load_tsconfigs(
         rel = pending.pop()
         try:
             data = parse_jsonc(texts[rel])
-            if not isinstance(data, dict):
-                raise ValueError("top level is not an object")
-            raw[rel] = data
         except ValueError as exc:
             problems.append((rel, f"tsconfig not parsed ({exc}); its paths/baseUrl are ignored"))
             continue
+        if not isinstance(data, dict):
+            problems.append(
+                (rel, "tsconfig not parsed (top level is not an object); its paths/baseUrl are ignored")
+            )
+            continue
+        raw[rel] = data
         parent = _extends_path(rel, data)
         if parent is not None and parent not in texts:
             text = read(parent)
@@ -85,11 +88,15 @@ def load_tsconfigs(
         base_url = options.get("baseUrl")
         base = _norm(posixpath.join(options["__dir__"], base_url)) if isinstance(base_url, str) else None
         paths = options.get("paths") or {}
-        entries = tuple(
-            (str(pattern), tuple(str(t) for t in targets))
-            for pattern, targets in paths.items()
-            if isinstance(targets, list)
-        ) if isinstance(paths, dict) else ()
+        entries = (
+            tuple(
+                (str(pattern), tuple(str(t) for t in targets))
+                for pattern, targets in paths.items()
+                if isinstance(targets, list)
+            )
+            if isinstance(paths, dict)
+            else ()
+        )
         paths_dir = options.get("__paths_dir__", options["__dir__"])
         configs[folder] = TsConfig(folder, base, entries, base if base is not None else paths_dir)
     return configs, problems
@@ -172,8 +179,10 @@ class Resolver:
         target = self.modules.get(module)
         if target is None:
             return []
-        folder = target[: -len("/__init__.py")] if target.endswith("__init__.py") and "/" in target else (
-            "" if target == "__init__.py" else None
+        folder = (
+            target[: -len("/__init__.py")]
+            if target.endswith("__init__.py") and "/" in target
+            else ("" if target == "__init__.py" else None)
         )
         return self._with_names(folder, target, names)
 
@@ -183,7 +192,11 @@ class Resolver:
             return [module_file] if module_file else []
         out: list[str] = []
         for name in names:
-            sub = self._py_path(_norm(posixpath.join(folder, name))) if folder is not None and name != "*" else None
+            sub = (
+                self._py_path(_norm(posixpath.join(folder, name)))
+                if folder is not None and name != "*"
+                else None
+            )
             if sub is not None:
                 out.append(sub)
             elif module_file is not None:
@@ -192,8 +205,12 @@ class Resolver:
 
     def _py_path(self, dotted_path: str) -> str | None:
         """``a/b`` -> ``a/b.py``, ``a/b.pyi`` or ``a/b/__init__.py``, whichever is indexed."""
-        for candidate in (f"{dotted_path}.py", f"{dotted_path}/__init__.py" if dotted_path else "__init__.py",
-                          f"{dotted_path}.pyi", f"{dotted_path}/__init__.pyi" if dotted_path else "__init__.pyi"):
+        for candidate in (
+            f"{dotted_path}.py",
+            f"{dotted_path}/__init__.py" if dotted_path else "__init__.py",
+            f"{dotted_path}.pyi",
+            f"{dotted_path}/__init__.pyi" if dotted_path else "__init__.pyi",
+        ):
             if candidate in self.files:
                 return candidate
         return None
@@ -204,7 +221,7 @@ class Resolver:
         spec: str = item[0].split("?", 1)[0]
         if not spec:
             return []
-        if spec.startswith("./") or spec.startswith("../") or spec in (".", ".."):
+        if spec.startswith(("./", "../")) or spec in (".", ".."):
             target = self._js_file(_norm(posixpath.join(posixpath.dirname(rel), spec)))
             return [target] if target else []
         if spec.startswith("/"):
@@ -272,7 +289,9 @@ def _python_module_map(files: set[str], root_name: str) -> dict[str, str]:
     The package-aware name (up the chain of ``__init__.py`` folders; a root that is itself a package is named
     after its folder) wins over the name by path from the root, which wins over the name by path from ``src/``.
     """
-    packages = {posixpath.dirname(f) for f in files if posixpath.basename(f) in ("__init__.py", "__init__.pyi")}
+    packages = {
+        posixpath.dirname(f) for f in files if posixpath.basename(f) in ("__init__.py", "__init__.pyi")
+    }
     by_priority: list[dict[str, str]] = [{}, {}, {}]
     for rel in sorted(files):
         if not rel.endswith((".py", ".pyi")):

@@ -87,7 +87,9 @@ class IndexStore:
 
     def save(self, rows: Iterable[tuple[str, int, int, dict[str, Any]]]) -> None:
         """Store ``(path, size, mtime_ns, record)`` rows, replacing older ones."""
-        data = [(rel, size, mtime, record["hash"], marshal.dumps(record)) for rel, size, mtime, record in rows]
+        data = [
+            (rel, size, mtime, record["hash"], marshal.dumps(record)) for rel, size, mtime, record in rows
+        ]
         with self._lock, self._conn:
             self._conn.executemany("INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?)", data)
 
