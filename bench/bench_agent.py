@@ -1,14 +1,14 @@
 """Benchmarks of the agent loop: tool-schema tokens (lean against full) and the loop's own time per turn.
 
-Run: ``.venv/bin/python bench/bench_agent.py``. Nothing here reaches a model: the sessions are scripted with the
-instant client of ``tests/agent_scripted.py`` behind the same ``.stream()`` interface as the router's clients,
-so the times are the loop's own (prompt assembly, token estimates, compaction checks, tool dispatch, session
-writes, re-index scans), with model time excluded.
+Run: ``.venv/bin/python bench/bench_agent.py``. Nothing here reaches a model: the sessions are scripted with
+the instant client of ``tests/agent_scripted.py`` behind the same ``.stream()`` interface as the router's
+clients, so the times are the loop's own (prompt assembly, token estimates, compaction checks, tool dispatch,
+session writes, re-index scans), with model time excluded.
 
 1. Schema tokens of one request: the lean sets (REPL and bare mode) against the full set, with the agent's
    estimate and the model layer's, and the ratio (target: lean at most 30% of full).
-2. Schema tokens over a scripted 20-turn session: all turns lean; one excursion to a gated tool at turn 10; and
-   an un-gated harness that sends every schema every turn (the reference).
+2. Schema tokens over a scripted 20-turn session: all turns lean; one excursion to a gated tool at turn 10;
+   and an un-gated harness that sends every schema every turn (the reference).
 3. Loop time per turn at 200 messages of history: a resumed session of about 200 messages, then scripted turns
    (one Repl call each); the reference measured in the same run is the same turns on an empty history.
 """
@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from aries_kernel.agent import Agent, AriesAgent  # noqa: E402
-from aries_kernel.agent.phases import LEAN, PhaseState, schema_tokens  # noqa: E402
+from aries_kernel.agent.phases import LEAN, schema_tokens  # noqa: E402
 from aries_kernel.agent.tools import TOOLS  # noqa: E402
 from aries_kernel.models import tokens as model_tokens  # noqa: E402
 from aries_kernel.models import types as mt  # noqa: E402
@@ -34,7 +34,9 @@ from tests.loopback import Reply  # noqa: E402
 
 def model_layer_schema_tokens(names: list[str]) -> int:
     """The model layer's estimate of the same schemas (an empty request carrying only them)."""
-    tools = [mt.ToolSchema(TOOLS[name].name, TOOLS[name].description, TOOLS[name].parameters) for name in names]
+    tools = [
+        mt.ToolSchema(TOOLS[name].name, TOOLS[name].description, TOOLS[name].parameters) for name in names
+    ]
     return model_tokens.estimate_tokens(mt.ModelRequest(messages=[], tools=tools))
 
 
@@ -43,10 +45,16 @@ def per_request() -> None:
     print("1. Tool-schema tokens of one request")
     print(f"   {'set':<12} {'tools':>5} {'agent est.':>11} {'model est.':>11} {'of full':>8}")
     full_tokens = schema_tokens(TOOLS[name] for name in full)
-    for label, names in (("lean (repl)", list(LEAN["repl"])), ("lean (bare)", list(LEAN["bare"])), ("full", full)):
+    for label, names in (
+        ("lean (repl)", list(LEAN["repl"])),
+        ("lean (bare)", list(LEAN["bare"])),
+        ("full", full),
+    ):
         tokens = schema_tokens(TOOLS[name] for name in names)
-        print(f"   {label:<12} {len(names):>5} {tokens:>11,} {model_layer_schema_tokens(names):>11,} "
-              f"{tokens / full_tokens:>7.1%}")
+        print(
+            f"   {label:<12} {len(names):>5} {tokens:>11,} {model_layer_schema_tokens(names):>11,} "
+            f"{tokens / full_tokens:>7.1%}"
+        )
 
 
 def session_script(turns: int, gated_at: int | None) -> list[Reply]:
@@ -55,7 +63,9 @@ def session_script(turns: int, gated_at: int | None) -> list[Reply]:
         if turn == gated_at:
             replies.append(Reply(tool_calls=[("Grep", {"pattern": "def "})]))
         elif turn % 5 == 0:
-            replies.append(Reply(tool_calls=[("Write", {"file_path": f"out/f{turn}.py", "content": f"X = {turn}\n"})]))
+            replies.append(
+                Reply(tool_calls=[("Write", {"file_path": f"out/f{turn}.py", "content": f"X = {turn}\n"})])
+            )
         else:
             replies.append(Reply(tool_calls=[("Repl", {"code": f"v{turn} = {turn} * 2\nv{turn}"})]))
     replies.append(Reply(text="Done."))
@@ -64,8 +74,9 @@ def session_script(turns: int, gated_at: int | None) -> list[Reply]:
 
 def scripted_session(root: Path, turns: int, gated_at: int | None) -> list[int]:
     client = ScriptedClient(*session_script(turns, gated_at))
-    agent = Agent(root=root, router=ScriptedRouter(client), settings=AriesAgent(auto_approve=True),
-                  shell=_shell())
+    agent = Agent(
+        root=root, router=ScriptedRouter(client), settings=AriesAgent(auto_approve=True), shell=_shell()
+    )
     list(agent.run("work through the plan", max_turns=turns))
     assert len(client.requests) == turns
     return [schema_tokens(TOOLS[tool.name] for tool in request.tools) for request in client.requests]
@@ -91,10 +102,14 @@ def _shell() -> object:
 
 
 def _seed(root: Path, history: int) -> int:
-    """Write a saved session of at least ``history`` messages (prompt, tool call, result per run) under ``root``."""
-    seed = ScriptedClient(*[Reply(text="ok " * 40, tool_calls=[("Repl", {"code": f"w = {i}"})])
-                            for i in range(history)])
-    seeded = Agent(root=root, router=ScriptedRouter(seed), settings=AriesAgent(auto_approve=True), shell=_shell())
+    """Write a saved session of at least ``history`` messages (prompt, tool call, result per run) under
+    ``root``."""
+    seed = ScriptedClient(
+        *[Reply(text="ok " * 40, tool_calls=[("Repl", {"code": f"w = {i}"})]) for i in range(history)]
+    )
+    seeded = Agent(
+        root=root, router=ScriptedRouter(seed), settings=AriesAgent(auto_approve=True), shell=_shell()
+    )
     while seeded.session is None or len(seeded.session.messages) < history:
         list(seeded.run("step " * 30, max_turns=1))
     return len(seeded.session.messages)
@@ -102,7 +117,9 @@ def _seed(root: Path, history: int) -> int:
 
 def _turn_times(root: Path, turns: int, resume: bool) -> list[float]:
     client = ScriptedClient(*[Reply(tool_calls=[("Repl", {"code": "1 + 1"})]) for _ in range(turns)])
-    agent = Agent(root=root, router=ScriptedRouter(client), settings=AriesAgent(auto_approve=True), shell=_shell())
+    agent = Agent(
+        root=root, router=ScriptedRouter(client), settings=AriesAgent(auto_approve=True), shell=_shell()
+    )
     if resume:
         agent.resume()
     times = []
@@ -126,7 +143,10 @@ def loop_time(root: Path, history: int = 200, turns: int = 30) -> None:
     for label, times in ((f"{seeded} messages", long), ("empty history (reference)", empty)):
         median = statistics.median(times) * 1000
         p90 = sorted(times)[int(0.9 * len(times))] * 1000
-        print(f"   {label:<26} median {median:6.2f} ms per turn, p90 {p90:6.2f} ms  ({turns} turns, one Repl each)")
+        print(
+            f"   {label:<26} median {median:6.2f} ms per turn, p90 {p90:6.2f} ms"
+            f"  ({turns} turns, one Repl each)"
+        )
     ratio = statistics.median(long) / statistics.median(empty)
     print(f"   {seeded} messages against an empty history: {ratio:.2f}x")
 

@@ -15,6 +15,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 
 from aries_kernel.agent import Agent, agent_for
 from aries_kernel.agent.events import ApprovalRequested
+from aries_kernel.agent.inputline import install_question_marks
 from aries_kernel.agent.phases import LEAN, schema_tokens
 from aries_kernel.agent.render import TextRenderer, ask_on_stdin
 from aries_kernel.agent.repl import format_value, truncate
@@ -25,17 +26,20 @@ from .aries import HelpText, prompt_handler, split_args, status_section, subcomm
 
 __all__ = ["run_prompt", "interpolate"]
 
-_QUESTION_LINE = re.compile(r"^(\s*)%aries\s+(\S.*\?)\s*$")
 _VARIABLE = re.compile(r"(?<!\{)\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)\}(?!\})")
 _FLAGS_WITH_VALUE = ("--model", "--max-turns")
 _FLAGS = ("--yes", "--bare")
 
 
 @magic_arguments()
-@argument("--model", default=None, help="Model of the primary slot from now on (a shortname or provider:model).")
+@argument(
+    "--model", default=None, help="Model of the primary slot from now on (a shortname or provider:model)."
+)
 @argument("--bare", action="store_true", help="Bare tools for this run: Read, Grep and Glob instead of Repl.")
 @argument("--max-turns", type=int, default=None, help="Most model turns for this run.")
-@argument("--yes", action="store_true", help="Allow Edit, Write, Bash and NotebookEdit without asking, this run.")
+@argument(
+    "--yes", action="store_true", help="Allow Edit, Write, Bash and NotebookEdit without asking, this run."
+)
 def _prompt_options(line: str) -> None:
     """%aries [--model M] [--bare] [--max-turns N] [--yes] <prompt>"""
 
@@ -66,7 +70,8 @@ def _split_options(text: str) -> tuple[str, str]:
 
 
 def interpolate(text: str, namespace: dict[str, Any]) -> str:
-    """Replace ``{name}`` (or ``{name.attr}``) by the variable's value; unknown names and ``{{x}}`` stay as written."""
+    """Replace ``{name}`` (or ``{name.attr}``) by the variable's value; unknown names and ``{{x}}`` stay as
+    written."""
 
     def value_of(match: re.Match[str]) -> str:
         head, *attributes = match.group(1).split(".")
@@ -83,37 +88,13 @@ def interpolate(text: str, namespace: dict[str, Any]) -> str:
     return _VARIABLE.sub(value_of, text)
 
 
-def keep_question_marks(lines: list[str]) -> list[str]:
-    """Input transformer: ``%aries why is it slow?`` is a prompt, not IPython's ``?`` help on ``slow``.
-
-    IPython reads a line ending in ``?`` as a help request; a prompt line is rewritten into the explicit
-    ``run_line_magic`` call first (which still expands ``{var}``).
-    """
-    rewritten = []
-    for line in lines:
-        match = _QUESTION_LINE.match(line)
-        if match:
-            indent, text = match.groups()
-            line = f"{indent}get_ipython().run_line_magic('aries', {text!r})\n"
-        rewritten.append(line)
-    return rewritten
-
-
-def _install_transformer() -> None:
-    from IPython import get_ipython
-
-    shell = get_ipython()
-    if shell is not None and keep_question_marks not in shell.input_transformers_cleanup:
-        shell.input_transformers_cleanup.append(keep_question_marks)
-
-
 def _agent(magics: Any) -> Agent:
     return agent_for(magics.context)
 
 
 @prompt_handler
 def run_prompt(magics: Any, text: str, cell: str | None) -> None:
-    """Run the agent on the prompt: the line after options, then the cell body (with ``{var}`` interpolated)."""
+    """Run the agent on the prompt: the line after options, then the cell body ({var} interpolated)."""
     options, prompt = _split_options(text)
     args = parse_argstring(_prompt_options, options)
     if cell is not None:
@@ -127,8 +108,12 @@ def run_prompt(magics: Any, text: str, cell: str | None) -> None:
     if args.model:
         agent.router.set_slot("primary", args.model)
     renderer = TextRenderer()
-    run = agent.run(prompt, max_turns=args.max_turns, auto_approve=True if args.yes else None,
-                    mode="bare" if args.bare else None)
+    run = agent.run(
+        prompt,
+        max_turns=args.max_turns,
+        auto_approve=True if args.yes else None,
+        mode="bare" if args.bare else None,
+    )
     try:
         for event in run:
             renderer(event)
@@ -184,7 +169,10 @@ def resume_command(magics: Any, args: str, cell: str | None) -> Any:
     words = split_args(args)
     if words == ["--list"]:
         return pd.DataFrame(
-            [{"session": path.stem, "bytes": path.stat().st_size} for path in reversed(list_sessions(agent.root))]
+            [
+                {"session": path.stem, "bytes": path.stat().st_size}
+                for path in reversed(list_sessions(agent.root))
+            ]
         )
     if len(words) > 1:
         raise UsageError("Usage: %aries resume [session id prefix] | --list")
@@ -200,7 +188,9 @@ def resume_command(magics: Any, args: str, cell: str | None) -> Any:
 
 
 @magic_arguments()
-@argument("--cells", action="store_true", help="Put the agent's Repl steps into the next cell to re-run them.")
+@argument(
+    "--cells", action="store_true", help="Put the agent's Repl steps into the next cell to re-run them."
+)
 @argument("--print", action="store_true", dest="print_steps", help="Print the Repl steps as code.")
 @argument("--limit", type=int, default=40, help="Most messages to show.")
 def _history_options(line: str) -> None:
@@ -223,9 +213,11 @@ def history_command(magics: Any, args: str, cell: str | None) -> Any:
             return HelpText(f"{len(steps)} Repl step(s) put into the next cell.")
         return HelpText(code)
     lines = []
-    for message in session.messages[-options.limit:]:
+    for message in session.messages[-options.limit :]:
         if message.role == "tool":
-            lines.append(f"  result{' (error)' if message.is_error else ''}: {truncate(message.content, 300)}")
+            lines.append(
+                f"  result{' (error)' if message.is_error else ''}: {truncate(message.content, 300)}"
+            )
             continue
         if message.content:
             lines.append(f"{message.role}: {truncate(message.content, 1000)}")
@@ -239,9 +231,16 @@ def cost_command(magics: Any, args: str, cell: str | None) -> Any:
     session = _agent(magics).session
     if session is None or not session.usage:
         return HelpText("No model calls in this session yet.")
-    rows = [{"slot": slot, "calls": usage.calls, "input_tokens": usage.input_tokens,
-             "output_tokens": usage.output_tokens, "cost_usd": round(usage.cost_usd, 6)}
-            for slot, usage in session.usage.items()]
+    rows = [
+        {
+            "slot": slot,
+            "calls": usage.calls,
+            "input_tokens": usage.input_tokens,
+            "output_tokens": usage.output_tokens,
+            "cost_usd": round(usage.cost_usd, 6),
+        }
+        for slot, usage in session.usage.items()
+    ]
     frame = pd.DataFrame(rows)
     total = {"slot": "total", **{column: frame[column].sum() for column in frame.columns if column != "slot"}}
     return pd.concat([frame, pd.DataFrame([total])], ignore_index=True)
@@ -262,8 +261,10 @@ def config_command(magics: Any, args: str, cell: str | None) -> Any:
             raise UsageError(f"Bad value for {name}: {exc}") from exc
     agent.phase.mode = settings.mode
     return pd.DataFrame(
-        [{"setting": name, "value": getattr(settings, name), "help": trait.help} for name, trait in
-         sorted(traits.items())]
+        [
+            {"setting": name, "value": getattr(settings, name), "help": trait.help}
+            for name, trait in sorted(traits.items())
+        ]
     )
 
 
@@ -285,4 +286,13 @@ def agent_status(context: Any) -> str:
     )
 
 
-_install_transformer()
+def _install_question_marks() -> None:
+    # The kernel installs this at start (extension); here it covers %load_ext in a kernel started elsewhere.
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    if shell is not None:
+        install_question_marks(shell)
+
+
+_install_question_marks()

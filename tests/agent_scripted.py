@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 from collections import deque
 from collections.abc import Callable, Iterator
+
 from aries_kernel.agent.phases import estimate_tokens
 from aries_kernel.models import types as mt
 from tests.loopback import Reply
@@ -41,8 +42,11 @@ class ScriptedClient:
         from aries_kernel.agent.phases import schema_tokens
         from aries_kernel.agent.tools import TOOLS
 
-        return (estimate_tokens(request.system) + schema_tokens(TOOLS[t.name] for t in request.tools)
-                + history_tokens(request.messages))
+        return (
+            estimate_tokens(request.system)
+            + schema_tokens(TOOLS[t.name] for t in request.tools)
+            + history_tokens(request.messages)
+        )
 
     def stream(self, request: mt.ModelRequest) -> Iterator[mt.StreamEvent]:
         """Yield the next reply as text deltas, tool call starts, then a Completion."""
@@ -53,13 +57,17 @@ class ScriptedClient:
             raise reply
         step = max(reply.chunk, 1)
         for start in range(0, len(reply.text), step):
-            yield mt.TextDelta(reply.text[start:start + step])
-        calls = [mt.ToolCall(f"call_{next(_ids)}", name, dict(arguments)) for name, arguments in reply.tool_calls]
+            yield mt.TextDelta(reply.text[start : start + step])
+        calls = [
+            mt.ToolCall(f"call_{next(_ids)}", name, dict(arguments)) for name, arguments in reply.tool_calls
+        ]
         for call in calls:
             yield mt.ToolCallStarted(call.id, call.name)
         stop = reply.stop_reason or ("tool_use" if calls else "end_turn")
         usage = mt.Usage(input_tokens=reply.input_tokens, output_tokens=reply.output_tokens, cost_usd=0.001)
-        yield mt.Completion(mt.Message("assistant", reply.text, calls), stop, usage, self.model, self.slot, 0.0)
+        yield mt.Completion(
+            mt.Message("assistant", reply.text, calls), stop, usage, self.model, self.slot, 0.0
+        )
 
     def complete(self, request: mt.ModelRequest) -> mt.Completion:
         """The Completion of :meth:`stream`."""

@@ -1,4 +1,4 @@
-"""The agent end to end: a real Aries kernel, the real model router and SDKs, and the loopback model server."""
+"""The agent end to end: a real Aries kernel, the real model router and SDKs, and the loopback server."""
 
 from __future__ import annotations
 
@@ -44,8 +44,13 @@ def tool_names(body: dict[str, Any]) -> list[str]:
 
 
 def tool_results(body: dict[str, Any]) -> list[dict[str, Any]]:
-    return [block for message in body["messages"] if isinstance(message["content"], list)
-            for block in message["content"] if block.get("type") == "tool_result"]
+    return [
+        block
+        for message in body["messages"]
+        if isinstance(message["content"], list)
+        for block in message["content"]
+        if block.get("type") == "tool_result"
+    ]
 
 
 def result_text(block: dict[str, Any]) -> str:
@@ -72,8 +77,18 @@ def test_a_scripted_session_queries_the_graph_edits_a_file_and_reindexes(
     anchor = last_unique_line(target)
     server.script(
         Reply(tool_calls=[("Repl", {"code": "codebase.top_files(3)"})]),
-        Reply(tool_calls=[("Edit", {"file_path": relative, "old_string": anchor,
-                                    "new_string": anchor + "\n\n\ndef aries_added_symbol():\n    return 1\n"})]),
+        Reply(
+            tool_calls=[
+                (
+                    "Edit",
+                    {
+                        "file_path": relative,
+                        "old_string": anchor,
+                        "new_string": anchor + "\n\n\ndef aries_added_symbol():\n    return 1\n",
+                    },
+                )
+            ]
+        ),
         Reply(text="Added aries_added_symbol."),
     )
     cell = run_cell(kc, "%aries --yes add a helper to the most central file", timeout=180)
@@ -134,11 +149,13 @@ def test_edits_outside_the_root_are_refused_and_bash_is_stopped_at_its_timeout(
     outside.write_text("keep me\n")
     (small_repo / "escape").symlink_to(tmp_path)
     server.script(
-        Reply(tool_calls=[
-            ("Edit", {"file_path": "../outside.txt", "old_string": "keep", "new_string": "lost"}),
-            ("Edit", {"file_path": "escape/outside.txt", "old_string": "keep", "new_string": "lost"}),
-            ("Bash", {"command": "sleep 60", "timeout": 1}),
-        ]),
+        Reply(
+            tool_calls=[
+                ("Edit", {"file_path": "../outside.txt", "old_string": "keep", "new_string": "lost"}),
+                ("Edit", {"file_path": "escape/outside.txt", "old_string": "keep", "new_string": "lost"}),
+                ("Bash", {"command": "sleep 60", "timeout": 1}),
+            ]
+        ),
         Reply(text="Blocked."),
     )
     started = time.monotonic()
@@ -155,7 +172,9 @@ def test_edits_outside_the_root_are_refused_and_bash_is_stopped_at_its_timeout(
 def test_approval_is_asked_on_stdin(kernel: Any, small_repo: Path, server: ScriptedModelServer) -> None:
     _, kc = kernel
     write = ("Write", {"file_path": "notes/approved.txt", "content": "yes\n"})
-    server.script(Reply(tool_calls=[write]), Reply(text="Written."), Reply(tool_calls=[write]), Reply(text="No."))
+    server.script(
+        Reply(tool_calls=[write]), Reply(text="Written."), Reply(tool_calls=[write]), Reply(text="No.")
+    )
     cell = run_cell(kc, "%aries write a note", timeout=180, stdin_reply="y")
     assert cell.prompts == ["Allow Write notes/approved.txt (1 lines)? [y/N] "]
     assert (small_repo / "notes" / "approved.txt").read_text() == "yes\n"
@@ -166,9 +185,7 @@ def test_approval_is_asked_on_stdin(kernel: Any, small_repo: Path, server: Scrip
     assert refused["is_error"] and "The user said: no, not now" in result_text(refused)
 
 
-def test_a_small_context_window_prunes_then_summarizes(
-    small_repo: Path, server: ScriptedModelServer
-) -> None:
+def test_a_small_context_window_prunes_then_summarizes(small_repo: Path, server: ScriptedModelServer) -> None:
     window = 9000
     primary_calls = []
 
@@ -176,19 +193,25 @@ def test_a_small_context_window_prunes_then_summarizes(
         if "compress the history" in json.dumps(body.get("system", "")):
             return Reply(text="## Goal\n- print a lot\n## Work done\n- SUMMARY-MARKER printed x")
         primary_calls.append(body)
-        size = len(json.dumps(body)) // 4  # realistic usage, so the router's calibrated estimate stays near 1:1
+        size = (
+            len(json.dumps(body)) // 4
+        )  # realistic usage, so the router's calibrated estimate stays near 1:1
         if len(primary_calls) >= 7:
             return Reply(text="All printed.", input_tokens=size)
-        return Reply(text="thinking " * 500, tool_calls=[("Repl", {"code": "print('x' * 6000)"})],
-                     input_tokens=size)
+        return Reply(
+            text="thinking " * 500, tool_calls=[("Repl", {"code": "print('x' * 6000)"})], input_tokens=size
+        )
 
     server.responder = respond
     km, kc = start_kernel(small_repo, env=kernel_env(server))
     try:
-        setup = run_cell(kc, "cfg = get_ipython().config\n"
-                             f"cfg.AriesModels.context_windows = {{'sonnet': {window}}}\n"
-                             "cfg.AriesAgent.protected_tool_tokens = 300\n"
-                             "cfg.AriesAgent.tool_output_chars = 6000")
+        setup = run_cell(
+            kc,
+            "cfg = get_ipython().config\n"
+            f"cfg.AriesModels.context_windows = {{'sonnet': {window}}}\n"
+            "cfg.AriesAgent.protected_tool_tokens = 300\n"
+            "cfg.AriesAgent.tool_output_chars = 6000",
+        )
         assert setup.error is None, setup.error
         cell = run_cell(kc, "%aries print a lot", timeout=240)
         assert cell.error is None, cell.error
@@ -200,7 +223,9 @@ def test_a_small_context_window_prunes_then_summarizes(
     summarize = stages[kinds.index("summarize")]
     assert int(summarize[2].replace(",", "")) <= 0.7 * window < int(summarize[1].replace(",", ""))
     after = next(body for body in primary_calls if "SUMMARY-MARKER" in json.dumps(body["messages"]))
-    assert json.dumps(after["system"]).startswith('"You are Aries') or "You are Aries" in json.dumps(after["system"])
+    assert json.dumps(after["system"]).startswith('"You are Aries') or "You are Aries" in json.dumps(
+        after["system"]
+    )
     first_message = after["messages"][0]["content"]
     first_text = first_message if isinstance(first_message, str) else first_message[0]["text"]
     assert first_text.startswith(SUMMARY_HEADER)
@@ -211,7 +236,7 @@ def test_resume_continues_a_saved_session(small_repo: Path, server: ScriptedMode
     server.script(Reply(text="The answer is 42."))
     km, kc = start_kernel(small_repo, env=kernel_env(server))
     try:
-        assert "The answer is 42." in run_cell(kc, "%aries what is the answer?", timeout=180).stdout
+        assert "The answer is 42." in run_cell(kc, "%aries what is the answer", timeout=180).stdout
     finally:
         stop_kernel(km, kc)
     server.script(Reply(text="Still 42."))
@@ -226,7 +251,7 @@ def test_resume_continues_a_saved_session(small_repo: Path, server: ScriptedMode
         stop_kernel(km, kc)
     messages = server.requests[-1].body["messages"]
     texts = [m["content"] if isinstance(m["content"], str) else m["content"][0].get("text") for m in messages]
-    assert texts == ["what is the answer?", "The answer is 42.", "and now?"]
+    assert texts == ["what is the answer", "The answer is 42.", "and now?"]
 
 
 def test_an_interrupt_mid_stream_stops_the_loop_and_keeps_what_was_said(
@@ -234,7 +259,7 @@ def test_an_interrupt_mid_stream_stops_the_loop_and_keeps_what_was_said(
 ) -> None:
     km, kc = kernel
     server.script(Reply(text="I have started explaining the cache, " * 20, chunk=4, pause=0.2))
-    msg_id = kc.execute("%aries why is the cache slow?")
+    msg_id = kc.execute("%aries why is the cache slow")
     deadline = time.monotonic() + 60
     while not server.requests and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -250,9 +275,98 @@ def test_an_interrupt_mid_stream_stops_the_loop_and_keeps_what_was_said(
     assert "I have started explaining the cache" in (history.result or "")
     assert "[interrupted by the user]" in (history.result or "")
     records = session_records(small_repo)
-    said = [r["message"]["content"] for r in records if r["kind"] == "message" and r["message"]["role"] == "assistant"]
+    said = [
+        r["message"]["content"]
+        for r in records
+        if r["kind"] == "message" and r["message"]["role"] == "assistant"
+    ]
     assert said and said[-1].startswith("I have started explaining the cache")
     assert len(said[-1]) < len("I have started explaining the cache, " * 20)  # cut mid-stream
     # the kernel is usable and the next prompt works
     server.script(Reply(text="Back."))
     assert "Back." in run_cell(kc, "%aries continue", timeout=120).stdout
+
+
+def shell_payload(kc: Any, code: str) -> list[dict[str, Any]]:
+    """Run ``code`` and return the payloads of its execute_reply (where set_next_input lands)."""
+    msg_id = kc.execute(code)
+    while True:
+        reply = kc.get_shell_msg(timeout=120)
+        if reply["parent_header"].get("msg_id") == msg_id:
+            return list(reply["content"].get("payload", []))
+
+
+def test_cell_form_options_and_subcommands(
+    kernel: Any, small_repo: Path, server: ScriptedModelServer
+) -> None:
+    _, kc = kernel
+    server.script(
+        Reply(tool_calls=[("Repl", {"code": "total = sum(numbers)\ntotal"})]),
+        Reply(text="It is 6."),
+        Reply(text="Bare."),
+        Reply(text="Haiku here."),
+    )
+    cell = run_cell(kc, "numbers = [1, 2, 3]\nlabel = 'sum'")
+    cell = run_cell(kc, "%%aries --max-turns 3\nCompute the {label} of {numbers}; keep {unknown} as is.")
+    assert cell.error is None, cell.error
+    assert (
+        server.requests[0].body["messages"][0]["content"][0]["text"]
+        == "Compute the sum of [1, 2, 3]; keep {unknown} as is."
+    )
+    assert run_cell(kc, "total").result == "6"  # the agent's variable is the user's
+
+    payload = shell_payload(kc, "%aries history --cells")
+    assert payload and payload[0]["source"] == "set_next_input"
+    assert payload[0]["text"] == "# aries step 1\ntotal = sum(numbers)\ntotal"
+
+    run_cell(kc, "%aries --bare what's here")  # an apostrophe in a prompt is just text
+    bare = server.requests[2].body
+    assert (
+        tool_names(bare) == list(LEAN["bare"]) and bare["messages"][-1]["content"][0]["text"] == "what's here"
+    )
+    run_cell(kc, "%aries --model haiku hello")
+    assert server.requests[3].body["model"] == "claude-haiku-4-5"
+
+    tools = run_cell(kc, "frame = %aries tools\n(len(frame), int(frame['lean'].sum()), frame['tool'][0])")
+    assert tools.result == "(20, 6, 'Repl')"
+    config = run_cell(kc, "%aries config max_turns=7 auto_approve=true")
+    assert config.error is None
+    assert (
+        run_cell(
+            kc,
+            "from aries_kernel.agent import agent_for\n"
+            "from aries_kernel.context import get_context\n"
+            "s = agent_for(get_context(get_ipython())).settings\n"
+            "(s.max_turns, s.auto_approve)",
+        ).result
+        == "(7, True)"
+    )
+    bad = run_cell(kc, "%aries config nonsense=1")
+    assert bad.status == "error" and "UsageError: Use name=value" in bad.stderr
+    bad = run_cell(kc, "%aries --max-turns")
+    assert bad.status == "error" and "--max-turns needs a value" in bad.stderr
+
+    compacted = run_cell(kc, "%aries compact")
+    assert compacted.error is None and "compacted (summarize)" in compacted.stdout
+    listed = run_cell(kc, "%aries resume --list")
+    assert listed.error is None and "session" in (listed.result or "")
+    reset = run_cell(kc, "%aries reset")
+    assert "new session" in (reset.result or "")
+    assert "No session yet" in (run_cell(kc, "%aries status").result or "")
+
+
+def test_a_prompt_ending_in_a_question_mark_is_a_prompt_not_help(
+    kernel: Any, server: ScriptedModelServer
+) -> None:
+    _, kc = kernel
+    # The kernel installs this transformer at start once the lead wires it into extension.install (see the report).
+    run_cell(
+        kc,
+        "from aries_kernel.agent.inputline import install_question_marks\n"
+        "install_question_marks(get_ipython())",
+    )
+    server.script(Reply(text="Because of rehashing."))
+    cell = run_cell(kc, "topic = 'cache'\n%aries why is the {topic} slow?", timeout=120)
+    assert "Because of rehashing." in cell.stdout and "not found" not in cell.stdout
+    assert server.requests[0].body["messages"][0]["content"][0]["text"] == "why is the cache slow?"
+    assert "Object `aries` not found" not in run_cell(kc, "%aries?").stdout  # help on the magic still works

@@ -63,9 +63,9 @@ def repo(tmp_path: Path) -> Path:
     return root
 
 
-def make_agent(repo: Path, *replies: Any, settings: AriesAgent | None = None, **client: Any) -> tuple[
-    Agent, ScriptedClient, ScriptedClient
-]:
+def make_agent(
+    repo: Path, *replies: Any, settings: AriesAgent | None = None, **client: Any
+) -> tuple[Agent, ScriptedClient, ScriptedClient]:
     primary = ScriptedClient(*replies, **client)
     cheap = ScriptedClient(slot="cheap")
     agent = Agent(Context(repo), router=ScriptedRouter(primary, cheap), settings=settings or AriesAgent())
@@ -106,15 +106,23 @@ def test_lean_first_then_a_gated_call_widens_runs_and_the_next_request_is_full(r
 
 def test_the_phase_falls_back_to_lean_after_turns_without_gated_calls(repo: Path) -> None:
     repl = ("Repl", {"code": "1"})
-    agent, primary, _ = make_agent(repo, Reply(tool_calls=[("Glob", {"pattern": "*"})]), Reply(tool_calls=[repl]),
-                                   Reply(tool_calls=[repl]), Reply(tool_calls=[repl]), Reply(text="done"))
+    agent, primary, _ = make_agent(
+        repo,
+        Reply(tool_calls=[("Glob", {"pattern": "*"})]),
+        Reply(tool_calls=[repl]),
+        Reply(tool_calls=[repl]),
+        Reply(tool_calls=[repl]),
+        Reply(text="done"),
+    )
     run_all(agent, "go")
     full, lean = len(TOOLS), len(LEAN["repl"])
     assert [len(request.tools) for request in primary.requests] == [lean, full, full, lean, lean]
 
 
 def test_memory_tools_run_without_widening(repo: Path) -> None:
-    agent, primary, _ = make_agent(repo, Reply(tool_calls=[("VaultSearch", {"query": "cache"})]), Reply(text="x"))
+    agent, primary, _ = make_agent(
+        repo, Reply(tool_calls=[("VaultSearch", {"query": "cache"})]), Reply(text="x")
+    )
     events = run_all(agent, "what do we know?")
     assert not [event for event in events if isinstance(event, PhaseWidened)]
     assert names(primary.requests[1]) == [*LEAN["repl"], "VaultSearch"]
@@ -123,8 +131,9 @@ def test_memory_tools_run_without_widening(repo: Path) -> None:
 def test_a_failing_tool_is_reported_to_the_model_and_the_loop_goes_on(repo: Path) -> None:
     agent, primary, _ = make_agent(
         repo,
-        Reply(tool_calls=[("Read", {"file_path": "pkg/core.py", "offset": "not a number"}),
-                          ("NoSuchTool", {})]),
+        Reply(
+            tool_calls=[("Read", {"file_path": "pkg/core.py", "offset": "not a number"}), ("NoSuchTool", {})]
+        ),
         Reply(tool_calls=[("Repl", {"code": "raise ValueError('boom')"})]),
         Reply(text="Recovered."),
     )
@@ -139,8 +148,9 @@ def test_a_failing_tool_is_reported_to_the_model_and_the_loop_goes_on(repo: Path
 
 def test_edits_need_approval_and_the_answer_is_recorded(repo: Path) -> None:
     edit = ("Edit", {"file_path": "pkg/core.py", "old_string": "42", "new_string": "43"})
-    agent, primary, _ = make_agent(repo, Reply(tool_calls=[edit]), Reply(text="no"), Reply(tool_calls=[edit]),
-                                   Reply(text="yes"))
+    agent, primary, _ = make_agent(
+        repo, Reply(tool_calls=[edit]), Reply(text="no"), Reply(tool_calls=[edit]), Reply(text="yes")
+    )
     events = run_all(agent, "change it")  # nobody answers: refused, the model is told how to allow
     refused = [m for m in primary.requests[1].messages if m.role == "tool"][-1]
     assert refused.is_error and "--yes" in refused.content
@@ -178,9 +188,11 @@ def test_compaction_prunes_then_summarizes_and_keeps_the_system_prompt(repo: Pat
     big = "print('x' * 6000)"
     settings = AriesAgent(protected_tool_tokens=300, tool_output_chars=6000)
     agent, primary, cheap = make_agent(
-        repo, *[Reply(text="thinking " * 500, tool_calls=[("Repl", {"code": big})]) for _ in range(5)],
+        repo,
+        *[Reply(text="thinking " * 500, tool_calls=[("Repl", {"code": big})]) for _ in range(5)],
         Reply(text="done"),
-        settings=settings, context_window=8000,
+        settings=settings,
+        context_window=8000,
     )
     cheap.script(Reply(text="## Goal\n- print things\n## Work done\n- printed x four times"))
     events = run_all(agent, "print a lot")
@@ -196,6 +208,7 @@ def test_compaction_prunes_then_summarizes_and_keeps_the_system_prompt(repo: Pat
     assert request_after.messages[0].content.startswith(SUMMARY_HEADER)
     assert "printed x four times" in request_after.messages[0].content
     assert cheap.requests and "Summarize this session history" in cheap.requests[0].messages[0].content
+    assert agent.session is not None and agent.session.usage["cheap"].calls == len(cheap.requests)
     assert any(m.content.startswith(PRUNED_MARKER) for r in primary.requests for m in r.messages)
     # every tool result in every request still follows its call
     for request in primary.requests:
@@ -204,7 +217,9 @@ def test_compaction_prunes_then_summarizes_and_keeps_the_system_prompt(repo: Pat
 
 
 def test_sessions_are_persisted_and_resume_continues(repo: Path) -> None:
-    agent, _, _ = make_agent(repo, Reply(tool_calls=[("Repl", {"code": "a = 6 * 7\na"})]), Reply(text="It is 42."))
+    agent, _, _ = make_agent(
+        repo, Reply(tool_calls=[("Repl", {"code": "a = 6 * 7\na"})]), Reply(text="It is 42.")
+    )
     run_all(agent, "compute")
     session = agent.session
     assert session is not None and session.path.parent == repo / ".aries" / "sessions"
@@ -235,7 +250,9 @@ def test_an_interrupt_mid_stream_stops_and_keeps_what_was_said(repo: Path) -> No
     assert isinstance(events[-1], RunFinished) and events[-1].reason == "interrupted"
     session = agent.session
     assert session is not None
-    assert session.messages[-1].role == "assistant" and session.messages[-1].content.startswith("I was saying")
+    assert session.messages[-1].role == "assistant" and session.messages[-1].content.startswith(
+        "I was saying"
+    )
     on_disk = [json.loads(line) for line in session.path.read_text().splitlines()]
     assert on_disk[-1]["kind"] == "message" and "I was saying" in on_disk[-1]["message"]["content"]
 
@@ -277,3 +294,31 @@ def test_hooks_add_system_sections_and_events(repo: Path) -> None:
     assert system.startswith("WARM CONTEXT") and system.endswith("NOTE OFFERED")
     assert any(isinstance(event, MemoryRetrieved) for event in events) and seen == events
     assert agent.turn_context == []
+
+
+def test_registered_hook_factories_join_every_agent_built_for_a_context(repo: Path) -> None:
+    from aries_kernel import agent as agent_package
+
+    class Marker(AgentHook):
+        pass
+
+    class LazyContext(Context):
+        def __init__(self, root: Path) -> None:
+            super().__init__(root)
+            self.built: dict[str, Any] = {}
+
+        def lazy(self, name: str, factory: Any) -> Any:
+            if name not in self.built:
+                self.built[name] = factory(self)
+            return self.built[name]
+
+    def factory(agent: Agent) -> AgentHook | None:
+        return Marker() if agent.root == repo.resolve() else None
+
+    agent_package.register_hook(factory)
+    try:
+        built = agent_package.agent_for(LazyContext(repo))
+        assert [type(hook) for hook in built.hooks] == [Marker]
+        assert agent_package.agent_for(LazyContext(repo.parent)).hooks == []
+    finally:
+        agent_package._HOOK_FACTORIES.remove(factory)

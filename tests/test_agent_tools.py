@@ -50,16 +50,24 @@ def test_there_are_at_least_18_tools_with_object_schemas() -> None:
 
 
 def test_edit_replaces_exactly_one_match_or_says_why_not(env: ToolEnv, repo: Path) -> None:
-    output, is_error = call(env, "Edit", file_path="pkg/core.py", old_string="return 42", new_string="return 7")
+    output, is_error = call(
+        env, "Edit", file_path="pkg/core.py", old_string="return 42", new_string="return 7"
+    )
     assert is_error and "matches 2 times" in output
-    output, is_error = call(env, "Edit", file_path="pkg/core.py", old_string="def run():\n    return 42",
-                            new_string="def run():\n    return 7")
+    output, is_error = call(
+        env,
+        "Edit",
+        file_path="pkg/core.py",
+        old_string="def run():\n    return 42",
+        new_string="def run():\n    return 7",
+    )
     assert not is_error and "1 replacement" in output and "+    return 7" in output
     assert (repo / "pkg" / "core.py").read_text().count("return 7") == 1
     output, is_error = call(env, "Edit", file_path="pkg/core.py", old_string="nope", new_string="x")
     assert is_error and "not found" in output
-    output, is_error = call(env, "Edit", file_path="pkg/core.py", old_string="return", new_string="yield",
-                            replace_all=True)
+    output, is_error = call(
+        env, "Edit", file_path="pkg/core.py", old_string="return", new_string="yield", replace_all=True
+    )
     assert not is_error and "2 replacement" in output
     assert (repo / "pkg" / "core.py").resolve() in env.changed
 
@@ -104,11 +112,14 @@ def test_grep_and_glob_skip_ignored_folders(env: ToolEnv, repo: Path) -> None:
 
 def test_bash_runs_in_the_root_and_is_killed_at_its_timeout(env: ToolEnv, repo: Path) -> None:
     output, is_error = call(env, "Bash", command="pwd; echo hi >&2; exit 3")
-    assert not is_error and output.startswith("exit code 3") and str(repo.resolve()) in output and "hi" in output
+    assert (
+        not is_error and output.startswith("exit code 3") and str(repo.resolve()) in output and "hi" in output
+    )
     marker = repo / "survivor"
     started = time.monotonic()
-    output, is_error = call(env, "Bash", command=f"echo started; (sleep 3; touch {marker}) & sleep 30",
-                            timeout=1)
+    output, is_error = call(
+        env, "Bash", command=f"echo started; (sleep 3; touch {marker}) & sleep 30", timeout=1
+    )
     assert time.monotonic() - started < 10
     assert is_error and "timed out after 1 s" in output and "started" in output
     time.sleep(3.5)
@@ -127,8 +138,12 @@ def test_a_raising_tool_becomes_an_error_result(env: ToolEnv) -> None:
 def test_repl_shares_the_namespace_and_shows_dataframes_compactly(env: ToolEnv) -> None:
     shell = env.shell
     shell.user_ns["shared"] = 20
-    output, _ = call(env, "Repl", code="import pandas as pd\nx = shared + 1\nprint('x is', x)\n"
-                                       "pd.DataFrame({'file': [f'f{i}.py' for i in range(100)], 'score': range(100)})")
+    output, _ = call(
+        env,
+        "Repl",
+        code="import pandas as pd\nx = shared + 1\nprint('x is', x)\n"
+        "pd.DataFrame({'file': [f'f{i}.py' for i in range(100)], 'score': range(100)})",
+    )
     assert "x is 21" in output and "[100 rows x 2 columns]" in output and "..." in output
     assert shell.user_ns["x"] == 21
     output, _ = call(env, "Repl", code="%time y = 3\nimport sys; print('oops', file=sys.stderr)")
@@ -148,8 +163,15 @@ def test_truncate_and_format_value() -> None:
 def test_notebook_edit_inserts_replaces_and_deletes(env: ToolEnv, repo: Path) -> None:
     path = repo / "nb.ipynb"
     nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1")]), path)
-    output, is_error = call(env, "NotebookEdit", notebook_path="nb.ipynb", cell_index=1, new_source="# hi",
-                            edit_mode="insert", cell_type="markdown")
+    output, is_error = call(
+        env,
+        "NotebookEdit",
+        notebook_path="nb.ipynb",
+        cell_index=1,
+        new_source="# hi",
+        edit_mode="insert",
+        cell_type="markdown",
+    )
     assert not is_error and "now has 2 cells" in output
     call(env, "NotebookEdit", notebook_path="nb.ipynb", cell_index=0, new_source="2")
     call(env, "NotebookEdit", notebook_path="nb.ipynb", cell_index=5, new_source="2")
@@ -160,8 +182,11 @@ def test_notebook_edit_inserts_replaces_and_deletes(env: ToolEnv, repo: Path) ->
 
 
 def test_todo_write_keeps_the_list(env: ToolEnv) -> None:
-    output, is_error = call(env, "TodoWrite", todos=[{"content": "read", "status": "completed"},
-                                                     {"content": "fix", "status": "in_progress"}])
+    output, is_error = call(
+        env,
+        "TodoWrite",
+        todos=[{"content": "read", "status": "completed"}, {"content": "fix", "status": "in_progress"}],
+    )
     assert not is_error and output == "[x] read\n[~] fix"
     assert env.todos[1] == {"content": "fix", "status": "in_progress"}
     _, is_error = call(env, "TodoWrite", todos=[{"content": "x", "status": "done"}])
@@ -215,7 +240,8 @@ def test_lean_phase_is_small_and_widening_adds_everything() -> None:
 
 
 class OneContext:
-    """An Aries context reduced to what the graph and memory tools reach: root, config, lazy pillars, codebase."""
+    """An Aries context reduced to what the graph and memory tools reach: root, config, lazy pillars,
+    codebase."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -240,7 +266,9 @@ def test_memory_tools_use_the_real_vault(repo: Path, tmp_path: Path, monkeypatch
     title = "The cache is slow because keys are rehashed"
     output, is_error = call(env, "VaultAdd", title=title, content="Seen in pkg/core.py")
     assert not is_error and "created" in output
-    output, is_error = call(env, "ProjectSave", title="Tests never reach the internet", content="loopback only")
+    output, is_error = call(
+        env, "ProjectSave", title="Tests never reach the internet", content="loopback only"
+    )
     assert not is_error and "project" in output
     assert (repo / ".aries" / "memory" / "inbox" / "Tests never reach the internet.md").exists()
     output, _ = call(env, "VaultSearch", query="why is the cache slow")

@@ -1,19 +1,53 @@
 """The coding agent: a loop that emits typed events, its tools, phases, safety, compaction and sessions.
 
-``agent_for(context)`` is the one agent of a kernel. Display lives elsewhere (``render`` for text, the widgets for
-a panel); the loop only yields events.
+``agent_for(context)`` is the one agent of a kernel. Display lives elsewhere (``render`` for text, the widgets
+for a panel); the loop only yields events. Parts that extend the loop (memory) register a hook factory with
+:func:`register_hook`; every agent built by :func:`agent_for` gets their hooks.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
-from aries_kernel.agent.loop import Agent, AgentHook
-from aries_kernel.agent.settings import AriesAgent
+if TYPE_CHECKING:
+    from aries_kernel.agent.loop import Agent, AgentHook
+    from aries_kernel.agent.settings import AriesAgent
 
-__all__ = ["Agent", "AgentHook", "AriesAgent", "agent_for"]
+__all__ = ["Agent", "AgentHook", "AriesAgent", "agent_for", "register_hook"]
+
+HookFactory = Callable[["Agent"], "AgentHook | None"]
+_HOOK_FACTORIES: list[HookFactory] = []
+_LAZY = {"Agent": "loop", "AgentHook": "loop", "AriesAgent": "settings"}
+
+
+def __getattr__(name: str) -> Any:
+    # The loop pulls in the model layer; importing a light submodule (inputline) at kernel start must not.
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f"aries_kernel.agent.{_LAZY[name]}"), name)
+    raise AttributeError(f"module 'aries_kernel.agent' has no attribute {name!r}")
+
+
+def register_hook(factory: HookFactory) -> HookFactory:
+    """Give every agent built from now on the hook ``factory(agent)`` returns (None: no hook for it)."""
+    if factory not in _HOOK_FACTORIES:
+        _HOOK_FACTORIES.append(factory)
+    return factory
+
+
+def _build(context: Any) -> Agent:
+    from aries_kernel.agent.loop import Agent
+
+    agent = Agent(context)
+    for factory in _HOOK_FACTORIES:
+        hook = factory(agent)
+        if hook is not None:
+            agent.hooks.append(hook)
+    return agent
 
 
 def agent_for(context: Any) -> Agent:
     """The agent of ``context`` (an :class:`~aries_kernel.context.AriesContext`), built on first use."""
-    return context.lazy("agent", lambda ctx: Agent(ctx))  # type: ignore[no-any-return]
+    return context.lazy("agent", _build)  # type: ignore[no-any-return]

@@ -2,12 +2,13 @@
 
 Two stages, run only at a turn boundary (never between a tool call and its result):
 
-1. *Prune*: old tool results are replaced by a one-line marker, and long arguments of old tool calls are cut, so
-   the call skeleton (which tool, on what) stays and the model still knows what it did. The most recent tool
-   results, up to a token budget, are protected.
-2. *Summarize*: if still over, the older part of the history is summarized by the cheap model into a structured
-   summary (goal, constraints, discoveries, work done, relevant files) that replaces it; the recent tail is kept
-   word for word. Without a working cheap model the summary is built mechanically from the transcript.
+1. *Prune*: old tool results are replaced by a one-line marker, and long arguments of old tool calls are cut,
+   so the call skeleton (which tool, on what) stays and the model still knows what it did. The most recent
+   tool results, up to a token budget, are protected.
+2. *Summarize*: if still over, the older part of the history is summarized by the cheap model into a
+   structured summary (goal, constraints, discoveries, work done, relevant files) that replaces it; the recent
+   tail is kept word for word. Without a working cheap model the summary is built mechanically from the
+   transcript.
 
 The system prompt is never part of the history, so it always survives.
 """
@@ -16,15 +17,25 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import replace
 
 from aries_kernel.agent.phases import estimate_tokens
 from aries_kernel.agent.repl import truncate
 from aries_kernel.models.types import Message, ModelRequest, ToolCall
 
-__all__ = ["message_tokens", "history_tokens", "prune", "split_point", "summarize", "SUMMARY_HEADER",
-           "Summarizer", "PRUNED_MARKER"]
+__all__ = [
+    "message_tokens",
+    "history_tokens",
+    "prune",
+    "split_point",
+    "summarize",
+    "with_summary",
+    "mechanical_summary",
+    "render_transcript",
+    "SUMMARY_HEADER",
+    "Summarizer",
+    "PRUNED_MARKER",
+]
 
 PRUNED_MARKER = "[tool result pruned to save context"
 SUMMARY_HEADER = "[Summary of the earlier conversation, written when it was compacted]"
@@ -34,9 +45,10 @@ _TRANSCRIPT_RESULT_CHARS = 1500
 Summarizer = Callable[[ModelRequest], str]
 
 _SUMMARY_SYSTEM = """\
-You compress the history of a coding agent's session so the agent can continue without it. Write a structured \
-summary with exactly these sections, as markdown headings: Goal, Constraints, Discoveries, Work done, Relevant \
-files. Be specific: keep names, paths, numbers, decisions and open questions; drop chatter. At most 600 words."""
+You compress the history of a coding agent's session so the agent can continue without it. Write a \
+structured summary with exactly these sections, as markdown headings: Goal, Constraints, Discoveries, Work \
+done, Relevant files. Be specific: keep names, paths, numbers, decisions and open questions; drop chatter. \
+At most 600 words."""
 
 
 def message_tokens(message: Message) -> int:
@@ -54,18 +66,22 @@ def history_tokens(messages: Sequence[Message]) -> int:
 
 def _skeleton(call: ToolCall) -> ToolCall:
     arguments = {
-        key: (f"{value[:80]}... [{len(value):,} characters pruned]" if isinstance(value, str)
-              and len(value) > _ARGUMENT_KEEP else value)
+        key: (
+            f"{value[:80]}... [{len(value):,} characters pruned]"
+            if isinstance(value, str) and len(value) > _ARGUMENT_KEEP
+            else value
+        )
         for key, value in call.arguments.items()
     }
     return ToolCall(call.id, call.name, arguments)
 
 
 def prune(messages: Sequence[Message], protect_tokens: int) -> tuple[list[Message], int]:
-    """Prune tool results older than the newest ``protect_tokens`` worth; returns the new list and how many changed.
+    """Prune tool results older than the newest ``protect_tokens``; returns the new list and the count.
 
-    The results of the latest tool-calling message are always kept (the model has not seen them yet), and so is
-    the result that crosses the budget. Tool calls keep their name and short arguments; results become a marker.
+    The results of the latest tool-calling message are always kept (the model has not seen them yet), and so
+    is the result that crosses the budget. Tool calls keep their name and short arguments; results become a
+    marker.
     """
     calls = {call.id: call for message in messages for call in message.tool_calls}
     result = list(messages)
@@ -127,8 +143,10 @@ def render_transcript(messages: Sequence[Message], limit_chars: int) -> str:
         if message.role == "tool":
             call = calls.get(message.tool_call_id or "")
             label = f"RESULT of {call.name}" if call else "RESULT"
-            lines.append(f"{label}{' (error)' if message.is_error else ''}: "
-                         f"{truncate(message.content, _TRANSCRIPT_RESULT_CHARS)}")
+            lines.append(
+                f"{label}{' (error)' if message.is_error else ''}: "
+                f"{truncate(message.content, _TRANSCRIPT_RESULT_CHARS)}"
+            )
             continue
         if message.content:
             lines.append(f"{message.role.upper()}: {message.content}")
@@ -140,7 +158,9 @@ def render_transcript(messages: Sequence[Message], limit_chars: int) -> str:
 
 def mechanical_summary(messages: Sequence[Message]) -> str:
     """A summary built without a model: the user's requests, the tools used and the files touched."""
-    asks = [truncate(message.content, 300) for message in messages if message.role == "user" and message.content]
+    asks = [
+        truncate(message.content, 300) for message in messages if message.role == "user" and message.content
+    ]
     tools: dict[str, int] = {}
     files: list[str] = []
     for message in messages:
@@ -149,22 +169,27 @@ def mechanical_summary(messages: Sequence[Message]) -> str:
             path = call.arguments.get("file_path") or call.arguments.get("notebook_path")
             if isinstance(path, str) and path not in files:
                 files.append(path)
+
     def section(title: str, items: list[str]) -> list[str]:
         return [f"## {title}", *(f"- {item}" for item in items or ["none"])]
 
-    return "\n".join([
-        *section("Goal", asks[-5:]),
-        *section("Constraints", ["not extracted: the summary model was unavailable"]),
-        *section("Work done", [f"{name}: {count} call(s)" for name, count in tools.items()]),
-        *section("Relevant files", files),
-    ])
+    return "\n".join(
+        [
+            *section("Goal", asks[-5:]),
+            *section("Constraints", ["not extracted: the summary model was unavailable"]),
+            *section("Work done", [f"{name}: {count} call(s)" for name, count in tools.items()]),
+            *section("Relevant files", files),
+        ]
+    )
 
 
 def summarize(older: Sequence[Message], summarizer: Summarizer | None, limit_chars: int) -> tuple[str, str]:
     """A structured summary of ``older``: (text, how it was made: "model" or the reason it fell back)."""
     if summarizer is not None:
         request = ModelRequest(
-            messages=[Message("user", "Summarize this session history:\n\n" + render_transcript(older, limit_chars))],
+            messages=[
+                Message("user", "Summarize this session history:\n\n" + render_transcript(older, limit_chars))
+            ],
             system=_SUMMARY_SYSTEM,
             max_tokens=2048,
         )
@@ -180,17 +205,8 @@ def summarize(older: Sequence[Message], summarizer: Summarizer | None, limit_cha
 
 
 def with_summary(summary: str, tail: Sequence[Message]) -> list[Message]:
-    """The compacted history: the summary as the first user message (merged into the tail's first one if it is)."""
+    """The compacted history: the summary first, merged into the tail's first message if that is a user's."""
     block = f"{SUMMARY_HEADER}\n{summary}"
     if tail and tail[0].role == "user":
         return [replace(tail[0], content=f"{block}\n\n---\n\n{tail[0].content}"), *tail[1:]]
     return [Message("user", block), *tail]
-
-
-def client_summarizer(client: Any) -> Summarizer:
-    """A summarizer that asks ``client`` (a slot client) for one completion."""
-
-    def run(request: ModelRequest) -> str:
-        return str(client.complete(request).message.content)
-
-    return run

@@ -1,10 +1,10 @@
 """The typed event stream of one agent run: what the loop tells whoever is watching.
 
-The loop (:mod:`aries_kernel.agent.loop`) knows nothing of display; it yields these events. The ``%aries`` magic
-renders them as text (:mod:`aries_kernel.agent.render`), the widgets as a panel, tests assert on them, and hooks
-(memory, in issue 6) listen to them. An :class:`ApprovalRequested` is a question on the stream: the consumer
-answers it with :meth:`ApprovalRequested.approve` or :meth:`ApprovalRequested.deny` before asking for the next
-event; unanswered, the agent's policy decides.
+The loop (:mod:`aries_kernel.agent.loop`) knows nothing of display; it yields these events. The ``%aries``
+magic renders them as text (:mod:`aries_kernel.agent.render`), the widgets as a panel, tests assert on them,
+and hooks (memory, in issue 6) listen to them. An :class:`ApprovalRequested` is a question on the stream: the
+consumer answers it with :meth:`ApprovalRequested.approve` or :meth:`ApprovalRequested.deny` before asking for
+the next event; unanswered, the agent's policy decides.
 """
 
 from __future__ import annotations

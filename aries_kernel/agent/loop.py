@@ -1,17 +1,17 @@
 """The agent loop: prompt assembly, model call, tool dispatch, context management, sessions; no display.
 
-:meth:`Agent.run` is a generator of :mod:`~aries_kernel.agent.events`. One *run* answers one prompt and is made of
-*turns*: a streamed call to the primary slot, then the tool calls it asked for. It repeats until the model stops
-calling tools or ``max_turns`` is reached. Between turns (a turn boundary) it re-indexes files that changed and
-compacts the history when it is over its share of the context window.
+:meth:`Agent.run` is a generator of :mod:`~aries_kernel.agent.events`. One *run* answers one prompt and is
+made of *turns*: a streamed call to the primary slot, then the tool calls it asked for. It repeats until the
+model stops calling tools or ``max_turns`` is reached. Between turns (a turn boundary) it re-indexes files
+that changed and compacts the history when it is over its share of the context window.
 
-Memory (issue 6) plugs in through :class:`AgentHook`: system prompt sections (warm context), events before a turn
-(preflight, which may offer notes through :attr:`Agent.turn_context`), after a response (echo/fizzle) and after a
-turn (reflection). Listeners see every event.
+Memory (issue 6) plugs in through :class:`AgentHook`: system prompt sections (warm context), events before a
+turn (preflight, which may offer notes through :attr:`Agent.turn_context`), after a response (echo/fizzle) and
+after a turn (reflection). Listeners see every event.
 
-A ``KeyboardInterrupt`` (kernel interrupt) stops the run at once: what the model said so far is kept, tool calls
-that did not run get a result saying so, and everything is already on disk because the session is written as it
-goes.
+A ``KeyboardInterrupt`` (kernel interrupt) stops the run at once: what the model said so far is kept, tool
+calls that did not run get a result saying so, and everything is already on disk because the session is
+written as it goes.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ _OPAQUE_TOOLS = frozenset({"Repl", "Bash"})
 
 
 class AgentHook:
-    """Base of the loop's extension points; every method is optional. Methods returning events may yield them."""
+    """Base of the loop's extension points; every method is optional and may yield events."""
 
     def system_sections(self, agent: Agent) -> list[str]:
         """Stable sections put at the top of the system prompt (warm context)."""
@@ -109,7 +109,7 @@ class Agent:
         self._partial_text = ""
         self._pending: list[mt.ToolCall] = []
 
-    # ---------------------------------------------------------------------------------------------- model access
+    # ------------------------------------------------------------------------------------------ model access
 
     @property
     def router(self) -> Any:
@@ -192,13 +192,20 @@ class Agent:
         estimator = getattr(client, "estimate_tokens", None)
         if estimator is not None:
             return int(estimator(request))
-        return (estimate_tokens(request.system) + schema_tokens(TOOLS[tool.name] for tool in request.tools)
-                + compaction.history_tokens(request.messages))
+        return (
+            estimate_tokens(request.system)
+            + schema_tokens(TOOLS[tool.name] for tool in request.tools)
+            + compaction.history_tokens(request.messages)
+        )
 
-    # ---------------------------------------------------------------------------------------------- the run
+    # ----------------------------------------------------------------------------------------------- the run
 
     def run(
-        self, prompt: str, *, max_turns: int | None = None, auto_approve: bool | None = None,
+        self,
+        prompt: str,
+        *,
+        max_turns: int | None = None,
+        auto_approve: bool | None = None,
         mode: str | None = None,
     ) -> Iterator[Event]:
         """Answer ``prompt``: yield events until the model is done, ``max_turns`` is hit, or an interrupt.
@@ -206,8 +213,11 @@ class Agent:
         ``max_turns``, ``auto_approve`` and ``mode`` ("repl" or "bare") override the settings for this run.
         """
         self.phase.mode = mode or self.settings.mode
-        for event in self._run(prompt, max_turns or self.settings.max_turns,
-                               self.settings.auto_approve if auto_approve is None else auto_approve):
+        for event in self._run(
+            prompt,
+            max_turns or self.settings.max_turns,
+            self.settings.auto_approve if auto_approve is None else auto_approve,
+        ):
             for listener in self.listeners:
                 listener(event)
             yield event
@@ -255,12 +265,23 @@ class Agent:
                 for hook in self.hooks:
                     yield from hook.after_turn(self, turn, len(message.tool_calls))
                 yield TurnFinished(
-                    completion.stop_reason, usage.input_tokens, usage.output_tokens, usage.cost_usd,
-                    completion.model, len(message.tool_calls), self.last_request_tokens, self.phase.phase,
+                    completion.stop_reason,
+                    usage.input_tokens,
+                    usage.output_tokens,
+                    usage.cost_usd,
+                    completion.model,
+                    len(message.tool_calls),
+                    self.last_request_tokens,
+                    self.phase.phase,
                     turn=turn,
                 )
-                self.phase.end_turn(any(call.name in gated and not TOOLS[call.name].memory
-                                        for call in message.tool_calls if call.name in TOOLS))
+                self.phase.end_turn(
+                    any(
+                        call.name in gated and not TOOLS[call.name].memory
+                        for call in message.tool_calls
+                        if call.name in TOOLS
+                    )
+                )
                 if not message.tool_calls:
                     if completion.stop_reason == "max_tokens":
                         detail = "The reply was cut at max_tokens; ask it to continue."
@@ -278,7 +299,9 @@ class Agent:
                 self._settle("interrupted by the user")
         if detail:
             yield Notice(detail, turn=session.turns)
-        yield RunFinished(reason, turns, int(totals[0]), int(totals[1]), float(totals[2]), detail, turn=session.turns)
+        yield RunFinished(
+            reason, turns, int(totals[0]), int(totals[1]), float(totals[2]), detail, turn=session.turns
+        )
 
     def _stream(self, client: Any, request: mt.ModelRequest, turn: int) -> Iterator[Event]:
         """Stream one model call, yielding text as it comes; returns the Completion."""
@@ -303,24 +326,27 @@ class Agent:
             raise _Stopped("The model stream ended without a completion.")
         session = self.ensure_session()
         usage = completion.usage
-        session.add_usage(completion.slot, completion.model, usage.input_tokens, usage.output_tokens,
-                          usage.cost_usd)
+        session.add_usage(
+            completion.slot, completion.model, usage.input_tokens, usage.output_tokens, usage.cost_usd
+        )
         return completion
 
     def _settle(self, why: str) -> None:
-        """Leave the transcript well-formed after a run stopped early: keep partial text, answer pending calls."""
+        """Keep the transcript well-formed after an early stop: partial text kept, pending calls answered."""
         session = self.session
         if session is None:
             return
         if self._partial_text or (session.messages and session.messages[-1].role == "user"):
             text = self._partial_text or f"[no reply: {why}]"
-            session.add_message(mt.Message("assistant", text + ("" if not self._partial_text else f"\n[{why}]")))
+            session.add_message(
+                mt.Message("assistant", text + ("" if not self._partial_text else f"\n[{why}]"))
+            )
         for call in self._pending:
             session.add_message(mt.Message("tool", f"Not run: {why}.", tool_call_id=call.id, is_error=True))
         self._pending = []
         self._partial_text = ""
 
-    # ---------------------------------------------------------------------------------------------- tools
+    # ------------------------------------------------------------------------------------------------- tools
 
     def _call_tool(self, call: mt.ToolCall, turn: int, auto_approve: bool) -> Iterator[Event]:
         session = self.ensure_session()
@@ -338,10 +364,22 @@ class Agent:
             if approved:
                 output, is_error = run_tool(tool, self.env, call.arguments)
             else:
-                output, is_error = f"The user did not allow this {call.name} call.{' ' + reason if reason else ''}", True
+                output, is_error = (
+                    f"The user did not allow this {call.name} call.{' ' + reason if reason else ''}",
+                    True,
+                )
         seconds = time.monotonic() - started
-        session.add_tool_call({"id": call.id, "name": call.name, "arguments": call.arguments, "output": output,
-                               "is_error": is_error, "seconds": round(seconds, 3), "turn": turn})
+        session.add_tool_call(
+            {
+                "id": call.id,
+                "name": call.name,
+                "arguments": call.arguments,
+                "output": output,
+                "is_error": is_error,
+                "seconds": round(seconds, 3),
+                "turn": turn,
+            }
+        )
         session.add_message(mt.Message("tool", output, tool_call_id=call.id, is_error=is_error))
         self._pending.remove(call)
         yield ToolCallFinished(call.id, call.name, output, is_error, seconds, turn=turn)
@@ -352,18 +390,21 @@ class Agent:
         if auto_approve:
             session.add_approval(call.id, call.name, True, "policy")
             return True, ""
-        request = ApprovalRequested(call.id, call.name, describe_call(call.name, call.arguments), call.arguments,
-                                    turn=turn)
+        request = ApprovalRequested(
+            call.id, call.name, describe_call(call.name, call.arguments), call.arguments, turn=turn
+        )
         yield request
         if request.decision is None:
-            reason = ("Nobody answered the approval request; the user can allow edits and commands with "
-                      "`%aries --yes` or c.AriesAgent.auto_approve = True.")
+            reason = (
+                "Nobody answered the approval request; the user can allow edits and commands with "
+                "`%aries --yes` or c.AriesAgent.auto_approve = True."
+            )
             session.add_approval(call.id, call.name, False, "nobody", reason)
             return False, reason
         session.add_approval(call.id, call.name, request.decision, "user", request.reason)
         return request.decision, request.reason
 
-    # ---------------------------------------------------------------------------------------------- re-indexing
+    # ------------------------------------------------------------------------------------------- re-indexing
 
     def _scan(self) -> dict[str, tuple[int, int]]:
         state = {}
@@ -376,13 +417,15 @@ class Agent:
         return state
 
     def changed_files(self) -> list[Path]:
-        """Files under the root created, changed or deleted since the last look (tools' own edits included)."""
+        """Files under the root created, changed or deleted since the last look, tool edits included."""
         current = self._scan()
         changed = {path.resolve() for path in self.env.changed}
         if self._snapshot is not None:
             before = self._snapshot
             changed.update(Path(path) for path in current.keys() ^ before.keys())
-            changed.update(Path(path) for path in current.keys() & before.keys() if current[path] != before[path])
+            changed.update(
+                Path(path) for path in current.keys() & before.keys() if current[path] != before[path]
+            )
         self._snapshot = current
         self.env.changed.clear()
         return sorted(changed)
@@ -397,12 +440,13 @@ class Agent:
         except (KeyboardInterrupt, SystemExit):
             raise
         except Exception as exc:  # a failed re-index leaves a stale graph, which the user must hear about
-            yield Notice(f"Re-indexing {len(relative)} changed file(s) failed: {type(exc).__name__}: {exc}",
-                         turn=turn)
+            yield Notice(
+                f"Re-indexing {len(relative)} changed file(s) failed: {type(exc).__name__}: {exc}", turn=turn
+            )
             return
         yield Reindexed(relative, turn=turn)
 
-    # ---------------------------------------------------------------------------------------------- compaction
+    # -------------------------------------------------------------------------------------------- compaction
 
     def _compact_if_needed(self, client: Any, turn: int, force: bool = False) -> Iterator[Event]:
         session = self.ensure_session()
@@ -437,11 +481,22 @@ class Agent:
 
     def _summarizer(self) -> compaction.Summarizer | None:
         try:
-            return compaction.client_summarizer(self.client("cheap"))
+            client = self.client("cheap")
         except (KeyboardInterrupt, SystemExit):
             raise
         except Exception:  # no cheap slot configured: the mechanical summary stands in
             return None
+        session = self.ensure_session()
+
+        def summarize(request: mt.ModelRequest) -> str:
+            completion = client.complete(request)
+            usage = completion.usage
+            session.add_usage(
+                completion.slot, completion.model, usage.input_tokens, usage.output_tokens, usage.cost_usd
+            )
+            return str(completion.message.content)
+
+        return summarize
 
     def _summary_chars(self) -> int:
         try:

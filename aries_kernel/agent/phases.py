@@ -1,11 +1,11 @@
 """Phase-gated tool exposure: which tool schemas a request carries.
 
 A run starts *lean*: only the schemas of the tools an agent uses most are sent (REPL mode: Repl, Edit, Write,
-Bash, VaultAdd, ProjectSave; bare mode: Read, Grep and Glob instead of Repl). The system prompt lists the other
-tools by name. When the model calls one of them, the harness runs the call (no tool-not-found) and widens to the
-*full* set; the phase falls back to lean once ``widen_turns`` turns in a row pass without a gated call, so one
-excursion does not cost full schemas for the rest of a long run. Memory tools are never gated: calling one runs
-it without widening, and its schema joins the requests that follow.
+Bash, VaultAdd, ProjectSave; bare mode: Read, Grep and Glob instead of Repl). The system prompt lists the
+other tools by name. When the model calls one of them, the harness runs the call (no tool-not-found) and
+widens to the *full* set; the phase falls back to lean once ``widen_turns`` turns in a row pass without a
+gated call, so one excursion does not cost full schemas for the rest of a long run. Memory tools are never
+gated: calling one runs it without widening, and its schema joins the requests that follow.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""The system prompt: who the agent is, how it works (output discipline), where it is (a code-graph orientation),
-which tools it can ask for beyond the lean set, and any sections hooks add (warm context, in issue 6).
+"""The system prompt: who the agent is, how it works (output discipline), where it is (a code-graph
+orientation), which tools it can ask for beyond the lean set, and any sections hooks add (warm context, in
+issue 6).
 """
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ __all__ = ["build_system_prompt", "orientation"]
 
 _BASE = """\
 You are Aries, a coding agent working inside a live Jupyter kernel on the repository at {root}.
-The human shares this kernel with you: variables you create with the Repl are theirs to inspect, and theirs are \
-yours.
+The human shares this kernel with you: variables you create with the Repl are theirs to inspect, and \
+theirs are yours.
 
 How to work:
-- Do not narrate. Do not announce tool calls, do not restate results, do not summarize what you are about to do.
+- Do not narrate. Do not announce tool calls, do not restate results, do not summarize what you are about \
+to do.
 - Reason in the REPL with code that yields concrete results: query the graph and memory and compute answers \
 instead of reading files one by one.
 - Before writing new code, check the graph for existing patterns (codebase.find_similar_patterns, \
@@ -32,8 +34,8 @@ cluster_by_file(matches), list_files(), stats(), reindex(paths)
 - judgment: codebase.find_similar_patterns(pattern, limit, mode="name"|"signature"|"shape"), \
 detect_duplication(snippet, threshold), is_consistent_with(snippet, reference, criteria), \
 suggest_location(description, limit), find_convention(topic, limit)
-- vault: query_ranked(query, limit), query_important(limit), query_warmth(query, limit), explore(query, limit), \
-add(title, content, type), read(title)
+- vault: query_ranked(query, limit), query_important(limit), query_warmth(query, limit), \
+explore(query, limit), add(title, content, type), read(title)
 - rlm_call(question, context) -> str: one focused sub-model call on a slice you pass; rlm_batch([(question, \
 context), ...]) runs many at once. Use them to analyse text too big to read yourself."""
 
@@ -68,13 +70,16 @@ def orientation(codebase: Any, top: int = 8, communities: int = 6) -> str:
 
 
 def build_system_prompt(
-    root: str, gated: Iterable[str], orientation_text: str = "", leading: Iterable[str] = (),
+    root: str,
+    gated: Iterable[str],
+    orientation_text: str = "",
+    leading: Iterable[str] = (),
     trailing: Iterable[str] = (),
 ) -> str:
     """Assemble the system prompt.
 
-    ``leading`` sections (warm context) come first and stay stable across turns; ``trailing`` ones (notes offered
-    for this turn only) come last, so a change in them leaves the cacheable prefix alone.
+    ``leading`` sections (warm context) come first and stay stable across turns; ``trailing`` ones (notes
+    offered for this turn only) come last, so a change in them leaves the cacheable prefix alone.
     """
     parts = [section for section in leading if section]
     parts.append(_BASE.format(root=root))

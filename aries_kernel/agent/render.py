@@ -1,8 +1,8 @@
 """Plain-text rendering of the agent's event stream, for the ``%aries`` magic and ``jupyter console``.
 
 Text streams as it comes; tool calls show as one line with their arguments and a few lines of their result;
-the run ends with a line of usage and cost. Approvals are asked on stdin (in a kernel, ``input()`` goes through
-the frontend's stdin channel, so this works in a notebook and in the console).
+the run ends with a line of usage and cost. Approvals are asked on stdin (in a kernel, ``input()`` goes
+through the frontend's stdin channel, so this works in a notebook and in the console).
 """
 
 from __future__ import annotations
@@ -84,8 +84,10 @@ class TextRenderer:
         elif isinstance(event, PhaseWidened):
             self._line(f"[tools widened to the full set for {event.tool}]")
         elif isinstance(event, Compaction):
-            self._line(f"[compacted ({event.stage}): {event.messages_affected} messages, "
-                       f"~{event.tokens_before:,} -> ~{event.tokens_after:,} tokens]")
+            self._line(
+                f"[compacted ({event.stage}): {event.messages_affected} messages, "
+                f"~{event.tokens_before:,} -> ~{event.tokens_after:,} tokens]"
+            )
         elif isinstance(event, Reindexed):
             self._line(f"[re-indexed {len(event.paths)} changed file(s): {', '.join(event.paths[:5])}]")
         elif isinstance(event, MemoryRetrieved):
@@ -99,12 +101,15 @@ class TextRenderer:
         elif isinstance(event, Notice):
             self._line(f"[{event.text}]")
         elif isinstance(event, RunFinished):
-            self._line(f"[{event.reason} · {event.turns} turn(s) · {event.input_tokens:,} in / "
-                       f"{event.output_tokens:,} out tokens · ${event.cost_usd:.4f}]")
+            self._line(
+                f"[{event.reason} · {event.turns} turn(s) · {event.input_tokens:,} in / "
+                f"{event.output_tokens:,} out tokens · ${event.cost_usd:.4f}]"
+            )
 
 
 def ask_on_stdin(event: ApprovalRequested) -> None:
-    """Answer ``event`` with ``input()``: y/yes allows, anything else refuses (the answer's text is the reason)."""
+    """Answer ``event`` with ``input()``: y/yes allows, anything else refuses (the answer's text is the
+    reason)."""
     from IPython.core.error import StdinNotImplementedError
 
     try:

@@ -1,9 +1,10 @@
-"""Run the agent's ``Repl`` code in the kernel's own user namespace and turn what it did into text for the model.
+"""Run the agent's ``Repl`` code in the kernel's own user namespace and turn what it did into text for the
+model.
 
-The code goes through IPython's input transformers (so ``%magics`` and ``!shell`` lines work as in a cell), runs in
-``shell.user_ns`` (the agent and the human share variables), and the value of a final expression is kept as
-IPython would show it. stdout, stderr, ``display()`` output and exceptions are captured; DataFrames are printed
-compactly and long output is cut in the middle with a marker saying how much was cut.
+The code goes through IPython's input transformers (so ``%magics`` and ``!shell`` lines work as in a cell),
+runs in ``shell.user_ns`` (the agent and the human share variables), and the value of a final expression is
+kept as IPython would show it. stdout, stderr, ``display()`` output and exceptions are captured; DataFrames
+are printed compactly and long output is cut in the middle with a marker saying how much was cut.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ def truncate(text: str, limit: int) -> str:
     lines_cut = text.count("\n", head, len(text) - tail)
     return (
         f"{text[:head]}\n[... {cut:,} characters ({lines_cut:,} lines) cut of {len(text):,} ...]\n"
-        f"{text[len(text) - tail:]}"
+        f"{text[len(text) - tail :]}"
     )
 
 

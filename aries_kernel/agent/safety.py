@@ -1,8 +1,8 @@
 """Where the agent may write, and which tool calls need a human's approval.
 
-Every path a tool touches is resolved against the project root; a path that leaves the root, through ``..``, an
-absolute path or a symlink anywhere along the way, is refused with a message the model can act on. Reads are
-confined the same way, so the agent's view of the disk is the repository.
+Every path a tool touches is resolved against the project root; a path that leaves the root, through ``..``,
+an absolute path or a symlink anywhere along the way, is refused with a message the model can act on. Reads
+are confined the same way, so the agent's view of the disk is the repository.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ class OutsideRootError(ValueError):
 def confine(root: Path, path: str | os.PathLike[str]) -> Path:
     """The absolute path of ``path`` (relative to ``root`` unless absolute), refused if it leaves ``root``.
 
-    Symlinks are followed (``resolve``), so a link inside the root that points outside it is refused too; a path
-    that does not exist yet is checked through its nearest existing parent.
+    Symlinks are followed (``resolve``), so a link inside the root that points outside it is refused too; a
+    path that does not exist yet is checked through its nearest existing parent.
     """
     if str(path).strip() == "":
         raise OutsideRootError("The path is empty; give a file path relative to the project root.")
@@ -32,7 +32,9 @@ def confine(root: Path, path: str | os.PathLike[str]) -> Path:
     candidate = Path(path).expanduser()
     if not candidate.is_absolute():
         candidate = root / candidate
-    resolved = candidate.resolve()  # strict=False: follows every symlink that exists, keeps the rest lexically
+    resolved = (
+        candidate.resolve()
+    )  # strict=False: follows every symlink that exists, keeps the rest lexically
     if resolved != root and root not in resolved.parents:
         via = " (through a symlink)" if _has_symlink(root, candidate) else ""
         raise OutsideRootError(
@@ -65,5 +67,6 @@ def describe_call(name: str, arguments: dict[str, object]) -> str:
         return f"Write {arguments.get('file_path', '')} ({len(content.splitlines())} lines)"
     if name == "NotebookEdit":
         mode = arguments.get("edit_mode", "replace")
-        return f"NotebookEdit {arguments.get('notebook_path', '')} cell {arguments.get('cell_index', '')} ({mode})"
+        where = f"{arguments.get('notebook_path', '')} cell {arguments.get('cell_index', '')}"
+        return f"NotebookEdit {where} ({mode})"
     return name

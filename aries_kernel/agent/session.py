@@ -1,8 +1,9 @@
 """Persisted agent sessions: one JSON-lines file per session under ``<root>/.aries/sessions/``.
 
-Every record is appended the moment it happens (a message, a tool call with its result, an approval, the usage of
-a model call, a compaction), so an interrupt or a crash keeps everything said so far, and ``%aries resume``
-replays the file to continue. A compaction writes the whole new message list, which replaces the old one on replay.
+Every record is appended the moment it happens (a message, a tool call with its result, an approval, the usage
+of a model call, a compaction), so an interrupt or a crash keeps everything said so far, and ``%aries resume``
+replays the file to continue. A compaction writes the whole new message list, which replaces the old one on
+replay.
 """
 
 from __future__ import annotations
@@ -70,7 +71,8 @@ class Session:
 
     @classmethod
     def load(cls, path: Path) -> Session:
-        """Replay a session file; a torn last line (a kill mid-write) is skipped, a corrupt one elsewhere is named."""
+        """Replay a session file; a torn last line (a kill mid-write) is skipped, a corrupt one elsewhere is
+        named."""
         session = cls(id=path.stem, path=path)
         lines = path.read_text(encoding="utf-8").splitlines()
         for number, line in enumerate(lines, 1):
@@ -81,7 +83,9 @@ class Session:
             except json.JSONDecodeError as exc:
                 if number == len(lines):
                     break
-                raise ValueError(f"{path}:{number} is not valid JSON ({exc}); the session cannot be resumed.") from exc
+                raise ValueError(
+                    f"{path}:{number} is not valid JSON ({exc}); the session cannot be resumed."
+                ) from exc
             session._replay(record)
         return session
 
@@ -131,27 +135,51 @@ class Session:
 
     def add_approval(self, tool_call_id: str, name: str, approved: bool, by: str, reason: str = "") -> None:
         """Record who allowed or refused a tool call."""
-        record = {"kind": "approval", "tool_call_id": tool_call_id, "name": name, "approved": approved, "by": by,
-                  "reason": reason, "time": time.time()}
+        record = {
+            "kind": "approval",
+            "tool_call_id": tool_call_id,
+            "name": name,
+            "approved": approved,
+            "by": by,
+            "reason": reason,
+            "time": time.time(),
+        }
         self.approvals.append(record)
         self._append(record)
 
-    def add_usage(self, slot: str, model: str, input_tokens: int, output_tokens: int, cost_usd: float) -> None:
+    def add_usage(
+        self, slot: str, model: str, input_tokens: int, output_tokens: int, cost_usd: float
+    ) -> None:
         """Record the tokens and cost of one model call on ``slot``."""
-        record = {"kind": "usage", "slot": slot, "model": model, "input_tokens": input_tokens,
-                  "output_tokens": output_tokens, "cost_usd": cost_usd, "time": time.time()}
+        record = {
+            "kind": "usage",
+            "slot": slot,
+            "model": model,
+            "input_tokens": input_tokens,
+            "output_tokens": output_tokens,
+            "cost_usd": cost_usd,
+            "time": time.time(),
+        }
         self._add_usage(record)
         self._append(record)
 
     def replace_messages(self, messages: list[Message], stage: str) -> None:
         """Swap in a compacted transcript (the file keeps the old records before it)."""
         self.messages = list(messages)
-        self._append({"kind": "compaction", "stage": stage, "messages": [message_to_dict(m) for m in messages],
-                      "time": time.time()})
+        self._append(
+            {
+                "kind": "compaction",
+                "stage": stage,
+                "messages": [message_to_dict(m) for m in messages],
+                "time": time.time(),
+            }
+        )
 
     def repl_steps(self) -> list[str]:
         """The code of every Repl call, in order: the agent's work as re-runnable cells."""
-        return [str(call["arguments"].get("code", "")) for call in self.tool_calls if call.get("name") == "Repl"]
+        return [
+            str(call["arguments"].get("code", "")) for call in self.tool_calls if call.get("name") == "Repl"
+        ]
 
     @property
     def cost_usd(self) -> float:

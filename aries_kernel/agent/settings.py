@@ -1,4 +1,5 @@
-"""The agent's settings: ``c.AriesAgent.<name> = ...`` in a Jupyter config file, or ``%aries config name=value``."""
+"""The agent's settings: ``c.AriesAgent.<name> = ...`` in a Jupyter config file, or ``%aries config
+name=value``."""
 
 from __future__ import annotations
 
@@ -13,14 +14,16 @@ class AriesAgent(Configurable):
 
     max_turns = Int(25, help="Model turns per prompt before the loop stops and says so.").tag(config=True)
     auto_approve = Bool(
-        False, help="Run Edit, Write, Bash and NotebookEdit without asking (as `%aries --yes` does for one run)."
+        False,
+        help="Run Edit, Write, Bash and NotebookEdit without asking (as `%aries --yes` does for one run).",
     ).tag(config=True)
     mode = Enum(
         ["repl", "bare"], "repl", help="repl: the lean tool set has Repl; bare: Read, Grep and Glob instead."
     ).tag(config=True)
     widen_turns = Int(
-        2, help="After a call to a gated tool, requests carry the full tool set until this many turns in a row "
-        "pass without one; then back to lean."
+        2,
+        help="After a call to a gated tool, requests carry the full tool set until this many turns in a row "
+        "pass without one; then back to lean.",
     ).tag(config=True)
     compact_threshold = Float(
         0.7, help="Fraction of the primary slot's context window past which history is compacted."
@@ -28,9 +31,9 @@ class AriesAgent(Configurable):
     protected_tool_tokens = Int(
         40_000, help="The most recent tool results, up to this many tokens, are never pruned."
     ).tag(config=True)
-    bash_timeout = Float(120.0, help="Seconds a Bash command may run before its process group is killed.").tag(
-        config=True
-    )
+    bash_timeout = Float(
+        120.0, help="Seconds a Bash command may run before its process group is killed."
+    ).tag(config=True)
     max_bash_timeout = Float(600.0, help="The longest timeout the model may ask for in a Bash call.").tag(
         config=True
     )

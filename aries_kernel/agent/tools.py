@@ -1,7 +1,7 @@
 """The agent's tools: each a dataclass holding a name, a description, a JSON schema and the function it runs.
 
-A tool's JSON schema comes from its function's signature (types and defaults) plus one line per argument, so the
-schema and the code cannot drift apart. Argument names follow the conventions current models already know
+A tool's JSON schema comes from its function's signature (types and defaults) plus one line per argument, so
+the schema and the code cannot drift apart. Argument names follow the conventions current models already know
 (``file_path``, ``old_string``, ``new_string``, ``replace_all``, ...). A tool returns text for the model; an
 exception inside a tool becomes an error result the model can read, never a crash of the loop.
 """
@@ -32,8 +32,23 @@ __all__ = ["Tool", "ToolEnv", "ToolError", "TOOLS", "run_tool", "tool_schema_dic
 
 # Folders never searched or listed: VCS data, environments, caches, and Aries' own state.
 SKIP_DIRS = frozenset(
-    {".git", ".hg", ".svn", ".venv", "venv", "node_modules", "__pycache__", ".aries", ".mypy_cache",
-     ".pytest_cache", ".ruff_cache", ".tox", "dist", "build", ".ipynb_checkpoints"}
+    {
+        ".git",
+        ".hg",
+        ".svn",
+        ".venv",
+        "venv",
+        "node_modules",
+        "__pycache__",
+        ".aries",
+        ".mypy_cache",
+        ".pytest_cache",
+        ".ruff_cache",
+        ".tox",
+        "dist",
+        "build",
+        ".ipynb_checkpoints",
+    }
 )
 _MAX_FILE_BYTES = 1 << 20
 _READ_LINES = 2000
@@ -47,7 +62,8 @@ class ToolError(Exception):
 
 @dataclass
 class ToolEnv:
-    """What a tool can reach: the root, the kernel shell, the Aries context (codebase, vault) and the settings."""
+    """What a tool can reach: the root, the kernel shell, the Aries context (codebase, vault) and the
+    settings."""
 
     root: Path
     settings: AriesAgent
@@ -93,8 +109,14 @@ class Tool:
 
 TOOLS: dict[str, Tool] = {}
 
-_JSON_TYPES: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean", list: "array",
-                               dict: "object"}
+_JSON_TYPES: dict[Any, str] = {
+    str: "string",
+    int: "integer",
+    float: "number",
+    bool: "boolean",
+    list: "array",
+    dict: "object",
+}
 
 
 def _json_type(annotation: Any) -> dict[str, Any]:
@@ -111,7 +133,8 @@ def _json_type(annotation: Any) -> dict[str, Any]:
 def tool(
     name: str, description: str, /, *, memory: bool = False, **arg_docs: str | dict[str, Any]
 ) -> Callable[[Callable[..., str]], Callable[..., str]]:
-    """Register ``func(env, **arguments) -> str`` as a tool; its schema comes from the signature and ``arg_docs``.
+    """Register ``func(env, **arguments) -> str`` as a tool; its schema comes from the signature and
+    ``arg_docs``.
 
     An ``arg_docs`` value is the argument's description, or a dict merged into its schema (for nested items).
     """
@@ -128,7 +151,9 @@ def tool(
             if parameter.default is inspect.Parameter.empty:
                 required.append(parameter.name)
         parameters = {"type": "object", "properties": properties, "required": required}
-        TOOLS[name] = Tool(name, description, parameters, func, needs_approval=name in APPROVAL_TOOLS, memory=memory)
+        TOOLS[name] = Tool(
+            name, description, parameters, func, needs_approval=name in APPROVAL_TOOLS, memory=memory
+        )
         return func
 
     return register
@@ -140,7 +165,8 @@ def tool_schema_dict(item: Tool) -> dict[str, Any]:
 
 
 def run_tool(item: Tool, env: ToolEnv, arguments: dict[str, Any]) -> tuple[str, bool]:
-    """Run ``item`` and return ``(output, is_error)``; a failure is reported, a KeyboardInterrupt is not caught."""
+    """Run ``item`` and return ``(output, is_error)``; a failure is reported, a KeyboardInterrupt is not
+    caught."""
     properties = item.parameters["properties"]
     unknown = sorted(set(arguments) - set(properties))
     missing = [name for name in item.parameters["required"] if name not in arguments]
@@ -162,7 +188,7 @@ def run_tool(item: Tool, env: ToolEnv, arguments: dict[str, Any]) -> tuple[str, 
     return truncate(output, env.settings.tool_output_chars), False
 
 
-# ---------------------------------------------------------------------------------------------------- the REPL
+# ------------------------------------------------------------------------------------------------- the REPL
 
 
 @tool(
@@ -213,12 +239,14 @@ def read(env: ToolEnv, file_path: str, offset: int = 1, limit: int = _READ_LINES
     path = confine(env.root, file_path)
     lines = _read_text(path).splitlines()
     start = max(int(offset), 1) - 1
-    shown = lines[start:start + max(int(limit), 1)]
+    shown = lines[start : start + max(int(limit), 1)]
     if not shown:
         return f"{file_path} has {len(lines)} lines; nothing at line {start + 1}."
     body = "\n".join(f"{number:>6}\t{line}" for number, line in enumerate(shown, start + 1))
     rest = len(lines) - start - len(shown)
-    return body + (f"\n[... {rest} more lines; read on with offset={start + len(shown) + 1}]" if rest > 0 else "")
+    return body + (
+        f"\n[... {rest} more lines; read on with offset={start + len(shown) + 1}]" if rest > 0 else ""
+    )
 
 
 @tool(
@@ -244,11 +272,15 @@ def edit(env: ToolEnv, file_path: str, old_string: str, new_string: str, replace
             f"old_string matches {count} times in {file_path}; add surrounding lines to make it unique, "
             "or set replace_all."
         )
-    after = before.replace(old_string, new_string) if replace_all else before.replace(old_string, new_string, 1)
+    after = (
+        before.replace(old_string, new_string) if replace_all else before.replace(old_string, new_string, 1)
+    )
     path.write_text(after, encoding="utf-8")
     env.changed.add(path)
     replaced = count if replace_all else 1
-    return f"Edited {env.relative(path)}: {replaced} replacement(s).\n{_diff(env.relative(path), before, after)}"
+    return (
+        f"Edited {env.relative(path)}: {replaced} replacement(s).\n{_diff(env.relative(path), before, after)}"
+    )
 
 
 @tool("Write", "Create or overwrite a file.", file_path="File path.", content="The whole new content.")
@@ -274,7 +306,8 @@ def _ignore_spec(root: Path) -> Any:
 
 
 def iter_files(root: Path, start: Path) -> Iterator[Path]:
-    """Files under ``start`` (inside ``root``), skipping VCS, environments, caches and what .gitignore ignores."""
+    """Files under ``start`` (inside ``root``), skipping VCS, environments, caches and what .gitignore
+    ignores."""
     spec = _ignore_spec(root)
     if start.is_file():
         yield start
@@ -337,7 +370,8 @@ def glob_files(env: ToolEnv, pattern: str, path: str = ".") -> str:
     root = env.root.resolve()
     base = confine(root, path)
     found = [
-        file for file in base.glob(pattern)
+        file
+        for file in base.glob(pattern)
         if file.is_file() and not SKIP_DIRS.intersection(file.relative_to(root).parts)
     ]
     found.sort(key=lambda file: file.stat().st_mtime, reverse=True)
@@ -354,11 +388,21 @@ def glob_files(env: ToolEnv, pattern: str, path: str = ".") -> str:
     notebook_path="Path of the notebook, relative to the project root or absolute.",
     cell_index="0-based index of the cell (for insert: the new cell's index).",
     new_source="The cell's new source (ignored for delete).",
-    edit_mode={"description": "replace (default), insert or delete.", "enum": ["replace", "insert", "delete"]},
-    cell_type={"description": "code or markdown, for inserted or replaced cells.", "enum": ["code", "markdown"]},
+    edit_mode={
+        "description": "replace (default), insert or delete.",
+        "enum": ["replace", "insert", "delete"],
+    },
+    cell_type={
+        "description": "code or markdown, for inserted or replaced cells.",
+        "enum": ["code", "markdown"],
+    },
 )
 def notebook_edit(
-    env: ToolEnv, notebook_path: str, cell_index: int, new_source: str = "", edit_mode: str = "replace",
+    env: ToolEnv,
+    notebook_path: str,
+    cell_index: int,
+    new_source: str = "",
+    edit_mode: str = "replace",
     cell_type: str = "",
 ) -> str:
     import nbformat
@@ -375,8 +419,10 @@ def notebook_edit(
         del cells[cell_index]
     else:
         kind = cell_type or (cells[cell_index].cell_type if edit_mode == "replace" else "code")
-        new_cell = nbformat.v4.new_markdown_cell(new_source) if kind == "markdown" else nbformat.v4.new_code_cell(
-            new_source
+        new_cell = (
+            nbformat.v4.new_markdown_cell(new_source)
+            if kind == "markdown"
+            else nbformat.v4.new_code_cell(new_source)
         )
         if edit_mode == "insert":
             cells.insert(cell_index, new_cell)
@@ -384,10 +430,12 @@ def notebook_edit(
             cells[cell_index] = new_cell
     nbformat.write(notebook, path)
     env.changed.add(path)
-    return f"{edit_mode.capitalize()}d cell {cell_index} of {env.relative(path)}; it now has {len(cells)} cells."
+    return (
+        f"{edit_mode.capitalize()}d cell {cell_index} of {env.relative(path)}; it now has {len(cells)} cells."
+    )
 
 
-# ---------------------------------------------------------------------------------------------------- processes
+# ------------------------------------------------------------------------------------------------ processes
 
 
 @tool(
@@ -401,8 +449,12 @@ def bash(env: ToolEnv, command: str, timeout: float = 0) -> str:
     started = time.monotonic()
     # A session of its own, so a timeout or an interrupt can kill the command and everything it started.
     process = subprocess.Popen(
-        ["bash", "-c", command], cwd=env.root, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, start_new_session=True,
+        ["bash", "-c", command],
+        cwd=env.root,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     try:
         output, _ = process.communicate(timeout=limit)
@@ -433,7 +485,7 @@ def _kill_group(process: subprocess.Popen[bytes]) -> bytes:
     return output or b""
 
 
-# ---------------------------------------------------------------------------------------------------- code graph
+# ----------------------------------------------------------------------------------------------- code graph
 
 
 @tool(
@@ -487,7 +539,7 @@ def code_search(env: ToolEnv, query: str, limit: int = 20) -> str:
     return format_value(found)
 
 
-# ---------------------------------------------------------------------------------------------------- planning, web
+# -------------------------------------------------------------------------------------------- planning, web
 
 
 @tool(
@@ -565,12 +617,15 @@ def web_fetch(env: ToolEnv, url: str) -> str:
     return f"{response.url} ({response.status_code}, {kind or 'unknown type'})\n{text}"
 
 
-# ---------------------------------------------------------------------------------------------------- memory
+# --------------------------------------------------------------------------------------------------- memory
 
 
 @tool(
-    "VaultSearch", "Ranked search of persistent memory (notes).", memory=True,
-    query="What to look for.", limit="Most notes to return.",
+    "VaultSearch",
+    "Ranked search of persistent memory (notes).",
+    memory=True,
+    query="What to look for.",
+    limit="Most notes to return.",
 )
 def vault_search(env: ToolEnv, query: str, limit: int = 10) -> str:
     return _shown(env.vault().query_ranked(query, limit=limit), f"No note matches {query!r}.")
@@ -582,35 +637,51 @@ def vault_read(env: ToolEnv, title: str) -> str:
 
 
 @tool(
-    "VaultExplore", "Explore memory around a question, following links between notes.", memory=True,
-    query="The question to explore.", limit="Most notes to return.",
+    "VaultExplore",
+    "Explore memory around a question, following links between notes.",
+    memory=True,
+    query="The question to explore.",
+    limit="Most notes to return.",
 )
 def vault_explore(env: ToolEnv, query: str, limit: int = 15) -> str:
     return _shown(env.vault().explore(query, limit=limit), f"Nothing found around {query!r}.")
 
 
 @tool(
-    "VaultWarmth", "The warmest notes: recently active and reinforced memory.", memory=True,
-    query="Optional focus.", limit="Most notes to return.",
+    "VaultWarmth",
+    "The warmest notes: recently active and reinforced memory.",
+    memory=True,
+    query="Optional focus.",
+    limit="Most notes to return.",
 )
 def vault_warmth(env: ToolEnv, query: str = "", limit: int = 10) -> str:
     return _shown(env.vault().query_warmth(query or None, limit=limit), "The warmth field is empty.")
 
 
 @tool(
-    "VaultAdd", "Save an insight to memory.", memory=True,
-    title="The insight as a prose claim.", content="Details.", type="insight, decision, pattern, ...",
+    "VaultAdd",
+    "Save an insight to memory.",
+    memory=True,
+    title="The insight as a prose claim.",
+    content="Details.",
+    type="insight, decision, pattern, ...",
 )
 def vault_add(env: ToolEnv, title: str, content: str, type: str = "insight") -> str:
     return _shown(env.vault().add(title, content, type=type), f"Saved {title!r}.")
 
 
 @tool(
-    "ProjectSave", "Save a fact about this repository to its project brain.", memory=True,
-    title="The fact as a prose claim.", content="Details.", type="decision, pattern, convention, ...",
+    "ProjectSave",
+    "Save a fact about this repository to its project brain.",
+    memory=True,
+    title="The fact as a prose claim.",
+    content="Details.",
+    type="decision, pattern, convention, ...",
 )
 def project_save(env: ToolEnv, title: str, content: str, type: str = "decision") -> str:
-    return _shown(env.vault().add(title, content, type=type, project=True), f"Saved {title!r} to the project brain.")
+    return _shown(
+        env.vault().add(title, content, type=type, project=True), f"Saved {title!r} to the project brain."
+    )
 
 
 def _shown(value: Any, empty: str) -> str:
