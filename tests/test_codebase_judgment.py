@@ -16,8 +16,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from tree_sitter import Node
 
 from aries_kernel.codebase import Codebase, CodebaseError
+from aries_kernel.codebase.languages import parse
+from aries_kernel.codebase.shapes import ShapeProfile, exact_hash, naming_style, shape_hash, split_identifier
 
 FIXTURES = Path(__file__).parent / "fixtures" / "codebase" / "judgment"
 
@@ -365,3 +368,45 @@ def test_python_async_and_http_conventions(pyasync: Codebase) -> None:
     http = pyasync.find_convention("api calls").set_index("pattern")
     assert http.loc["httpx.AsyncClient(...)", "files"] == 2
     assert {"client.get(...)", "client.post(...)"} <= set(http.index)
+
+
+# ---------------------------------------------------------------------------------- shapes (no index needed)
+
+
+def _first_definition(source: str, language: str = "python") -> Node:
+    tree = parse(source.encode(), language)
+    return tree.root_node.named_children[0]
+
+
+def test_shape_hash_ignores_names_literals_and_comments() -> None:
+    original = _first_definition("def f(a, b):\n    return a + b * 2\n")
+    renamed = _first_definition("def g(x, y):\n    # scaled sum\n    return x - y * 7\n")
+    longer = _first_definition("def f(a, b):\n    c = a\n    return a + b * 2\n")
+    assert shape_hash(original) == shape_hash(renamed)
+    assert shape_hash(original) != shape_hash(longer)
+    assert ShapeProfile.of(original).similarities([ShapeProfile.of(renamed), None]).tolist() == [1.0, 0.0]
+    assert 0.5 < ShapeProfile.of(original).similarities([ShapeProfile.of(longer)])[0] < 1.0
+
+
+def test_exact_hash_normalizes_whitespace_but_keeps_relative_indentation() -> None:
+    top = b"def f(x):\n    if x:\n        return 1\n    return 2"
+    nested = b"def f(x):  \n        if x:\n\n            return  1\n        return 2\n"
+    moved = b"def f(x):\n    if x:\n        return 1\n        return 2"  # a different Python program
+    assert exact_hash(top) == exact_hash(nested)
+    assert exact_hash(top) != exact_hash(moved)
+
+
+@pytest.mark.parametrize(
+    ("name", "tokens", "style"),
+    [
+        ("load_user_config", ["load", "user", "config"], "snake_case"),
+        ("loadUserConfig", ["load", "user", "config"], "camelCase"),
+        ("HTTPErrorHandler", ["http", "error", "handler"], "PascalCase"),
+        ("MAX_RETRIES", ["max", "retries"], "UPPER_CASE"),
+        ("_private", ["private"], None),
+        ("load_userConfig", ["load", "user", "config"], "mixed"),
+    ],
+)
+def test_identifier_tokens_and_naming_style(name: str, tokens: list[str], style: str | None) -> None:
+    assert split_identifier(name) == tokens
+    assert naming_style(name) == style

@@ -38,7 +38,6 @@ _CLASS_BODY_TYPES = frozenset({"block", "class_body", "interface_body", "object_
 # Comments and the insides of string literals never count as shape.
 _NOISE = (" (comment)", " (string_content)", " (string_fragment)", " (escape_sequence)")
 _NODE_TYPE = re.compile(r"\((\w+)")
-_LINE_SPACE = re.compile(rb"[ \t\f\v]+")
 _CAMEL_PARTS = re.compile(r"[A-Z]+(?=[A-Z][a-z0-9])|[A-Z]?[a-z0-9]+|[A-Z]+")
 _DIGEST_SIZE = 16
 
@@ -77,19 +76,15 @@ def shape_hash(node: Node) -> str:
 def exact_hash(text: bytes) -> str:
     """Hash of source text with whitespace normalized, so a pasted copy matches wherever it is indented.
 
-    The first line is stripped (a node's text starts at its first token), later lines lose their common
-    indentation and trailing spaces, runs of blanks inside a line become one space, blank lines are dropped.
-    Relative indentation survives because it is meaningful in Python.
+    Blank lines go; each line's blanks between tokens become one space; lines after the first keep their
+    indentation relative to the least indented of them (the first line is a node's own line, which starts at
+    its first token). Relative indentation survives because it is meaningful in Python.
     """
-    lines = text.expandtabs(8).splitlines()
-    if not lines:
-        return _digest(b"")
-    rest = [line.rstrip() for line in lines[1:]]
-    rest = [line for line in rest if line]
-    indent = min((len(line) - len(line.lstrip()) for line in rest), default=0)
-    normalized = [lines[0].strip()] + [line[indent:] for line in rest]
-    body = b"\n".join(_LINE_SPACE.sub(b" ", line) for line in normalized if line)
-    return _digest(body)
+    lines = text.expandtabs(8).split(b"\n")
+    rest = [(len(line) - len(line.lstrip()), b" ".join(line.split())) for line in lines[1:] if line.strip()]
+    indent = min((width for width, _ in rest), default=0)
+    first = b" ".join(lines[0].split())
+    return _digest(b"\n".join([first, *(b" " * (width - indent) + words for width, words in rest)]))
 
 
 def node_type_sequence(node: Node) -> list[str]:
