@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sqlite3
 import threading
 import time
 from pathlib import Path
@@ -155,7 +156,7 @@ class Codebase(QueryMixin, JudgmentMixin):
             return None
         try:
             return IndexStore(ensure_aries_dir(self.root) / "index.db")
-        except OSError as exc:
+        except (OSError, sqlite3.Error) as exc:
             # A read-only checkout still gets an index, just not a persistent one.
             log.warning("Not persisting the index under %s: %s", self.root, exc)
             return None

@@ -151,16 +151,26 @@ class Rankings:
 
 
 def community_label(files: list[str], names: Iterable[str]) -> str:
-    """``<common folder>: <top name tokens>``, e.g. ``core/reshape: merge, concat``; a lone file is its path."""
+    """``<folder>: <top name tokens>``, e.g. ``core/reshape: merge, concat``; a lone file is its path.
+
+    The folder is the members' common folder, or, when they share none, their two most common folders.
+    """
     from aries_kernel.codebase.shapes import split_identifier
 
     if len(files) == 1:
         return files[0]
-    folder = posixpath.commonpath([posixpath.dirname(f) or "." for f in files]) if files else ""
-    folder = folder if folder not in ("", ".") else "(root)"
+    folders = [posixpath.dirname(f) for f in files]
+    common = posixpath.commonpath(folders) if all(folders) else ""
+    if common:
+        folder = common
+    else:
+        counts = Counter(f or "(root)" for f in folders)
+        folder = " + ".join(f for f, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:2])
     folder_tokens = set(split_identifier(folder))
     tokens: Counter[str] = Counter()
     for name in names:
+        if name.startswith("__") and name.endswith("__"):
+            continue
         for token in set(split_identifier(name)):
             if len(token) > 2 and token not in _LABEL_STOPWORDS and token not in folder_tokens:
                 tokens[token] += 1
