@@ -359,7 +359,7 @@ def test_a_prompt_ending_in_a_question_mark_is_a_prompt_not_help(
     kernel: Any, server: ScriptedModelServer
 ) -> None:
     _, kc = kernel
-    # The kernel installs this transformer at start once the lead wires it into extension.install (see the report).
+    # The kernel installs this at start once extension.install wires it (see the agent report).
     run_cell(
         kc,
         "from aries_kernel.agent.inputline import install_question_marks\n"

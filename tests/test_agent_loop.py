@@ -195,11 +195,20 @@ def test_compaction_prunes_then_summarizes_and_keeps_the_system_prompt(repo: Pat
         context_window=8000,
     )
     cheap.script(Reply(text="## Goal\n- print things\n## Work done\n- printed x four times"))
+    summarized_away: list[int] = []
+
+    class Extract(AgentHook):
+        def before_summarize(self, agent: Agent, older: list[mt.Message]) -> Iterator[Event]:
+            summarized_away.append(len(older))
+            return iter(())
+
+    agent.hooks.append(Extract())
     events = run_all(agent, "print a lot")
     compactions = [event for event in events if isinstance(event, Compaction)]
     summarized = next(event for event in compactions if event.stage == "summarize")
     same_turn = [event.stage for event in compactions if event.turn == summarized.turn]
     assert same_turn == ["prune", "summarize"]  # pruning was tried first and was not enough
+    assert summarized_away and summarized_away[0] == summarized.messages_affected
     limit = 0.7 * 8000
     assert summarized.tokens_after <= limit < summarized.tokens_before
     request_after = primary.requests[summarized.turn - 1]
@@ -322,3 +331,29 @@ def test_registered_hook_factories_join_every_agent_built_for_a_context(repo: Pa
         assert agent_package.agent_for(LazyContext(repo.parent)).hooks == []
     finally:
         agent_package._HOOK_FACTORIES.remove(factory)
+
+
+def test_a_model_error_ends_the_run_with_its_message_and_a_well_formed_transcript(repo: Path) -> None:
+    from aries_kernel.models.errors import AuthenticationError
+
+    agent, _, _ = make_agent(repo, AuthenticationError("The key was rejected (401); set ANTHROPIC_API_KEY."))
+    events = run_all(agent, "hello")
+    assert events[-1].reason == "error" and "key was rejected" in events[-1].detail
+    session = agent.session
+    assert session is not None
+    assert [m.role for m in session.messages] == ["user", "assistant"]
+    assert session.messages[-1].content == "[no reply: the model call failed]"
+
+
+def test_an_interrupt_inside_a_tool_stops_the_run_and_answers_the_calls_left(repo: Path) -> None:
+    agent, primary, _ = make_agent(
+        repo,
+        Reply(tool_calls=[("Repl", {"code": "raise KeyboardInterrupt"}), ("Repl", {"code": "never = 1"})]),
+    )
+    events = run_all(agent, "run two cells")
+    assert events[-1].reason == "interrupted" and len(primary.requests) == 1
+    session = agent.session
+    assert session is not None
+    results = [m.content for m in session.messages if m.role == "tool"]
+    assert results == ["Not run: interrupted by the user.", "Not run: interrupted by the user."]
+    assert "never" not in agent.shell.user_ns

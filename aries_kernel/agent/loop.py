@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +68,10 @@ class AgentHook:
 
     def after_turn(self, agent: Agent, turn: int, tools_used: int) -> Iterable[Event]:
         """After a turn's tools ran (reflection)."""
+        return ()
+
+    def before_summarize(self, agent: Agent, older: list[mt.Message]) -> Iterable[Event]:
+        """Before ``older`` history is summarized away by compaction (extract durable insights first)."""
         return ()
 
     def end_session(self, agent: Agent) -> Iterable[Event]:
@@ -207,7 +211,7 @@ class Agent:
         max_turns: int | None = None,
         auto_approve: bool | None = None,
         mode: str | None = None,
-    ) -> Iterator[Event]:
+    ) -> Generator[Event, None, None]:
         """Answer ``prompt``: yield events until the model is done, ``max_turns`` is hit, or an interrupt.
 
         ``max_turns``, ``auto_approve`` and ``mode`` ("repl" or "bare") override the settings for this run.
@@ -222,7 +226,7 @@ class Agent:
                 listener(event)
             yield event
 
-    def _run(self, prompt: str, max_turns: int, auto_approve: bool) -> Iterator[Event]:
+    def _run(self, prompt: str, max_turns: int, auto_approve: bool) -> Generator[Event, None, None]:
         session = self.ensure_session()
         self.phase.reset()
         totals = [0, 0, 0.0]
@@ -303,7 +307,9 @@ class Agent:
             reason, turns, int(totals[0]), int(totals[1]), float(totals[2]), detail, turn=session.turns
         )
 
-    def _stream(self, client: Any, request: mt.ModelRequest, turn: int) -> Iterator[Event]:
+    def _stream(
+        self, client: Any, request: mt.ModelRequest, turn: int
+    ) -> Generator[Event, None, mt.Completion]:
         """Stream one model call, yielding text as it comes; returns the Completion."""
         from aries_kernel.models.errors import ModelError
 
@@ -384,7 +390,9 @@ class Agent:
         self._pending.remove(call)
         yield ToolCallFinished(call.id, call.name, output, is_error, seconds, turn=turn)
 
-    def _approve(self, call: mt.ToolCall, turn: int, auto_approve: bool) -> Iterator[Event]:
+    def _approve(
+        self, call: mt.ToolCall, turn: int, auto_approve: bool
+    ) -> Generator[Event, None, tuple[bool, str]]:
         """Ask whoever watches the stream; returns (approved, reason)."""
         session = self.ensure_session()
         if auto_approve:
@@ -472,6 +480,8 @@ class Agent:
             yield Notice("The history cannot be compacted further: one turn fills the context.", turn=turn)
             return
         older = session.messages[:split]
+        for hook in self.hooks:
+            yield from hook.before_summarize(self, older)
         summary, how = compaction.summarize(older, self._summarizer(), limit_chars=self._summary_chars())
         session.replace_messages(compaction.with_summary(summary, session.messages[split:]), "summarize")
         after = self.estimate(self.request(), client)

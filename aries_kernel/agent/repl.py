@@ -62,27 +62,23 @@ def truncate(text: str, limit: int) -> str:
 
 def format_value(value: Any) -> str:
     """A compact text form of a value: DataFrames and Series bounded in rows, columns and cell width."""
-    try:
-        import pandas as pd
-    except ImportError:  # pandas is a dependency; this keeps the formatter usable in a bare interpreter
-        pd = None
-    if pd is not None and isinstance(value, (pd.DataFrame, pd.Series)):
-        truncated = len(value) > _DATAFRAME_ROWS or (
-            isinstance(value, pd.DataFrame) and value.shape[1] > _DATAFRAME_COLUMNS
-        )
+    import pandas as pd
+
+    if isinstance(value, (pd.DataFrame, pd.Series)):
+        wide = isinstance(value, pd.DataFrame) and value.shape[1] > _DATAFRAME_COLUMNS
+        truncated = len(value) > _DATAFRAME_ROWS or wide
         options = {"max_rows": _DATAFRAME_ROWS, "show_dimensions": truncated}
         if isinstance(value, pd.DataFrame):
-            text = value.to_string(max_cols=_DATAFRAME_COLUMNS, max_colwidth=_CELL_WIDTH, **options)
-        else:
-            text = value.to_string(**options)
-        if isinstance(value, pd.DataFrame) and not truncated:
-            text += f"\n[{value.shape[0]} rows x {value.shape[1]} columns]"
-        return text
+            text = str(value.to_string(max_cols=_DATAFRAME_COLUMNS, max_colwidth=_CELL_WIDTH, **options))
+            if not truncated:
+                text += f"\n[{value.shape[0]} rows x {value.shape[1]} columns]"
+            return text
+        return str(value.to_string(**options))
     if isinstance(value, str):
         return value
     from IPython.lib.pretty import pretty
 
-    return pretty(value, max_seq_length=200)
+    return str(pretty(value, max_seq_length=200))
 
 
 def run_code(shell: Any, code: str, number: int = 0) -> ReplResult:
