@@ -135,3 +135,37 @@ def test_the_agent_runs_with_memory_off_and_says_why(
     assert notices == [expected]
     assert WARM_OPEN not in system_of(server.requests[0].body)
     assert feedback.status().startswith("Memory: off, the vault failed to open")
+
+
+def test_compaction_extracts_notes_first_and_the_warm_context_survives(
+    repo: Path,  # noqa: F811
+    vault: Vault,  # noqa: F811
+    server: ScriptedModelServer,  # noqa: F811
+) -> None:
+    agent, feedback = make_agent(repo, vault, preflight_min_similarity=0.9)
+    server.script(Reply(text="The loader reads pyproject first."), Reply(text="Timeouts use monotonic time."))
+    list(agent.run("how does the loader read settings?"))
+    list(agent.run("and the timeouts?"))
+    items = [
+        {"title": "The loader reads settings from pyproject before setup.cfg", "scope": "project",
+         "content": "Seen in loader.py.", "type": "learning"},
+        {"title": "Monotonic clocks are the right base for timeouts", "scope": "global",
+         "content": "Wall clocks jump.", "type": "insight"},
+        {"title": "We keep the public API in the package init only", "scope": "project",
+         "content": "Decided with the user.", "type": "decision"},
+    ]  # fmt: skip
+    server.script(Reply(text=json.dumps(items)), Reply(text="## Goal\nUnderstand the loader"))
+    events = agent.compact()
+    extraction, summary = (request.body for request in server.requests[-2:])
+    assert "durable" in system_of(extraction) and "how does the loader read settings?" in json.dumps(
+        extraction
+    )
+    assert "Goal" in system_of(summary)  # the summary is asked for after the extraction
+    assert any(isinstance(e, Notice) and "saved before compaction" in e.text for e in events)
+    assert vault.stores[1].find(items[0]["title"]) is not None
+    assert vault.stores[1].find(items[2]["title"]) is not None
+    assert vault.stores[0].find(items[1]["title"]) is not None
+    server.script(Reply(text="Still here."))
+    list(agent.run("what next?"))
+    assert system_of(server.requests[-1].body).startswith(WARM_OPEN)
+    assert [s.title for s in feedback.extracted] == [item["title"] for item in items]

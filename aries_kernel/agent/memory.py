@@ -32,6 +32,7 @@ import pandas as pd
 from traitlets import Bool, Float, Int
 from traitlets.config import Configurable
 
+from aries_kernel.agent import register_hook
 from aries_kernel.agent.compaction import SUMMARY_HEADER, render_transcript
 from aries_kernel.agent.echo import EchoDetector, content_terms
 from aries_kernel.agent.events import (
@@ -631,11 +632,19 @@ class MemoryHook(AgentHook):
         self.feedback.on_turn(tools_used > 0, history)
         return self._drain()
 
+    def before_summarize(self, agent: Agent, older: list[mt.Message]) -> Iterable[Event]:
+        """Compaction's extract step: save the durable items of ``older`` before it is summarized away."""
+        self.feedback.extract_before_compaction(older)
+        return self._drain()
+
     def end_session(self, agent: Agent) -> Iterable[Event]:
         """Credit the vault session once."""
         self.feedback.end_session()
         self._started = False
         return self._drain()
+
+
+register_hook(MemoryHook.for_agent)  # every agent built by agent_for() has memory
 
 
 def memory_of(agent: Agent) -> MemoryFeedback | None:
