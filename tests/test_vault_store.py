@@ -306,3 +306,11 @@ def test_bad_titles_queries_and_sizes(tmp_path: Path) -> None:
     assert outside_after == outside_before
     assert all(sanitize_title(t) for t in ("a/b", "../x", "C:\\x"))
     assert MAX_NOTE_BYTES < 10 * 1024 * 1024
+
+
+def test_project_index_stays_out_of_git_but_the_brain_travels(tmp_path: Path) -> None:
+    vault = make(tmp_path)
+    vault.add("Project decision", "We use SQLite in WAL mode.", project=True)
+    ignore = (tmp_path / "repo/.aries/.gitignore").read_text()
+    assert "*" in ignore.splitlines() and "!memory/" in ignore.splitlines()
+    assert (tmp_path / "repo/.aries/vault.db").exists()

@@ -110,8 +110,10 @@ def open_vault(
     folder = Path(path or os.environ.get("ARIES_VAULT") or settings.path).expanduser()
     stores = [NoteStore("global", folder, folder / ".aries" / "index.db", clock)]
     if root is not None and settings.project_brain:
-        project = Path(root).expanduser().resolve()
-        stores.append(NoteStore("project", project / ".aries" / "memory", project / ".aries" / "vault.db", clock))
+        from aries_kernel.codebase.store import ensure_aries_dir  # its .gitignore keeps vault.db out of git
+
+        aries_dir = ensure_aries_dir(Path(root).expanduser().resolve())
+        stores.append(NoteStore("project", aries_dir / "memory", aries_dir / "vault.db", clock))
     return Vault(
         stores,
         embedder or make_embedder(settings.embedder),
