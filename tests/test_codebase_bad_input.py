@@ -179,3 +179,24 @@ def test_unreadable_file_is_retried_once_readable(tmp_path: Path, monkeypatch: p
     again = Codebase(root, config=Config({"AriesCodebase": {"workers": 1}}))
     again.wait_ready()
     assert again.skipped().empty
+
+
+def test_failed_index_is_reported_and_reindex_recovers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from aries_kernel.codebase import CodebaseError, core
+
+    write(tmp_path / "repo", "a.py", "A = 1\n")
+    real_walk = core.walk
+
+    def failing_walk(*args: object, **kwargs: object) -> object:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(core, "walk", failing_walk)
+    codebase = Codebase(tmp_path / "repo")
+    with pytest.raises(CodebaseError, match="Input/output error"):
+        codebase.list_files()
+    assert codebase.status().startswith("failed: ")
+    monkeypatch.setattr(core, "walk", real_walk)
+    assert codebase.reindex()["file"].tolist() == ["a.py"]
+    assert codebase.list_files()["file"].tolist() == ["a.py"]

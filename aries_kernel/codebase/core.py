@@ -164,6 +164,8 @@ class Codebase(QueryMixin, JudgmentMixin):
     def _full_index(self) -> None:
         started = time.perf_counter()
         self._progress = (0, 0, "listing files")
+        if self._store is not None:
+            self._store.close()
         self._store = self._open_store()
         found = walk(self.root, self.settings.ignore)
         stored = self._store.load() if self._store is not None else {}
@@ -231,16 +233,14 @@ class Codebase(QueryMixin, JudgmentMixin):
         """Re-index changed files (all of the repository, or just ``paths``) and update the graph in place.
 
         Only files whose content hash changed are re-parsed. Returns one row per change: file, change
-        (added, modified, deleted, skipped).
+        (added, modified, deleted). After a failed index, this builds the whole index again.
         """
         import pandas as pd
 
+        if self._ready.is_set() and self._error is not None:
+            return self._retry_full_index()
         self.wait_ready()
         with self._lock:
-            if self._error is not None:
-                self._error = None
-                self._full_index()
-                return pd.DataFrame({"file": sorted(self._records), "change": "added"})
             started = time.perf_counter()
             if paths is None:
                 found = walk(self.root, self.settings.ignore)
@@ -276,6 +276,18 @@ class Codebase(QueryMixin, JudgmentMixin):
                 "reindexed": len(changes),
             }
         return pd.DataFrame(sorted(changes.items()), columns=["file", "change"])
+
+    def _retry_full_index(self) -> pd.DataFrame:
+        import pandas as pd
+
+        with self._lock:
+            self._error = None
+            try:
+                self._full_index()
+            except Exception as exc:
+                self._error = exc
+                raise CodebaseError(f"Indexing {self.root} failed again: {exc!r}") from exc
+            return pd.DataFrame({"file": list(self._records), "change": "added"})
 
     def _candidates(self, paths: Any) -> tuple[dict[str, SourceFile], set[str]]:
         """Stat the given paths; those gone or no longer indexable are checked (and dropped) too."""
