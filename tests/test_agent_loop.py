@@ -357,3 +357,18 @@ def test_an_interrupt_inside_a_tool_stops_the_run_and_answers_the_calls_left(rep
     results = [m.content for m in session.messages if m.role == "tool"]
     assert results == ["Not run: interrupted by the user.", "Not run: interrupted by the user."]
     assert "never" not in agent.shell.user_ns
+
+
+def test_a_torn_last_line_is_skipped_and_a_corrupt_middle_line_is_named(repo: Path) -> None:
+    from aries_kernel.agent.session import Session
+
+    session = Session.create(repo)
+    session.add_prompt("hi")
+    session.add_message(mt.Message("user", "hi"))
+    with session.path.open("a") as handle:
+        handle.write('{"kind": "message", "message": {"role": "assis')  # a kill mid-write
+    assert [m.content for m in Session.load(session.path).messages] == ["hi"]
+    lines = session.path.read_text().splitlines()
+    session.path.write_text("\n".join([lines[0], "not json", *lines[1:]]) + "\n")
+    with pytest.raises(ValueError, match=r":2 is not valid JSON"):
+        Session.load(session.path)
