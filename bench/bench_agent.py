@@ -10,7 +10,8 @@ session writes, re-index scans), with model time excluded.
 2. Schema tokens over a scripted 20-turn session: all turns lean; one excursion to a gated tool at turn 10;
    and an un-gated harness that sends every schema every turn (the reference).
 3. Loop time per turn at 200 messages of history: a resumed session of about 200 messages, then scripted turns
-   (one Repl call each); the reference measured in the same run is the same turns on an empty history.
+   (one Repl call each); the reference measured in the same run is the same turns on an empty history. The
+   change scan that follows Repl and Bash turns is also timed on this repository.
 """
 
 from __future__ import annotations
@@ -151,6 +152,21 @@ def loop_time(root: Path, history: int = 200, turns: int = 30) -> None:
     print(f"   {seeded} messages against an empty history: {ratio:.2f}x")
 
 
+def scan_time(root: Path) -> None:
+    """The change scan after a Repl or Bash turn, on a real repository (this one), against the empty root."""
+    agent = Agent(root=root, router=ScriptedRouter(ScriptedClient()), shell=_shell())
+    times = []
+    for _ in range(5):
+        begin = time.perf_counter()
+        agent.changed_files()
+        times.append(time.perf_counter() - begin)
+    files = len(agent._scan())
+    print(
+        f"   change scan after a Repl/Bash turn on {root.name}/ ({files} files): "
+        f"median {statistics.median(times) * 1000:.1f} ms"
+    )
+
+
 def main() -> None:
     per_request()
     with tempfile.TemporaryDirectory() as scratch:
@@ -159,6 +175,7 @@ def main() -> None:
             (root / name).mkdir()  # one project root per session, so resume finds the right one
         over_a_session(root)
         loop_time(root / "c")
+    scan_time(Path(__file__).resolve().parents[1])
 
 
 if __name__ == "__main__":
