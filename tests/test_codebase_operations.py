@@ -178,3 +178,22 @@ def test_progress_text_and_notebook_modes(monkeypatch: pytest.MonkeyPatch) -> No
     first, second = shown
     assert "<progress" in first[0]["text/html"] and "1/4" in first[0]["text/plain"]
     assert second[1].get("update") is True and "3/4" in second[0]["text/plain"]
+
+
+def test_typescript_symbols(tmp_path: Path) -> None:
+    root = tmp_path / "ts"
+    shutil.copytree(FIXTURES / "tsproj", root)
+    table = Codebase(root).symbol_table()
+    kinds = {(r.name, r.file): (r.kind, r.parent, r.line) for r in table.itertuples()}
+    assert kinds[("Props", "src/types.ts")] == ("interface", "", 1)
+    assert kinds[("settings", "src/config/index.ts")] == ("variable", "", 5)
+    assert kinds[("shout", "src/lib/util.ts")] == ("function", "", 1)  # an arrow function in a const
+    assert kinds[("render", "src/components/Input.tsx")] == ("method", "Input", 4)
+    assert kinds[("App", "src/app.tsx")] == ("function", "", 4)  # export default function
+    assert kinds[("Input", "src/components/Input.tsx")][0] == "class"
+    # a const declared inside a function body is local, not a symbol of the file
+    assert ("util", "src/lib/helpers.ts") not in kinds
+    signatures = dict(zip(table["name"], table["signature"]))
+    assert signatures["helper"] == "function helper(value: string): string"
+    assert signatures["shout"] == "export const shout = (value: string): string => value.toUpperCase();"
+    assert signatures["Props"] == "interface Props"

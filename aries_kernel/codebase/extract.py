@@ -232,9 +232,18 @@ def _symbols(captures: dict[str, list[Node]], data: bytes, python: bool) -> tupl
             if kind == "function" and value is not None
             else ("", "")
         )
-        out.append((name, kind, *_lines(decl), _first_line(decl, data), "", *hashes))
+        out.append((name, kind, *_lines(decl), _first_line(_declaration(decl), data), "", *hashes))
     out.sort(key=lambda s: (s[2], s[0]))
     return tuple(out)
+
+
+def _declaration(node: Node) -> Node:
+    """The whole statement a JS variable declarator sits in (``export const x = ...``), for its signature."""
+    parent = node.parent
+    if node.type != "variable_declarator" or parent is None:
+        return node
+    grand = parent.parent
+    return grand if grand is not None and grand.type == "export_statement" else parent
 
 
 def _enclosing_class(node: Node, local_scopes: frozenset[str], class_types: frozenset[str]) -> str | None:
