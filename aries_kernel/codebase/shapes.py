@@ -63,7 +63,7 @@ def _shape_tokens(node: Node) -> list[str]:
 
 
 def _walk_types(node: Node) -> list[str]:
-    # One TreeCursor walk costs less than rendering str(node) and scanning the text (about 25% on pandas).
+    # One TreeCursor walk builds no large strings and takes about 20% less CPU on pandas than str(node).
     cursor = node.walk()
     tokens: list[str] = []
     push = tokens.append
