@@ -272,7 +272,11 @@ def _signature(node: Node, data: bytes) -> str:
     body = node.child_by_field_name("body")
     if body is None:
         return _first_line(node, data)
-    header = data[node.start_byte : body.start_byte].decode()
+    end = body.start_byte
+    for child in node.children:  # Python: stop at the colon, so a comment after it stays out
+        if child.type == ":":
+            end = child.start_byte
+    header = data[node.start_byte : end].decode()
     return " ".join(header.split()).rstrip(":{ ")[:_SIGNATURE_MAX]
 
 
