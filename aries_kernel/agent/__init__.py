@@ -37,9 +37,25 @@ def register_hook(factory: HookFactory) -> HookFactory:
     return factory
 
 
+# Modules that register hooks when imported (memory: warm context, preflight, echo/fizzle, reflection).
+_PLUGIN_MODULES = ("aries_kernel.agent.memory",)
+
+
+def _load_plugins() -> None:
+    import importlib
+
+    for module in _PLUGIN_MODULES:
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name != module:  # a plug-in that is there but broken is a real error
+                raise
+
+
 def _build(context: Any) -> Agent:
     from aries_kernel.agent.loop import Agent
 
+    _load_plugins()
     agent = Agent(context)
     for factory in _HOOK_FACTORIES:
         hook = factory(agent)
