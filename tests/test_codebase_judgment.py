@@ -410,3 +410,17 @@ def test_exact_hash_normalizes_whitespace_but_keeps_relative_indentation() -> No
 def test_identifier_tokens_and_naming_style(name: str, tokens: list[str], style: str | None) -> None:
     assert split_identifier(name) == tokens
     assert naming_style(name) == style
+
+
+def test_bad_snippets_and_references(shop: Codebase) -> None:
+    broken = RENAMED_INVOICE_TOTAL.replace("return round(gross, 3)", "return round(gross,")  # unclosed call
+    assert set(shop.detect_duplication(broken, threshold=0.6)["name"]) == {
+        "compute_invoice_total",
+        "summarize_sales",
+    }
+    with pytest.raises(ValueError, match="no javascript files"):
+        shop.is_consistent_with("function f() {}", "javascript")
+    with pytest.raises(ValueError, match="Unknown language"):
+        shop.detect_duplication(UNRELATED, language="cobol")
+    with pytest.raises(ValueError, match="limit"):
+        shop.find_convention("logging", limit=0)

@@ -85,49 +85,13 @@ _SIGNATURE_KINDS = {
     "const": ("variable", "function"),
     "variable": ("variable",),
 }
-_STOPWORDS = frozenset(
-    {
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "by",
-        "for",
-        "from",
-        "has",
-        "have",
-        "in",
-        "into",
-        "is",
-        "it",
-        "its",
-        "of",
-        "on",
-        "or",
-        "that",
-        "the",
-        "this",
-        "to",
-        "with",
-        "which",
-        "when",
-        "where",
-        "will",
-        "new",
-        "code",
-        "module",
-        "file",
-        "files",
-        "function",
-        "functions",
-        "class",
-        "something",
-        "some",
-    }
-)
+# fmt: off
+_STOPWORDS = frozenset({
+    "a", "an", "and", "are", "as", "at", "be", "by", "for", "from", "has", "have", "in", "into", "is", "it",
+    "its", "of", "on", "or", "that", "the", "this", "to", "with", "which", "when", "where", "will", "new",
+    "code", "module", "file", "files", "function", "functions", "class", "something", "some",
+})
+# fmt: on
 _TOPICS = {
     "error handling": ("error", "errors", "exception", "exceptions", "raise", "throw", "error-handling"),
     "logging": ("log", "logs", "logger", "loggers"),
