@@ -270,20 +270,23 @@ def config_command(magics: Any, args: str, cell: str | None) -> Any:
 
 @status_section("Agent")
 def agent_status(context: Any) -> str:
-    """Session, turns, context use, phase and cost."""
+    """Session, turns, context use, phase and cost, then what the hooks (memory) report."""
     agent = agent_for(context)
     session = agent.session
     approvals = "allowed (auto_approve)" if agent.settings.auto_approve else "asked"
     if session is None:
-        return f"No session yet ({agent.settings.mode} mode; edits and commands {approvals})."
-    return (
-        f"Session {session.id}: {session.prompts} prompt(s), {session.turns} turn(s), "
-        f"{len(session.messages)} messages\n"
-        f"Context: ~{agent.last_request_tokens:,} tokens in the last request; phase {agent.phase.phase}, "
-        f"{agent.phase.mode} mode\n"
-        f"Cost: ${session.cost_usd:.4f}; edits and commands {approvals}\n"
-        f"File: {session.path}"
-    )
+        lines = [f"No session yet ({agent.settings.mode} mode; edits and commands {approvals})."]
+    else:
+        lines = [
+            f"Session {session.id}: {session.prompts} prompt(s), {session.turns} turn(s), "
+            f"{len(session.messages)} messages",
+            f"Context: ~{agent.last_request_tokens:,} tokens in the last request; phase {agent.phase.phase}, "
+            f"{agent.phase.mode} mode",
+            f"Cost: ${session.cost_usd:.4f}; edits and commands {approvals}",
+            f"File: {session.path}",
+        ]
+    lines.extend(text for hook in agent.hooks if (text := hook.status(agent)))
+    return "\n".join(lines)
 
 
 def _install_question_marks() -> None:

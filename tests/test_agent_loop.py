@@ -309,7 +309,8 @@ def test_registered_hook_factories_join_every_agent_built_for_a_context(repo: Pa
     from aries_kernel import agent as agent_package
 
     class Marker(AgentHook):
-        pass
+        def status(self, agent: Agent) -> str | None:
+            return "Marker: on"
 
     class LazyContext(Context):
         def __init__(self, root: Path) -> None:
@@ -328,6 +329,9 @@ def test_registered_hook_factories_join_every_agent_built_for_a_context(repo: Pa
     try:
         built = agent_package.agent_for(LazyContext(repo))
         assert Marker in [type(hook) for hook in built.hooks]
+        from aries_kernel.magics.agent import agent_status
+
+        assert "Marker: on" in agent_status(built.context).splitlines()
         other = agent_package.agent_for(LazyContext(repo.parent))
         assert Marker not in [type(hook) for hook in other.hooks]
     finally:

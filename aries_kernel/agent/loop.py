@@ -74,6 +74,10 @@ class AgentHook:
         """Before ``older`` history is summarized away by compaction (extract durable insights first)."""
         return ()
 
+    def status(self, agent: Agent) -> str | None:
+        """Lines for the "Agent" section of ``%aries status`` (None: nothing to say)."""
+        return None
+
     def end_session(self, agent: Agent) -> Iterable[Event]:
         """When the session is reset or replaced (credit rewards)."""
         return ()
