@@ -236,7 +236,6 @@ class Agent:
         totals = [0, 0, 0.0]
         turns = 0
         reason, detail = "done", ""
-        settled = False
         try:
             yield from self._reindex_changes(session.turns)
             session.add_prompt(prompt)
@@ -297,14 +296,15 @@ class Agent:
         except KeyboardInterrupt:
             reason, detail = "interrupted", "Interrupted; the transcript so far is kept."
             self._settle("interrupted by the user")
-            settled = True
         except _Stopped as exc:
             reason, detail = "error", str(exc)
             self._settle("the model call failed")
-            settled = True
-        finally:
-            if not settled:  # the consumer closed the generator (an interrupt while it was rendering)
-                self._settle("interrupted by the user")
+        except GeneratorExit:  # the consumer closed the run (an interrupt while it was rendering)
+            self._settle("interrupted by the user")
+            raise
+        except BaseException:  # a bug in a tool layer or a hook: keep the transcript, then let it show
+            self._settle("the run stopped on an error")
+            raise
         if detail:
             yield Notice(detail, turn=session.turns)
         yield RunFinished(
