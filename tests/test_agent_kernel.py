@@ -177,7 +177,7 @@ def test_approval_is_asked_on_stdin(kernel: Any, small_repo: Path, server: Scrip
         Reply(tool_calls=[write]), Reply(text="Written."), Reply(tool_calls=[write]), Reply(text="No.")
     )
     cell = run_cell(kc, "%aries write a note", timeout=180, stdin_reply="y")
-    assert cell.prompts == ["Allow Write notes/approved.txt (1 lines)? [y/N] "]
+    assert cell.prompts == ["Allow Write notes/approved.txt (1 lines)? [y/N/a(ll this run)] "]
     assert (small_repo / "notes" / "approved.txt").read_text() == "yes\n"
     (small_repo / "notes" / "approved.txt").unlink()
     cell = run_cell(kc, "%aries write it again", timeout=180, stdin_reply="no, not now")

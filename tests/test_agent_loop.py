@@ -166,6 +166,18 @@ def test_edits_need_approval_and_the_answer_is_recorded(repo: Path) -> None:
     assert session is not None
     assert [(a["approved"], a["by"]) for a in session.approvals] == [(False, "nobody"), (True, "user")]
 
+    # "allow for this run": asked once, the later calls of the run go through
+    first = ("Edit", {"file_path": "pkg/core.py", "old_string": "return 43", "new_string": "return 53"})
+    second = ("Edit", {"file_path": "pkg/core.py", "old_string": "return 53", "new_string": "return 54"})
+    primary.script(Reply(tool_calls=[first]), Reply(tool_calls=[second]), Reply(text="ok"))
+    asked = 0
+    for event in agent.run("bump it twice"):
+        if isinstance(event, ApprovalRequested):
+            asked += 1
+            event.approve(for_run=True)
+    assert asked == 1 and (repo / "pkg" / "core.py").read_text() == "def run():\n    return 54\n"
+    assert [a["by"] for a in session.approvals][-2:] == ["user", "policy"]
+
 
 def test_changed_files_are_reindexed_before_the_next_turn(repo: Path) -> None:
     agent, primary, _ = make_agent(

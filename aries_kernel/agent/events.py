@@ -75,10 +75,12 @@ class ApprovalRequested(Event):
     arguments: dict[str, Any]
     decision: bool | None = None
     reason: str = ""
+    for_run: bool = False
 
-    def approve(self) -> None:
-        """Let the tool run."""
+    def approve(self, for_run: bool = False) -> None:
+        """Let the tool run; ``for_run`` allows every later call of this run without asking."""
         self.decision = True
+        self.for_run = for_run
 
     def deny(self, reason: str = "") -> None:
         """Refuse the tool; ``reason`` is passed on to the model."""

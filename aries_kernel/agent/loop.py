@@ -266,7 +266,7 @@ class Agent:
                     yield from hook.after_response(self, turn, message)
                 gated = set(self.phase.gated_names())
                 for call in message.tool_calls:
-                    yield from self._call_tool(call, turn, auto_approve)
+                    auto_approve = yield from self._call_tool(call, turn, auto_approve)
                 if any(call.name in _OPAQUE_TOOLS for call in message.tool_calls) or self.env.changed:
                     yield from self._reindex_changes(turn)
                 for hook in self.hooks:
@@ -358,7 +358,8 @@ class Agent:
 
     # ------------------------------------------------------------------------------------------------- tools
 
-    def _call_tool(self, call: mt.ToolCall, turn: int, auto_approve: bool) -> Iterator[Event]:
+    def _call_tool(self, call: mt.ToolCall, turn: int, auto_approve: bool) -> Generator[Event, None, bool]:
+        """Run one call (asking first if it must); returns whether the rest of the run is allowed."""
         session = self.ensure_session()
         started = time.monotonic()
         tool = TOOLS.get(call.name)
@@ -370,7 +371,7 @@ class Agent:
                 yield PhaseWidened(call.name, turn=turn)
             approved, reason = True, ""
             if tool.needs_approval:
-                approved, reason = yield from self._approve(call, turn, auto_approve)
+                approved, reason, auto_approve = yield from self._approve(call, turn, auto_approve)
             if approved:
                 output, is_error = run_tool(tool, self.env, call.arguments)
             else:
@@ -393,15 +394,16 @@ class Agent:
         session.add_message(mt.Message("tool", output, tool_call_id=call.id, is_error=is_error))
         self._pending.remove(call)
         yield ToolCallFinished(call.id, call.name, output, is_error, seconds, turn=turn)
+        return auto_approve
 
     def _approve(
         self, call: mt.ToolCall, turn: int, auto_approve: bool
-    ) -> Generator[Event, None, tuple[bool, str]]:
-        """Ask whoever watches the stream; returns (approved, reason)."""
+    ) -> Generator[Event, None, tuple[bool, str, bool]]:
+        """Ask whoever watches the stream; returns (approved, reason, allow the rest of the run)."""
         session = self.ensure_session()
         if auto_approve:
             session.add_approval(call.id, call.name, True, "policy")
-            return True, ""
+            return True, "", True
         request = ApprovalRequested(
             call.id, call.name, describe_call(call.name, call.arguments), call.arguments, turn=turn
         )
@@ -412,9 +414,9 @@ class Agent:
                 "`%aries --yes` or c.AriesAgent.auto_approve = True."
             )
             session.add_approval(call.id, call.name, False, "nobody", reason)
-            return False, reason
+            return False, reason, False
         session.add_approval(call.id, call.name, request.decision, "user", request.reason)
-        return request.decision, request.reason
+        return request.decision, request.reason, request.decision and request.for_run
 
     # ------------------------------------------------------------------------------------------- re-indexing
 

@@ -108,15 +108,18 @@ class TextRenderer:
 
 
 def ask_on_stdin(event: ApprovalRequested) -> None:
-    """Answer ``event`` with ``input()``: y/yes allows, anything else refuses (the answer's text is the
-    reason)."""
+    """Answer ``event`` with ``input()``.
+
+    y allows, a allows the rest of the run, anything else refuses (and its text is the reason the model gets).
+    """
     from IPython.core.error import StdinNotImplementedError
 
     try:
-        answer = input(f"Allow {event.summary}? [y/N] ").strip()
+        answer = input(f"Allow {event.summary}? [y/N/a(ll this run)] ").strip()
     except (StdinNotImplementedError, EOFError):
         return  # no stdin here (a headless run): the agent's policy refuses and tells the model how to allow
-    if answer.lower() in ("y", "yes"):
-        event.approve()
+    word = answer.lower()
+    if word in ("y", "yes", "a", "all"):
+        event.approve(for_run=word in ("a", "all"))
     else:
-        event.deny("" if answer.lower() in ("", "n", "no") else f"The user said: {answer}")
+        event.deny("" if word in ("", "n", "no") else f"The user said: {answer}")
