@@ -169,3 +169,13 @@ def test_compaction_extracts_notes_first_and_the_warm_context_survives(
     list(agent.run("what next?"))
     assert system_of(server.requests[-1].body).startswith(WARM_OPEN)
     assert [s.title for s in feedback.extracted] == [item["title"] for item in items]
+
+
+def test_the_memory_hook_reports_into_the_agent_status(repo: Path, vault: Vault) -> None:  # noqa: F811
+    from aries_kernel.agent.memory import MemoryHook
+
+    agent = Agent(root=repo, settings=AriesAgent())
+    hook = MemoryHook.for_agent(agent, lambda: vault, settings())
+    assert hook.status(agent) == "Memory: on; the vault opens with the first prompt."
+    hook.system_sections(agent)
+    assert (hook.status(agent) or "").startswith("Memory: on\nWarm context: ~")

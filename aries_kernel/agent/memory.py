@@ -637,6 +637,10 @@ class MemoryHook(AgentHook):
         self.feedback.extract_before_compaction(older)
         return self._drain()
 
+    def status(self, agent: Agent) -> str | None:
+        """The memory lines of ``%aries status``."""
+        return self.feedback.status()
+
     def end_session(self, agent: Agent) -> Iterable[Event]:
         """Credit the vault session once."""
         self.feedback.end_session()
