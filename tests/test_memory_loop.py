@@ -172,8 +172,6 @@ def test_compaction_extracts_notes_first_and_the_warm_context_survives(
 
 
 def test_the_memory_hook_reports_into_the_agent_status(repo: Path, vault: Vault) -> None:  # noqa: F811
-    from aries_kernel.agent.memory import MemoryHook
-
     agent = Agent(root=repo, settings=AriesAgent())
     hook = MemoryHook.for_agent(agent, lambda: vault, settings())
     assert hook.status(agent) == "Memory: on; the vault opens with the first prompt."
