@@ -44,7 +44,7 @@ CONFIGS = {
 def session_time(text: str) -> float:
     """Epoch seconds of LoCoMo's '1:56 pm on 8 May, 2023'."""
     moment = dt.datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y")
-    return moment.replace(tzinfo=dt.timezone.utc).timestamp()
+    return moment.replace(tzinfo=dt.UTC).timestamp()
 
 
 def load_conversation(path: Path) -> tuple[list[tuple[str, str, str]], list[float], list[str], list[dict]]:
@@ -88,7 +88,13 @@ def evaluate(
         items, created, dia_ids, questions = load_conversation(path)
         with tempfile.TemporaryDirectory(prefix="locomo-vault-") as tmp:
             started = time.perf_counter()
-            vault = open_vault(None, path=Path(tmp) / "vault", embedder=embedder, clock=lambda: max(created) + 86400)
+            after_last = max(created) + 86400  # "now" is the day after the last session
+            vault = open_vault(
+                None,
+                path=Path(tmp) / "vault",
+                embedder=embedder,
+                clock=lambda at=after_last: at,
+            )
             results = vault.add_many(items, folder="notes", created=created)
             vault.query_ranked("warm up the index", limit=1)
             build += time.perf_counter() - started

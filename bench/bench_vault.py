@@ -111,7 +111,9 @@ def measure(vault, questions: list[str], baseline_queries: int) -> dict[str, flo
     p50, p95 = percentiles(times)
     corpus_ = vault._corpus()
     store = vault.stores[0]
-    texts = dict(store.index.read(lambda c: c.exec_driver_sql("SELECT id, title || ' ' || body FROM notes").all()))
+    texts = dict(
+        store.index.read(lambda c: c.exec_driver_sql("SELECT id, title || ' ' || body FROM notes").all())
+    )
     brute = BruteForce(vault, [texts[int(i)] for i in corpus_.ids], corpus_.vectors)
     btimes = []
     for q in questions[:baseline_queries]:
@@ -153,12 +155,16 @@ def main() -> None:
                 vault.add_many(batch, folder="notes", near_duplicates=False)
                 built += len(batch)
             build_seconds += time.perf_counter() - t0
-            print(f"add_many to {size:,} notes: {built / build_seconds:,.0f} notes/s (bulk path, batches of 2,000)")
+            print(
+                f"add_many to {size:,} notes: {built / build_seconds:,.0f} notes/s (bulk path, batches of 2,000)"
+            )
             result = measure(vault, questions, args.baseline_queries)
             rows.append((size, result))
             print(f"  first query after build (load corpus, embed new notes): {result['first']:.1f} s")
 
-    print(f"\n{'notes':>8} {'query p50':>10} {'query p95':>10} {'brute p50':>10} {'brute p95':>10} {'speed-up p50':>13}")
+    print(
+        f"\n{'notes':>8} {'query p50':>10} {'query p95':>10} {'brute p50':>10} {'brute p95':>10} {'speed-up p50':>13}"
+    )
     for size, r in rows:
         print(
             f"{size:>8,} {r['p50']:>8.1f}ms {r['p95']:>8.1f}ms {r['b50']:>8.1f}ms {r['b95']:>8.1f}ms "

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from aries_kernel.magics.aries import status_section, subcommand
 from IPython.core.error import UsageError
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from aries_kernel.context import AriesContext
-from aries_kernel.magics.aries import status_section, subcommand
 from aries_kernel.vault import Vault, open_vault
 
 __all__ = ["get_vault", "vault_command", "vault_status"]
@@ -29,7 +29,9 @@ def _vault_args(line: str) -> None:
     """%aries vault [-n N] [--important | --warmth | --explore] <query>"""
 
 
-@subcommand("vault", "search the vault: ranked notes with each signal's score (--important, --warmth, --explore)")
+@subcommand(
+    "vault", "search the vault: ranked notes with each signal's score (--important, --warmth, --explore)"
+)
 def vault_command(magics: Any, args: str, cell: str | None) -> Any:
     """Show the ranked DataFrame for a query, or the vault's summary when no query is given."""
     parsed = parse_argstring(_vault_args, args)

@@ -33,7 +33,11 @@ def test_two_processes_add_500_notes_each(tmp_path: Path) -> None:
     env = _env(tmp_path)
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", WRITER, tag, "500"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            [sys.executable, "-c", WRITER, tag, "500"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         for tag in ("A", "B")
     ]
@@ -54,7 +58,11 @@ def test_two_processes_add_500_notes_each(tmp_path: Path) -> None:
 def test_writer_killed_mid_stream_loses_no_returned_add(tmp_path: Path) -> None:
     env = _env(tmp_path)
     proc = subprocess.Popen(
-        [sys.executable, "-c", WRITER, "K", "100000"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [sys.executable, "-c", WRITER, "K", "100000"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     assert proc.stdout is not None
     returned = []

@@ -10,11 +10,11 @@ import numpy as np
 import openai
 import pandas as pd
 import pytest
+from aries_kernel.magics.aries import AriesMagics
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
 from aries_kernel.context import AriesContext, get_context, set_context
-from aries_kernel.magics.aries import AriesMagics
 from aries_kernel.vault import Embedder, HashEmbedder, WordLlamaEmbedder, make_embedder
 from aries_kernel.vault.embeddings import EndpointEmbedder
 
@@ -59,7 +59,9 @@ def test_embedder_interface_implementations() -> None:
     assert isinstance(hashed, Embedder) and isinstance(make_embedder("wordllama"), WordLlamaEmbedder)
     with pytest.raises(ValueError, match="Unknown embedder"):
         make_embedder("magic")
-    real = make_embedder("wordllama").embed(["retry with backoff", "retry with exponential backoff", "cats purr"])
+    real = make_embedder("wordllama").embed(
+        ["retry with backoff", "retry with exponential backoff", "cats purr"]
+    )
     assert real.shape == (3, 256)
     assert real[0] @ real[1] > real[0] @ real[2]
 
@@ -70,7 +72,10 @@ def test_endpoint_embedder_speaks_the_openai_wire_format() -> None:
     def handler(request: httpx.Request) -> httpx.Response:
         body = json.loads(request.content)
         seen.append(body)
-        data = [{"object": "embedding", "index": i, "embedding": [float(len(t)), 1.0, 0.0]} for i, t in enumerate(body["input"])]
+        data = [
+            {"object": "embedding", "index": i, "embedding": [float(len(t)), 1.0, 0.0]}
+            for i, t in enumerate(body["input"])
+        ]
         return httpx.Response(200, json={"object": "list", "data": list(reversed(data)), "model": body["model"],
                                          "usage": {"prompt_tokens": 1, "total_tokens": 1}})  # fmt: skip
 
@@ -89,12 +94,15 @@ def test_vault_in_a_real_kernel(aries_kernel) -> None:  # type: ignore[no-untype
     from tests.kernel_harness import run_cell
 
     _, kc = aries_kernel
-    added = run_cell(kc, 'print(vault.add("Kernel interrupts stop the agent", "SIGINT stops the loop within a second."))')
+    added = run_cell(
+        kc, 'print(vault.add("Kernel interrupts stop the agent", "SIGINT stops the loop within a second."))'
+    )
     assert added.error is None, added.error
     assert "created [[Kernel interrupts stop the agent]]" in added.stdout
     shown = run_cell(kc, "%aries vault interrupt the loop")
     assert shown.error is None, shown.error
     assert "Kernel interrupts stop the agent" in (shown.result or "")
-    assert "[1 rows x 13 columns]" in (shown.result or "")
+    columns = run_cell(kc, "print(list(_.columns))")  # `_` is the DataFrame the magic returned
+    assert "'bm25'" in columns.stdout and "'warmth'" in columns.stdout and "'source'" in columns.stdout
     summary = run_cell(kc, "vault")
     assert "global: 1 notes" in (summary.result or "")

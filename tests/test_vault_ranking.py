@@ -33,7 +33,9 @@ def test_actr_base_level_activation_matches_hand_computation() -> None:
     assert ranking.base_level_activation([1.0, 4.0], 0.5) == pytest.approx(math.log(1.5))
     # ops/ decays twice as fast: d = 1.0, ln(1 + 1/4)
     assert ranking.decay_for("ops") == pytest.approx(1.0)
-    assert ranking.base_level_activation([1.0, 4.0], ranking.decay_for("ops")) == pytest.approx(math.log(1.25))
+    assert ranking.base_level_activation([1.0, 4.0], ranking.decay_for("ops")) == pytest.approx(
+        math.log(1.25)
+    )
     assert ranking.decay_for("self") == pytest.approx(0.25)
     assert ranking.base_level_activation([], 0.5) == float("-inf")
     # an access "now" counts as one minute old
@@ -55,7 +57,9 @@ def test_q_update_and_damped_reward_match_hand_computation() -> None:
     assert learning.damped_reward(1.0, 0) == pytest.approx(1.0)
     assert learning.damped_reward(1.0, 1) == pytest.approx(1 / (1 + math.log(2)))
     assert learning.damped_reward(0.0, 9) == 0.0
-    assert learning.q_update(0.55, learning.damped_reward(1.0, 1)) == pytest.approx(0.55 + 0.1 * (0.590616 - 0.55), abs=1e-6)
+    assert learning.q_update(0.55, learning.damped_reward(1.0, 1)) == pytest.approx(
+        0.55 + 0.1 * (0.590616 - 0.55), abs=1e-6
+    )
     assert ranking.q_rerank(0.02, 0.5) == pytest.approx(0.02)
     assert ranking.q_rerank(0.02, 0.7) == pytest.approx(0.02 * 1.1)
 

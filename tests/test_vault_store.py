@@ -31,7 +31,9 @@ class Clock:
 
 
 def make(tmp_path: Path, clock: Clock | None = None):  # type: ignore[no-untyped-def]
-    return open_vault(tmp_path / "repo", path=tmp_path / "vault", embedder=HashEmbedder(), clock=clock or Clock())
+    return open_vault(
+        tmp_path / "repo", path=tmp_path / "vault", embedder=HashEmbedder(), clock=clock or Clock()
+    )
 
 
 def files_under(path: Path) -> set[str]:
@@ -59,17 +61,28 @@ def test_migrations_on_fresh_database(tmp_path: Path) -> None:
     names = index.read(lambda c: [r[0] for r in c.exec_driver_sql("SELECT name FROM _vault_migrations")])
     assert names == [m.__name__ for m in MIGRATIONS]
     pragmas = index.read(
-        lambda c: (c.exec_driver_sql("PRAGMA journal_mode").scalar(), c.exec_driver_sql("PRAGMA busy_timeout").scalar())
+        lambda c: (
+            c.exec_driver_sql("PRAGMA journal_mode").scalar(),
+            c.exec_driver_sql("PRAGMA busy_timeout").scalar(),
+        )
     )
     assert pragmas == ("wal", 5000)
     VaultIndex(tmp_path / "fresh.db")  # reopening applies nothing twice
-    assert index.read(lambda c: c.exec_driver_sql("SELECT count(*) FROM _vault_migrations").scalar()) == len(MIGRATIONS)
+    assert index.read(lambda c: c.exec_driver_sql("SELECT count(*) FROM _vault_migrations").scalar()) == len(
+        MIGRATIONS
+    )
 
 
 def test_add_read_and_layout_in_both_vaults(tmp_path: Path) -> None:
     vault = make(tmp_path)
-    created = vault.add("Retries use exponential backoff", "We retry 429 with backoff. See [[Rate limits are per key]].")
-    assert (created.action, created.source, created.path) == ("created", "global", "inbox/Retries use exponential backoff.md")
+    created = vault.add(
+        "Retries use exponential backoff", "We retry 429 with backoff. See [[Rate limits are per key]]."
+    )
+    assert (created.action, created.source, created.path) == (
+        "created",
+        "global",
+        "inbox/Retries use exponential backoff.md",
+    )
     project = vault.add("Rate limits are per key", "Each key has its own bucket.", project=True)
     assert project.source == "project"
     assert (tmp_path / "repo/.aries/memory/inbox/Rate limits are per key.md").exists()
@@ -88,11 +101,15 @@ def test_add_read_and_layout_in_both_vaults(tmp_path: Path) -> None:
 def test_near_duplicates_update_instead_of_twin(tmp_path: Path) -> None:
     vault = make(tmp_path)
     vault.add("Cats purr when content", "Domestic cats purr at 25 to 150 Hz, mostly when relaxed and safe.")
-    same_title = vault.add("cats purr, when content!", "Domestic cats purr at 25 to 150 Hz when relaxed, safe and fed.")
+    same_title = vault.add(
+        "cats purr, when content!", "Domestic cats purr at 25 to 150 Hz when relaxed, safe and fed."
+    )
     assert same_title.action == "updated" and same_title.title == "Cats purr when content"
     same_text = vault.add("Purring cats", "Domestic cats purr at 25 to 150 Hz when relaxed, safe and fed.")
     assert same_text.action == "unchanged" and same_text.duplicate_of == "Cats purr when content"
-    near_text = vault.add("Why cats purr", "Domestic cats purr at 25 to 150 Hz when relaxed, safe and well fed.")
+    near_text = vault.add(
+        "Why cats purr", "Domestic cats purr at 25 to 150 Hz when relaxed, safe and well fed."
+    )
     assert near_text.action == "updated" and near_text.duplicate_of == "Cats purr when content"
     assert files_under(tmp_path / "vault" / "inbox") == {"Cats purr when content.md"}
     assert "well fed" in vault.read("Cats purr when content")
@@ -281,7 +298,9 @@ def test_bad_files_are_skipped_with_a_reason(tmp_path: Path) -> None:
 
 def test_bad_titles_queries_and_sizes(tmp_path: Path) -> None:
     vault = make(tmp_path)
-    outside_before = files_under(tmp_path) - {p for p in files_under(tmp_path) if p.startswith(("vault/", "repo/"))}
+    outside_before = files_under(tmp_path) - {
+        p for p in files_under(tmp_path) if p.startswith(("vault/", "repo/"))
+    }
     assert vault.add("../x", "climbing out").path == "inbox/x.md"
     assert vault.add("a/b", "a slash").path == "inbox/a-b.md"
     assert vault.add("../../etc/passwd", "nope").path == "inbox/etc-passwd.md"
@@ -302,7 +321,9 @@ def test_bad_titles_queries_and_sizes(tmp_path: Path) -> None:
         vault.explore("")
     with pytest.raises(ValueError, match="Unknown signals"):
         vault.query_ranked("x", signals=["vibes"])
-    outside_after = files_under(tmp_path) - {p for p in files_under(tmp_path) if p.startswith(("vault/", "repo/"))}
+    outside_after = files_under(tmp_path) - {
+        p for p in files_under(tmp_path) if p.startswith(("vault/", "repo/"))
+    }
     assert outside_after == outside_before
     assert all(sanitize_title(t) for t in ("a/b", "../x", "C:\\x"))
     assert MAX_NOTE_BYTES < 10 * 1024 * 1024
@@ -314,3 +335,18 @@ def test_project_index_stays_out_of_git_but_the_brain_travels(tmp_path: Path) ->
     ignore = (tmp_path / "repo/.aries/.gitignore").read_text()
     assert "*" in ignore.splitlines() and "!memory/" in ignore.splitlines()
     assert (tmp_path / "repo/.aries/vault.db").exists()
+
+
+def test_add_over_an_unindexed_file(tmp_path: Path) -> None:
+    vault = make(tmp_path)
+    inbox = tmp_path / "vault" / "inbox"
+    inbox.mkdir(parents=True)
+    (inbox / "Orphan note.md").write_text(
+        "---\ntype: insight\n---\nleft by a writer that died before committing\n"
+    )
+    (inbox / "Broken note.md").write_text("---\ntype: [\n---\nbody\n")
+    assert vault.add("Orphan note", "The real content.").action == "created"
+    assert "The real content." in (inbox / "Orphan note.md").read_text()
+    with pytest.raises(NoteError, match="Broken note.md: the file there is not a valid note"):
+        vault.add("Broken note", "Would overwrite a file the user must fix.")
+    assert "type: [" in (inbox / "Broken note.md").read_text()

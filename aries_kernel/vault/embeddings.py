@@ -161,5 +161,7 @@ def make_embedder(spec: str) -> Embedder:
     """An embedder from a config string: ``wordllama``, ``model2vec:<model>``, ``endpoint:<model>``, ``hash``."""
     kind, _, arg = spec.partition(":")
     if kind not in _FACTORIES:
-        raise ValueError(f"Unknown embedder {spec!r}; use one of: {', '.join(_FACTORIES)} (e.g. 'model2vec:<name>').")
+        raise ValueError(
+            f"Unknown embedder {spec!r}; use one of: {', '.join(_FACTORIES)} (e.g. 'model2vec:<name>')."
+        )
     return _FACTORIES[kind](arg)

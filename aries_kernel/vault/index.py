@@ -36,11 +36,16 @@ Migration = Callable[[Connection], None]
 MIGRATIONS: list[Migration] = []
 migration = MIGRATIONS.append
 
-_STOPWORDS = frozenset(
-    "a an and are as at be but by did do does for from had has have how i in is it its of on or so that the "
-    "their them then there these they this to was were what when where which who whom why will with you your "
-    "he she his her him we our us me my".split()
-)
+# Dropped from BM25 queries: they match most notes and say little about any of them.
+# fmt: off
+_STOPWORDS = frozenset({
+    "a", "an", "and", "are", "as", "at", "be", "but", "by", "did", "do", "does", "for", "from", "had",
+    "has", "have", "how", "i", "in", "is", "it", "its", "of", "on", "or", "so", "that", "the", "their",
+    "them", "then", "there", "these", "they", "this", "to", "was", "were", "what", "when", "where", "which",
+    "who", "whom", "why", "will", "with", "you", "your", "he", "she", "his", "her", "him", "we", "our",
+    "us", "me", "my",
+})
+# fmt: on
 
 
 class VaultBusyError(RuntimeError):
@@ -114,6 +119,17 @@ class VaultIndex:
         with self.engine.connect() as conn:
             return work(conn)
 
+    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """All rows of one read-only statement (``?`` placeholders)."""
+        with self.engine.connect() as conn:
+            return list(conn.exec_driver_sql(sql, tuple(params)).all())
+
+    def first(self, sql: str, params: Sequence[Any] = ()) -> dict[str, Any] | None:
+        """The first row of one read-only statement as a dict, or None."""
+        with self.engine.connect() as conn:
+            row = conn.exec_driver_sql(sql, tuple(params)).mappings().first()
+        return dict(row) if row is not None else None
+
     def close(self) -> None:
         """Release the engine's connections (the file stays)."""
         self.engine.dispose()
@@ -122,7 +138,7 @@ class VaultIndex:
 
     def generation(self) -> int:
         """A counter that changes whenever notes or links change, in any process."""
-        return int(self.read(lambda c: c.exec_driver_sql("SELECT value FROM state WHERE name='notes_gen'").scalar()))
+        return int(self.rows("SELECT value FROM state WHERE name='notes_gen'")[0][0])
 
     @staticmethod
     def bump(conn: Connection) -> None:
@@ -189,12 +205,10 @@ class VaultIndex:
         """Best ``limit`` notes for an FTS5 ``match`` expression as (id, score), higher is better."""
         if not match:
             return []
-        rows = self.read(
-            lambda c: c.exec_driver_sql(
-                "SELECT rowid, -bm25(notes_fts, 4.0, 2.0, 1.0) FROM notes_fts WHERE notes_fts MATCH ? "
-                "ORDER BY bm25(notes_fts, 4.0, 2.0, 1.0) LIMIT ?",
-                (match, limit),
-            ).all()
+        rows = self.rows(
+            "SELECT rowid, -bm25(notes_fts, 4.0, 2.0, 1.0) FROM notes_fts WHERE notes_fts MATCH ? "
+            "ORDER BY bm25(notes_fts, 4.0, 2.0, 1.0) LIMIT ?",
+            (match, limit),
         )
         return [(int(r[0]), float(r[1])) for r in rows]
 
@@ -202,9 +216,7 @@ class VaultIndex:
 
     def cached_vectors(self, model: str) -> dict[str, np.ndarray]:
         """Every cached vector of ``model`` by content hash."""
-        rows = self.read(
-            lambda c: c.exec_driver_sql("SELECT content_hash, vector FROM embeddings WHERE model = ?", (model,)).all()
-        )
+        rows = self.rows("SELECT content_hash, vector FROM embeddings WHERE model = ?", (model,))
         return {r[0]: np.frombuffer(r[1], dtype=np.float32) for r in rows}
 
     def store_vectors(self, model: str, vectors: dict[str, np.ndarray]) -> None:
@@ -223,16 +235,14 @@ class VaultIndex:
     def accesses(self, keys: Iterable[str] | None = None) -> list[tuple[str, float]]:
         """(key, time) of recorded accesses, for ``keys`` or for every note."""
         if keys is None:
-            return [(r[0], float(r[1])) for r in self.read(lambda c: c.exec_driver_sql("SELECT key, at FROM access").all())]
+            return [(r[0], float(r[1])) for r in self.rows("SELECT key, at FROM access")]
         wanted = list(dict.fromkeys(keys))
         out: list[tuple[str, float]] = []
         for chunk in _chunks(wanted, 500):
             marks = ",".join("?" * len(chunk))
             out.extend(
                 (r[0], float(r[1]))
-                for r in self.read(
-                    lambda c: c.exec_driver_sql(f"SELECT key, at FROM access WHERE key IN ({marks})", tuple(chunk)).all()
-                )
+                for r in self.rows(f"SELECT key, at FROM access WHERE key IN ({marks})", chunk)
             )
         return out
 
@@ -243,24 +253,26 @@ class VaultIndex:
 
     def q_values(self) -> dict[str, tuple[float, int]]:
         """Key -> (Q, exposures) for every note with learned state."""
-        rows = self.read(lambda c: c.exec_driver_sql("SELECT key, q, exposures FROM q_values").all())
+        rows = self.rows("SELECT key, q, exposures FROM q_values")
         return {r[0]: (float(r[1]), int(r[2])) for r in rows}
 
     def cooccurrence(self) -> list[tuple[str, str, float]]:
         """(uid a, uid b, weight) pairs stored here (uids are ``source:key``)."""
-        return [
-            (r[0], r[1], float(r[2]))
-            for r in self.read(lambda c: c.exec_driver_sql("SELECT a, b, weight FROM cooccurrence").all())
-        ]
+        return [(r[0], r[1], float(r[2])) for r in self.rows("SELECT a, b, weight FROM cooccurrence")]
 
     def export_learning(self) -> dict[str, list[list[Any]]]:
         """Learned tables as plain lists (for JSON)."""
 
         def dump(conn: Connection) -> dict[str, list[list[Any]]]:
             return {
-                "q_values": [list(r) for r in conn.exec_driver_sql("SELECT key, q, exposures, updates, updated FROM q_values")],
+                "q_values": [
+                    list(r)
+                    for r in conn.exec_driver_sql("SELECT key, q, exposures, updates, updated FROM q_values")
+                ],
                 "access": [list(r) for r in conn.exec_driver_sql("SELECT key, at, kind FROM access")],
-                "cooccurrence": [list(r) for r in conn.exec_driver_sql("SELECT a, b, weight FROM cooccurrence")],
+                "cooccurrence": [
+                    list(r) for r in conn.exec_driver_sql("SELECT a, b, weight FROM cooccurrence")
+                ],
             }
 
         return self.read(dump)
@@ -276,14 +288,17 @@ class VaultIndex:
                 )
             if data.get("access"):
                 conn.exec_driver_sql(
-                    "INSERT OR IGNORE INTO access (key, at, kind) VALUES (?,?,?)", [tuple(r) for r in data["access"]]
+                    "INSERT OR IGNORE INTO access (key, at, kind) VALUES (?,?,?)",
+                    [tuple(r) for r in data["access"]],
                 )
             if data.get("cooccurrence"):
                 conn.exec_driver_sql(
                     "INSERT OR REPLACE INTO cooccurrence (a, b, weight) VALUES (?,?,?)",
                     [tuple(r) for r in data["cooccurrence"]],
                 )
-            self.audit(conn, time.time(), "import_learning", "", "", f"{len(data.get('q_values', []))} q-values")
+            self.audit(
+                conn, time.time(), "import_learning", "", "", f"{len(data.get('q_values', []))} q-values"
+            )
 
         self.write(load)
 
@@ -326,7 +341,9 @@ def _is_corruption(exc: DatabaseError) -> bool:
 
 
 def _migrate(conn: Connection) -> None:
-    conn.exec_driver_sql("CREATE TABLE IF NOT EXISTS _vault_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
+    conn.exec_driver_sql(
+        "CREATE TABLE IF NOT EXISTS _vault_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
+    )
     applied = {r[0] for r in conn.exec_driver_sql("SELECT name FROM _vault_migrations")}
     for step in MIGRATIONS:
         if step.__name__ in applied:
@@ -334,7 +351,7 @@ def _migrate(conn: Connection) -> None:
         step(conn)
         conn.exec_driver_sql(
             "INSERT INTO _vault_migrations (name, applied_at) VALUES (?, ?)",
-            (step.__name__, _dt.datetime.now(_dt.timezone.utc).isoformat()),
+            (step.__name__, _dt.datetime.now(_dt.UTC).isoformat()),
         )
 
 

@@ -15,7 +15,16 @@ import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-__all__ = ["ALPHA", "Credit", "Q_START", "Session", "cooccurrence_pairs", "credit", "damped_reward", "q_update"]
+__all__ = [
+    "ALPHA",
+    "Q_START",
+    "Credit",
+    "Session",
+    "cooccurrence_pairs",
+    "credit",
+    "damped_reward",
+    "q_update",
+]
 
 ALPHA = 0.1
 Q_START = 0.5

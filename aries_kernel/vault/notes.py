@@ -46,7 +46,7 @@ MAX_TITLE_CHARS = 160
 
 # [[target]], [[target|alias]], [[target#heading]], [[target#heading|alias]]
 _WIKILINK = re.compile(r"\[\[([^\[\]|#\n]*)(?:#([^\[\]|\n]*))?(?:\|([^\[\]\n]*))?\]\]")
-_FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)", re.S)
+_FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)", re.DOTALL)
 _UNSAFE = re.compile(r'[\\/:*?"<>|\x00-\x1f\x7f]+')
 _PUNCT = re.compile(r"[^\w\s]+")
 
@@ -90,7 +90,9 @@ def sanitize_title(title: str) -> str:
     cleaned = re.sub(r"-{2,}", "-", cleaned).strip(" .-")
     cleaned = cleaned[:MAX_TITLE_CHARS].rstrip(" .-")
     if not cleaned:
-        raise NoteError(f"The title {title!r} is empty once path characters are removed; give the note a real title.")
+        raise NoteError(
+            f"The title {title!r} is empty once path characters are removed; give the note a real title."
+        )
     return cleaned
 
 
@@ -127,27 +129,33 @@ def parse_text(text: str, where: str) -> tuple[dict[str, Any], str]:
     """Split ``text`` into front matter (a dict) and body; ``where`` names the file in errors."""
     match = _FRONT_MATTER.match(text)
     if not match:
-        if text.startswith("---\n") or text.startswith("---\r\n"):
-            raise NoteError(f"{where}: front matter starts with '---' but never ends; add a closing '---' line.")
+        if text.startswith(("---\n", "---\r\n")):
+            raise NoteError(
+                f"{where}: front matter starts with '---' but never ends; add a closing '---' line."
+            )
         return {}, text
     try:
         meta = yaml.safe_load(match.group(1)) or {}
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f" line {mark.line + 2}" if mark is not None else ""
-        raise NoteError(f"{where}:{line} broken YAML front matter ({exc.__class__.__name__}); fix or remove it.") from exc
+        raise NoteError(
+            f"{where}:{line} broken YAML front matter ({exc.__class__.__name__}); fix or remove it."
+        ) from exc
     if not isinstance(meta, dict):
-        raise NoteError(f"{where}: front matter must be a mapping of keys to values, not {type(meta).__name__}.")
+        raise NoteError(
+            f"{where}: front matter must be a mapping of keys to values, not {type(meta).__name__}."
+        )
     return meta, text[match.end() :]
 
 
 def parse_created(value: Any, fallback: float) -> float:
     """Epoch seconds from a front-matter ``created`` value (date, datetime or ISO text), else ``fallback``."""
     if isinstance(value, _dt.datetime):
-        moment = value if value.tzinfo else value.replace(tzinfo=_dt.timezone.utc)
+        moment = value if value.tzinfo else value.replace(tzinfo=_dt.UTC)
         return moment.timestamp()
     if isinstance(value, _dt.date):
-        return _dt.datetime(value.year, value.month, value.day, tzinfo=_dt.timezone.utc).timestamp()
+        return _dt.datetime(value.year, value.month, value.day, tzinfo=_dt.UTC).timestamp()
     if isinstance(value, str):
         try:
             return parse_created(_dt.datetime.fromisoformat(value.strip()), fallback)

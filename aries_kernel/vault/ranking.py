@@ -45,7 +45,9 @@ Q_WEIGHT = 0.5
 DAMPING = 0.85
 
 
-def rrf(rankings: Mapping[str, Sequence[int]], weights: Mapping[str, float], k: int = RRF_K) -> dict[int, float]:
+def rrf(
+    rankings: Mapping[str, Sequence[int]], weights: Mapping[str, float], k: int = RRF_K
+) -> dict[int, float]:
     """Weighted Reciprocal Rank Fusion of ranked id lists (best first); ids missing from a list get nothing."""
     fused: dict[int, float] = {}
     for signal, ranked in rankings.items():

@@ -81,8 +81,7 @@ class NoteStore:
     def sync(self) -> tuple[int, int]:
         """Index new and changed files, drop rows of deleted ones; returns (changed, removed)."""
         indexed: dict[str, tuple[int, int]] = {
-            r[0]: (int(r[1]), int(r[2]))
-            for r in self.index.read(lambda c: c.exec_driver_sql("SELECT path, mtime_ns, size FROM notes").all())
+            r[0]: (int(r[1]), int(r[2])) for r in self.index.rows("SELECT path, mtime_ns, size FROM notes")
         }
         changed: list[Note] = []
         broken: list[str] = []
@@ -147,19 +146,21 @@ class NoteStore:
     def find(self, title: str) -> dict[str, Any] | None:
         """The row of the note titled ``title`` (case-insensitive, sanitized like a file name), or None."""
         key = sanitize_title(title).casefold()
-        row = self.index.read(
-            lambda c: c.exec_driver_sql(
-                "SELECT id, title, key, path, folder, type, description, body, created, updated FROM notes "
-                "WHERE key = ? ORDER BY path LIMIT 1",
-                (key,),
-            ).mappings().first()
+        return self.index.first(
+            "SELECT id, title, key, path, folder, type, description, body, created, updated FROM notes "
+            "WHERE key = ? ORDER BY path LIMIT 1",
+            (key,),
         )
-        return dict(row) if row else None
 
     # -- writes ---------------------------------------------------------------------------------------
 
     def add(
-        self, title: str, content: str, type: str = "insight", folder: str = "inbox", project: str | None = None
+        self,
+        title: str,
+        content: str,
+        type: str = "insight",
+        folder: str = "inbox",
+        project: str | None = None,
     ) -> AddResult:
         """Write a new note, or update the near-duplicate that already exists (same title or same content)."""
         return self.add_many([(title, content, type)], folder=folder, project=project)[0]
@@ -180,7 +181,9 @@ class NoteStore:
             raise NoteError(f"Unknown folder {folder!r}; notes go to one of {', '.join(FOLDERS)}.")
         prepared = [(sanitize_title(t), _check_content(t, c), ty) for t, c, ty in items]
         # Whole seconds, so the ``created`` written to front matter gives the same warmth after a rebuild.
-        moments = [float(int(m)) for m in (created if created is not None else [self.clock()] * len(prepared))]
+        moments = [
+            float(int(m)) for m in (created if created is not None else [self.clock()] * len(prepared))
+        ]
 
         def work(conn: Connection) -> list[AddResult]:
             results = [
@@ -212,11 +215,15 @@ class NoteStore:
             self._write(conn, twin["title"], twin["path"], meta, body, twin["created"], "update")
             return AddResult(twin["title"], self.source, twin["path"], "updated", twin["title"])
         rel = f"{folder}/{title}.md"
-        if safe_path(self.root, rel).exists():
-            raise NoteError(
-                f"{self.root / rel} exists but is not indexed (see vault.skipped for why); fix or move that file first."
-            )
-        iso = _dt.datetime.fromtimestamp(created, _dt.timezone.utc).isoformat(timespec="seconds")
+        target = safe_path(self.root, rel)
+        if target.exists():
+            # A readable file the index does not know yet (written since the last sync, or by a writer that
+            # died before committing) is this note: overwrite it. An unreadable one is the user's to fix.
+            try:
+                parse_note(self.root, target)
+            except NoteError as exc:
+                raise NoteError(f"Cannot write {rel}: the file there is not a valid note ({exc}).") from exc
+        iso = _dt.datetime.fromtimestamp(created, _dt.UTC).isoformat(timespec="seconds")
         meta: dict[str, Any] = {"description": _first_line(body), "type": kind, "created": iso}
         if project:
             meta["project"] = project
@@ -224,12 +231,28 @@ class NoteStore:
         return AddResult(title, self.source, rel, "created")
 
     def _write(
-        self, conn: Connection, title: str, rel: str, meta: dict[str, Any], body: str, created: float, action: str
+        self,
+        conn: Connection,
+        title: str,
+        rel: str,
+        meta: dict[str, Any],
+        body: str,
+        created: float,
+        action: str,
     ) -> None:
         target = safe_path(self.root, rel)
         atomic_write(target, render_note(meta, body))
         stat = target.stat()
-        note = Note(title, rel, body, meta, wiki_links(body), content_hash(f"{title}\n{body}"), stat.st_size, stat.st_mtime_ns)
+        note = Note(
+            title,
+            rel,
+            body,
+            meta,
+            wiki_links(body),
+            content_hash(f"{title}\n{body}"),
+            stat.st_size,
+            stat.st_mtime_ns,
+        )
         VaultIndex.upsert_note(conn, note, created, self.clock())
         VaultIndex.audit(conn, self.clock(), action, title, rel, f"{len(body)} chars")
 
@@ -240,10 +263,14 @@ class NoteStore:
             return None
 
     def _duplicate(self, conn: Connection, title: str, body: str, near: bool) -> dict[str, Any] | None:
-        found = conn.exec_driver_sql(
-            "SELECT id, title, path, body, created FROM notes WHERE key = ? OR norm = ? OR content_hash = ? LIMIT 1",
-            (title.casefold(), normalize_title(title), content_hash(f"{title}\n{body}")),
-        ).mappings().first()
+        found = (
+            conn.exec_driver_sql(
+                "SELECT id, title, path, body, created FROM notes WHERE key = ? OR norm = ? OR content_hash = ? LIMIT 1",
+                (title.casefold(), normalize_title(title), content_hash(f"{title}\n{body}")),
+            )
+            .mappings()
+            .first()
+        )
         if found:
             return dict(found)
         words = set(_WORD.findall(body.casefold()))
@@ -285,12 +312,10 @@ class NoteStore:
     def restore(self, title: str) -> AddResult:
         """Bring the most recently archived note titled ``title`` back to where it was."""
         key = sanitize_title(title).casefold()
-        row = self.index.read(
-            lambda c: c.exec_driver_sql(
-                "SELECT id, title, path, archived_path FROM archive WHERE key = ? AND restored_at IS NULL "
-                "ORDER BY archived_at DESC LIMIT 1",
-                (key,),
-            ).mappings().first()
+        row = self.index.first(
+            "SELECT id, title, path, archived_path FROM archive WHERE key = ? AND restored_at IS NULL "
+            "ORDER BY archived_at DESC LIMIT 1",
+            (key,),
         )
         if row is None:
             row = self._archived_on_disk(key)
@@ -301,16 +326,22 @@ class NoteStore:
             source = safe_path(self.root, row["archived_path"])
             target = safe_path(self.root, row["path"])
             if target.exists():
-                raise NoteError(f"Cannot restore {row['path']}: a note already exists there; rename or forget it first.")
+                raise NoteError(
+                    f"Cannot restore {row['path']}: a note already exists there; rename or forget it first."
+                )
             target.parent.mkdir(parents=True, exist_ok=True)
             os.replace(source, target)
             note = parse_note(self.root, target)
             mtime = note.mtime_ns / 1e9
             VaultIndex.upsert_note(conn, note, parse_created(note.meta.get("created"), mtime), mtime)
             if row.get("id") is not None:
-                conn.exec_driver_sql("UPDATE archive SET restored_at = ? WHERE id = ?", (self.clock(), row["id"]))
+                conn.exec_driver_sql(
+                    "UPDATE archive SET restored_at = ? WHERE id = ?", (self.clock(), row["id"])
+                )
             VaultIndex.bump(conn)
-            VaultIndex.audit(conn, self.clock(), "restore", note.title, note.path, f"from {row['archived_path']}")
+            VaultIndex.audit(
+                conn, self.clock(), "restore", note.title, note.path, f"from {row['archived_path']}"
+            )
             return AddResult(note.title, self.source, note.path, "restored")
 
         return self.index.write(work)
@@ -323,7 +354,12 @@ class NoteStore:
         for path in sorted(archive.rglob("*.md"), key=lambda p: p.stat().st_mtime, reverse=True):
             if path.stem.casefold() == key:
                 rel = path.relative_to(self.root).as_posix()
-                return {"id": None, "title": path.stem, "path": rel.removeprefix(f"{ARCHIVE_DIR}/"), "archived_path": rel}
+                return {
+                    "id": None,
+                    "title": path.stem,
+                    "path": rel.removeprefix(f"{ARCHIVE_DIR}/"),
+                    "archived_path": rel,
+                }
         return None
 
 

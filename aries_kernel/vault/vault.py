@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from traitlets.config import Configurable
 
 from aries_kernel.vault import learning, ranking
 from aries_kernel.vault.embeddings import Embedder, make_embedder
-from aries_kernel.vault.index import fts_query
+from aries_kernel.vault.index import VaultIndex, fts_query
 from aries_kernel.vault.store import AddResult, NoteStore
 
 __all__ = ["AriesVault", "NoteText", "Vault", "open_vault"]
@@ -59,7 +60,9 @@ class AriesVault(Configurable):
         DEFAULT_WEIGHTS,
         help="Weight of each signal in the Reciprocal Rank Fusion.",
     ).tag(config=True)
-    pool = Int(50, help="Candidates taken from each of BM25 and semantic search before fusion.").tag(config=True)
+    pool = Int(50, help="Candidates taken from each of BM25 and semantic search before fusion.").tag(
+        config=True
+    )
 
 
 class NoteText(str):
@@ -194,10 +197,8 @@ class Vault:
         hashes: list[str] = []
         raw_links: list[tuple[int, int, str]] = []
         for s, store in enumerate(self.stores):
-            rows = store.index.read(
-                lambda c: c.exec_driver_sql(
-                    "SELECT id, title, key, folder, type, path, created, content_hash FROM notes ORDER BY id"
-                ).all()
+            rows = store.index.rows(
+                "SELECT id, title, key, folder, type, path, created, content_hash FROM notes ORDER BY id"
             )
             for r in rows:
                 store_col.append(s)
@@ -209,7 +210,7 @@ class Vault:
                 paths.append(r[5])
                 created.append(float(r[6]))
                 hashes.append(r[7])
-            links = store.index.read(lambda c: c.exec_driver_sql("SELECT src, target FROM links").all())
+            links = store.index.rows("SELECT src, target FROM links")
             raw_links.extend((s, int(src), target) for src, target in links)
         position = {(s, i): n for n, (s, i) in enumerate(zip(store_col, ids))}
         by_uid: dict[str, int] = {}
@@ -250,7 +251,9 @@ class Vault:
             pagerank=ranking.pagerank(graph) if titles else np.zeros(0),
         )
 
-    def _vectors(self, store_col: list[int], ids: list[int], titles: list[str], hashes: list[str]) -> np.ndarray:
+    def _vectors(
+        self, store_col: list[int], ids: list[int], titles: list[str], hashes: list[str]
+    ) -> np.ndarray:
         name = self.embedder.name
         cached: dict[str, np.ndarray] = {}
         for store in self.stores:
@@ -266,13 +269,7 @@ class Vault:
             for start in range(0, len(wanted), 500):
                 chunk = wanted[start : start + 500]
                 marks = ",".join("?" * len(chunk))
-                bodies.update(
-                    store.index.read(
-                        lambda c: dict(
-                            c.exec_driver_sql(f"SELECT id, body FROM notes WHERE id IN ({marks})", tuple(chunk)).all()
-                        )
-                    )
-                )
+                bodies.update(store.index.rows(f"SELECT id, body FROM notes WHERE id IN ({marks})", chunk))
             texts = [f"{titles[n]}\n{bodies.get(ids[n], '')[:_EMBED_CHARS]}" for n in rows]
             fresh = self.embedder.embed(texts)
             new = {hashes[n]: fresh[k] for k, n in enumerate(rows)}
@@ -291,7 +288,9 @@ class Vault:
             row = store.find(title)
             if row is not None:
                 return store, row
-        raise KeyError(f"No note titled {title!r} in the vault; vault.query_ranked({title!r}) lists close matches.")
+        raise KeyError(
+            f"No note titled {title!r} in the vault; vault.query_ranked({title!r}) lists close matches."
+        )
 
     # -- queries --------------------------------------------------------------------------------------
 
@@ -312,7 +311,9 @@ class Vault:
         sims, top, bm25 = self._candidates(corpus, query)
         candidates = list(dict.fromkeys([*bm25, *top]))
         table = self._signal_table(corpus, candidates, sims, bm25)
-        rankings = {name: ranking.rank_order(candidates, [table[name][n] for n in candidates]) for name in chosen}
+        rankings = {
+            name: ranking.rank_order(candidates, [table[name][n] for n in candidates]) for name in chosen
+        }
         fused = ranking.rrf(rankings, self.weights)
         scores = {n: fused.get(n, 0.0) for n in candidates}
         if rerank:
@@ -374,9 +375,8 @@ class Vault:
         top = max(reranked.values())
         extra = [n for n, v in received.items() if n not in reranked and v > 0]
         if extra:
-            more = self._signal_table(corpus, extra, sims, bm25)
-            for name in table:
-                table[name].update(more[name])
+            for name, values in self._signal_table(corpus, extra, sims, bm25).items():
+                table[name].update(values)
         table["cooccurrence"] = received
         for n, value in received.items():
             reranked[n] = reranked.get(n, 0.0) + _COOC_WEIGHT * value * top
@@ -476,10 +476,9 @@ class Vault:
             if not wanted:
                 continue
             marks = ",".join("?" * len(wanted))
-            rows = store.index.read(
-                lambda c: c.exec_driver_sql(f"SELECT id, body FROM notes WHERE id IN ({marks})", tuple(wanted)).all()
-            )
-            for note_id, body in rows:
+            for note_id, body in store.index.rows(
+                f"SELECT id, body FROM notes WHERE id IN ({marks})", wanted
+            ):
                 n = corpus.position.get((s, int(note_id)))
                 if n is not None:
                     out[n] = body
@@ -499,7 +498,9 @@ class Vault:
         when given (else over the whole vault); ``activation`` is the base level before spreading."""
         corpus = self._corpus()
         if len(corpus) == 0:
-            return pd.DataFrame(columns=["title", "source", "score", "activation", "warmth", "path", "snippet"])
+            return pd.DataFrame(
+                columns=["title", "source", "score", "activation", "warmth", "path", "snippet"]
+            )
         if query is not None:
             _check_query(query)
             _, top, bm25 = self._candidates(corpus, query)
@@ -515,7 +516,9 @@ class Vault:
         frame.insert(3, "activation", [activation[n] for n in order])
         if query is not None:
             self._record(query, corpus, order)
-        return frame[["title", "source", "score", "activation", "warmth", "q_value", "folder", "path", "snippet"]]
+        return frame[
+            ["title", "source", "score", "activation", "warmth", "q_value", "folder", "path", "snippet"]
+        ]
 
     def explore(
         self,
@@ -537,9 +540,7 @@ class Vault:
         self._explore_seeds(corpus, query, depth, decompose, seeds, via, set())
         undirected = rx.PyDiGraph()
         undirected.add_nodes_from(range(len(corpus)))
-        undirected.add_edges_from(
-            [(a, b, 1.0) for a, nbrs in enumerate(corpus.neighbours) for b in nbrs]
-        )
+        undirected.add_edges_from([(a, b, 1.0) for a, nbrs in enumerate(corpus.neighbours) for b in nbrs])
         ppr = ranking.personalized_pagerank(undirected, seeds) or dict(seeds)
         hops = _hops(corpus.neighbours, seeds, depth)
         order = sorted((n for n in ppr if n in hops), key=lambda n: (-ppr[n], n))[:limit]
@@ -638,10 +639,8 @@ class Vault:
         """The most recent writes, newest first: time, source, action, title, path, detail."""
         frames = []
         for store in self.stores:
-            rows = store.index.read(
-                lambda c: c.exec_driver_sql(
-                    "SELECT at, action, title, path, detail FROM audit ORDER BY id DESC LIMIT ?", (limit,)
-                ).all()
+            rows = store.index.rows(
+                "SELECT at, action, title, path, detail FROM audit ORDER BY id DESC LIMIT ?", (limit,)
             )
             frame = pd.DataFrame(rows, columns=["at", "action", "title", "path", "detail"])
             frame.insert(1, "source", store.source)
@@ -695,30 +694,15 @@ class Vault:
             mine = [c for c in credits if c.uid.startswith(prefix)]
             # A pair lives in the project brain when either note does, else in the global vault.
             home = [p for p in pairs if self._pair_home(p) == store.source]
-            if not mine and not home:
-                continue
-
-            def work(conn: Any, mine: list[learning.Credit] = mine, home: list[tuple[str, str]] = home) -> None:
-                if mine:
-                    conn.exec_driver_sql(
-                        "INSERT INTO q_values (key, q, exposures, updates, updated) VALUES (?,?,?,1,?) "
-                        "ON CONFLICT (key) DO UPDATE SET q = excluded.q, exposures = excluded.exposures, "
-                        "updates = updates + 1, updated = excluded.updated",
-                        [(c.uid.removeprefix(prefix), c.q_after, c.exposures, now) for c in mine],
-                    )
-                if home:
-                    conn.exec_driver_sql(
-                        "INSERT INTO cooccurrence (a, b, weight) VALUES (?,?,1) "
-                        "ON CONFLICT (a, b) DO UPDATE SET weight = weight + 1",
-                        home,
-                    )
-                store.index.audit(conn, now, "session", "", "", f"{len(mine)} credited, {len(home)} pairs")
-
-            store.index.write(work)
+            if mine or home:
+                q_rows = [(c.uid.removeprefix(prefix), c.q_after, c.exposures, now) for c in mine]
+                store.index.write(partial(_store_credit, q_rows=q_rows, pairs=home, now=now))
         rows = []
         for c in credits:
             source, _, key = c.uid.partition(":")
-            rows.append((self._title_of(source, key), source, c.used, c.reward, c.q_before, c.q_after, c.exposures))
+            rows.append(
+                (self._title_of(source, key), source, c.used, c.reward, c.q_before, c.q_after, c.exposures)
+            )
         return pd.DataFrame(rows, columns=columns)
 
     def _pair_home(self, pair: tuple[str, str]) -> str:
@@ -762,17 +746,21 @@ class Vault:
         """Per store: source, folder, notes, links, archived, last write (UTC)."""
         out = []
         for store in self.stores:
-            counts = store.index.read(
-                lambda c: c.exec_driver_sql(
-                    "SELECT (SELECT count(*) FROM notes), (SELECT count(*) FROM links), "
-                    "(SELECT count(*) FROM archive WHERE restored_at IS NULL), "
-                    "(SELECT max(at) FROM audit WHERE action NOT IN ('sync', 'session'))"
-                ).one()
-            )
+            counts = store.index.rows(
+                "SELECT (SELECT count(*) FROM notes), (SELECT count(*) FROM links), "
+                "(SELECT count(*) FROM archive WHERE restored_at IS NULL), "
+                "(SELECT max(at) FROM audit WHERE action NOT IN ('sync', 'session'))"
+            )[0]
             last = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(counts[3])) if counts[3] else "never"
             out.append(
-                {"source": store.source, "folder": str(store.root), "notes": counts[0], "links": counts[1],
-                 "archived": counts[2], "last_write": last}  # fmt: skip
+                {
+                    "source": store.source,
+                    "folder": str(store.root),
+                    "notes": counts[0],
+                    "links": counts[1],
+                    "archived": counts[2],
+                    "last_write": last,
+                }
             )
         return out
 
@@ -784,7 +772,12 @@ class Vault:
         return "Vault(" + "; ".join(parts) + ")"
 
     def _repr_markdown_(self) -> str:
-        lines = ["**Vault**", "", "| source | notes | links | archived | last write | folder |", "|---|---|---|---|---|---|"]
+        lines = [
+            "**Vault**",
+            "",
+            "| source | notes | links | archived | last write | folder |",
+            "|---|---|---|---|---|---|",
+        ]
         for s in self.summary():
             lines.append(
                 f"| {s['source']} | {s['notes']} | {s['links']} | {s['archived']} | {s['last_write']} | `{s['folder']}` |"
@@ -792,9 +785,31 @@ class Vault:
         return "\n".join(lines)
 
 
+def _store_credit(
+    conn: Any, q_rows: list[tuple[str, float, int, float]], pairs: list[tuple[str, str]], now: float
+) -> None:
+    """Write one store's share of a session's credit: Q-values and co-occurrence pairs, then an audit line."""
+    if q_rows:
+        conn.exec_driver_sql(
+            "INSERT INTO q_values (key, q, exposures, updates, updated) VALUES (?,?,?,1,?) "
+            "ON CONFLICT (key) DO UPDATE SET q = excluded.q, exposures = excluded.exposures, "
+            "updates = updates + 1, updated = excluded.updated",
+            q_rows,
+        )
+    if pairs:
+        conn.exec_driver_sql(
+            "INSERT INTO cooccurrence (a, b, weight) VALUES (?,?,1) "
+            "ON CONFLICT (a, b) DO UPDATE SET weight = weight + 1",
+            pairs,
+        )
+    VaultIndex.audit(conn, now, "session", "", "", f"{len(q_rows)} credited, {len(pairs)} pairs")
+
+
 def _check_query(query: Any) -> None:
     if not isinstance(query, str) or not query.strip():
-        raise ValueError("The vault needs a non-empty query, e.g. vault.query_ranked('how we handle retries').")
+        raise ValueError(
+            "The vault needs a non-empty query, e.g. vault.query_ranked('how we handle retries')."
+        )
     if not _WORD.search(query):
         raise ValueError(f"The query {query!r} has no words to search for; ask with words.")
 
@@ -820,4 +835,3 @@ def _hops(neighbours: list[list[int]], seeds: Iterable[int], depth: int) -> dict
                     nxt.append(other)
         frontier = nxt
     return distance
-
