@@ -100,4 +100,8 @@ def uninstall(shell: Any) -> None:
         shell.user_ns_hidden.pop(name, None)
     for event, hook in context.hooks.items():
         shell.events.unregister(event, hook)
+    from aries_kernel.magics.aries import keep_question_marks
+
+    if keep_question_marks in shell.input_transformers_cleanup:
+        shell.input_transformers_cleanup.remove(keep_question_marks)
     delattr(shell, "_aries_context")

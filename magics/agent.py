@@ -7,6 +7,7 @@ section of ``%aries status``. The ``model`` subcommand lives in :mod:`.model`.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
@@ -14,8 +15,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from aries_kernel.agent import Agent, agent_for
-from aries_kernel.agent.events import ApprovalRequested
-from aries_kernel.agent.inputline import install_question_marks
+from aries_kernel.agent.events import ApprovalRequested, Event
 from aries_kernel.agent.phases import LEAN, schema_tokens
 from aries_kernel.agent.render import TextRenderer, ask_on_stdin
 from aries_kernel.agent.repl import format_value, truncate
@@ -92,6 +92,21 @@ def _agent(magics: Any) -> Agent:
     return agent_for(magics.context)
 
 
+def _renderer(magics: Any, agent: Agent) -> Callable[[Event], None]:
+    """The widget panel where the frontend can show it (see ``AriesAgent.display``), else the text renderer."""
+    choice = agent.settings.display
+    kernel = getattr(magics.shell, "kernel", None)
+    if choice == "widgets" or (choice == "auto" and getattr(kernel, "frontend_has_widgets", False)):
+        from IPython.display import display
+
+        from aries_kernel.widgets import AgentPanel
+
+        panel = AgentPanel(window=agent.router.client("primary").context_window)
+        display(panel)
+        return panel
+    return TextRenderer()
+
+
 @prompt_handler
 def run_prompt(magics: Any, text: str, cell: str | None) -> None:
     """Run the agent on the prompt: the line after options, then the cell body ({var} interpolated)."""
@@ -107,7 +122,7 @@ def run_prompt(magics: Any, text: str, cell: str | None) -> None:
     agent = _agent(magics)
     if args.model:
         agent.router.set_slot("primary", args.model)
-    renderer = TextRenderer()
+    renderer = _renderer(magics, agent)
     run = agent.run(
         prompt,
         max_turns=args.max_turns,
@@ -287,15 +302,3 @@ def agent_status(context: Any) -> str:
         ]
     lines.extend(text for hook in agent.hooks if (text := hook.status(agent)))
     return "\n".join(lines)
-
-
-def _install_question_marks() -> None:
-    # The kernel installs this at start (extension); here it covers %load_ext in a kernel started elsewhere.
-    from IPython import get_ipython
-
-    shell = get_ipython()
-    if shell is not None:
-        install_question_marks(shell)
-
-
-_install_question_marks()

@@ -8,6 +8,7 @@ handled by the function registered with :func:`prompt_handler`.
 from __future__ import annotations
 
 import importlib
+import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -76,9 +77,34 @@ def _load_subcommand_modules(word: str | None = None) -> None:
         importlib.import_module(f"aries_kernel.magics.{module}")
 
 
+_QUESTION_LINE = re.compile(r"^(\s*)%aries\s+(\S.*\?)\s*$")
+
+
+def keep_question_marks(lines: list[str]) -> list[str]:
+    """Input transformer: ``%aries why is it slow?`` is a prompt, not IPython's ``?`` help on ``slow``.
+
+    Such a line is rewritten into ``get_ipython().run_line_magic('aries', '<text>?')`` before IPython's help
+    transformer sees it; ``run_line_magic`` still expands ``{var}``. ``%aries?`` (help on the magic) has no text
+    after the name and is left alone.
+    """
+    rewritten = []
+    for line in lines:
+        match = _QUESTION_LINE.match(line)
+        if match:
+            indent, text = match.groups()
+            line = f"{indent}get_ipython().run_line_magic('aries', {text!r})\n"
+        rewritten.append(line)
+    return rewritten
+
+
 @magics_class
 class AriesMagics(Magics):
     """``%aries``: the agent, and the commands that drive the codebase, the vault and the models."""
+
+    def __init__(self, shell: Any = None, **kwargs: Any) -> None:
+        super().__init__(shell, **kwargs)
+        if shell is not None and keep_question_marks not in shell.input_transformers_cleanup:
+            shell.input_transformers_cleanup.append(keep_question_marks)
 
     @property
     def context(self) -> AriesContext:

@@ -367,12 +367,6 @@ def test_a_prompt_ending_in_a_question_mark_is_a_prompt_not_help(
     kernel: Any, server: ScriptedModelServer
 ) -> None:
     _, kc = kernel
-    # The kernel installs this at start once extension.install wires it (see the agent report).
-    run_cell(
-        kc,
-        "from aries_kernel.agent.inputline import install_question_marks\n"
-        "install_question_marks(get_ipython())",
-    )
     server.script(Reply(text="Because of rehashing."))
     cell = run_cell(kc, "topic = 'cache'\n%aries why is the {topic} slow?", timeout=120)
     assert "Because of rehashing." in cell.stdout and "not found" not in cell.stdout

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from tests.kernel_harness import run_cell
+from tests.kernel_harness import run_cell, start_kernel, stop_kernel
+from tests.loopback import Reply, ScriptedModelServer
 
 FEED_EVENTS = """
 from IPython.display import display
@@ -75,3 +77,28 @@ def test_kernel_notes_a_frontend_with_widget_support(aries_kernel: tuple) -> Non
     kc.comm_info(target_name="jupyter.widget")  # what JupyterLab's widget manager asks as it connects
     kc.get_shell_msg(timeout=30)
     assert run_cell(kc, check).result == "True"
+
+
+def test_aries_shows_the_panel_in_a_widget_frontend_and_text_elsewhere(small_repo: Path) -> None:
+    with ScriptedModelServer() as server:
+        km, kc = start_kernel(small_repo, env={"ANTHROPIC_BASE_URL": server.anthropic_url, "ANTHROPIC_API_KEY": "k"})
+        try:
+            server.script(Reply(text="Plain text for the console."))
+            console_like = run_cell(kc, "%aries say something")
+            assert "Plain text for the console." in console_like.stdout
+            assert not any("application/vnd.jupyter.widget-view+json" in d for d in console_like.displays)
+
+            kc.comm_info(target_name="jupyter.widget")  # now the client looks like JupyterLab
+            kc.get_shell_msg(timeout=30)
+            server.script(
+                Reply(tool_calls=[("Repl", {"code": "21 * 2"})]),
+                Reply(text="The answer is 42."),
+            )
+            lab_like = run_cell(kc, "%aries compute it")
+            assert any("application/vnd.jupyter.widget-view+json" in d for d in lab_like.displays)
+            values = [str(s.get("value", "")) for s in widget_states(lab_like.messages)]
+            assert any("The answer is 42." in v for v in values)
+            assert any("21 * 2" in v for v in values), "the Repl card shows the code"
+            assert "The answer is 42." not in lab_like.stdout
+        finally:
+            stop_kernel(km, kc)

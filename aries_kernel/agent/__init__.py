@@ -22,7 +22,7 @@ _LAZY = {"Agent": "loop", "AgentHook": "loop", "AriesAgent": "settings"}
 
 
 def __getattr__(name: str) -> Any:
-    # The loop pulls in the model layer; importing a light submodule (inputline) at kernel start must not.
+    # The loop pulls in the model layer; `import aries_kernel.agent` alone must stay light.
     if name in _LAZY:
         import importlib
 

@@ -42,3 +42,9 @@ class AriesAgent(Configurable):
     ).tag(config=True)
     max_tokens = Int(8192, help="Output tokens allowed per model call.").tag(config=True)
     web_timeout = Float(30.0, help="Seconds a WebFetch may take.").tag(config=True)
+    display = Enum(
+        ["auto", "text", "widgets"],
+        "auto",
+        help="How %aries shows a run: text, the widget panel, or auto (the panel where the frontend renders "
+        "widgets, as JupyterLab and Notebook 7 do; text in jupyter console).",
+    ).tag(config=True)
