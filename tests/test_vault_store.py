@@ -350,3 +350,23 @@ def test_add_over_an_unindexed_file(tmp_path: Path) -> None:
     with pytest.raises(NoteError, match="Broken note.md: the file there is not a valid note"):
         vault.add("Broken note", "Would overwrite a file the user must fix.")
     assert "type: [" in (inbox / "Broken note.md").read_text()
+
+
+def test_bm25_in_a_large_vault_skips_common_only_notes_with_exact_scores(tmp_path: Path) -> None:
+    vault = make(tmp_path)
+    colours = ["red", "green", "blue", "amber", "violet", "cyan", "ochre", "teal", "plum", "sand"]
+    items = [
+        (f"Note {i}", f"{'project ' if i % 2 else ''}status {colours[i % 10]} item{i % 997} day{i % 31}", "insight")
+        for i in range(6000)
+    ]
+    vault.add_many(items, near_duplicates=False)
+    index = vault.stores[0].index
+    for query in ("project status item42", "project day7 violet", "status project item5 day3"):
+        terms = query.split()
+        assert "project" in index._common_terms(terms)
+        pruned = index.bm25(terms, 10)
+        full = [(int(r[0]), float(r[1])) for r in index._bm25_rows(" OR ".join(f'"{t}"' for t in terms), 10)]
+        assert [n for n, _ in pruned] == [n for n, _ in full]
+        assert [s for _, s in pruned] == pytest.approx([s for _, s in full])
+    # only common words: the plain query runs
+    assert len(index.bm25(["project", "status"], 10)) == 10

@@ -29,7 +29,7 @@ from sqlalchemy.exc import DatabaseError, OperationalError
 
 from aries_kernel.vault.notes import Note, normalize_title
 
-__all__ = ["MIGRATIONS", "VaultBusyError", "VaultIndex", "fts_query"]
+__all__ = ["MIGRATIONS", "VaultBusyError", "VaultIndex", "fts_query", "query_terms"]
 
 T = TypeVar("T")
 Migration = Callable[[Connection], None]
@@ -52,12 +52,15 @@ class VaultBusyError(RuntimeError):
     """Another process kept the vault database locked for longer than the retry budget."""
 
 
-def fts_query(text: str) -> str:
-    """An FTS5 MATCH expression for free text: each word quoted, OR-ed, stop words dropped; "" if none left."""
+def query_terms(text: str) -> list[str]:
+    """The distinct lowercase words of ``text`` without stop words (all words if only stop words)."""
     words = re.findall(r"\w+", text.casefold())
-    kept = [w for w in words if w not in _STOPWORDS] or words
-    unique = list(dict.fromkeys(kept))
-    return " OR ".join(f'"{w}"' for w in unique)
+    return list(dict.fromkeys([w for w in words if w not in _STOPWORDS] or words))
+
+
+def fts_query(terms: Sequence[str]) -> str:
+    """An FTS5 MATCH expression: each term quoted, OR-ed; "" for no terms."""
+    return " OR ".join(f'"{t}"' for t in terms)
 
 
 class VaultIndex:
@@ -68,6 +71,10 @@ class VaultIndex:
         self.retry_seconds = retry_seconds
         self.recreated = not self.db_path.exists()
         self.corrupt_copy: Path | None = None
+        # Document frequency of query terms, valid for one generation of the notes.
+        self._df: dict[str, int] = {}
+        self._df_generation = -1
+        self._note_count = 0
         self.db_path.parent.mkdir(parents=True, exist_ok=True)
         try:
             self._open()
@@ -201,16 +208,49 @@ class VaultIndex:
             (at, action, title, path, detail),
         )
 
-    def bm25(self, match: str, limit: int) -> list[tuple[int, float]]:
-        """Best ``limit`` notes for an FTS5 ``match`` expression as (id, score), higher is better."""
-        if not match:
+    def bm25(self, terms: Sequence[str], limit: int) -> list[tuple[int, float]]:
+        """Best ``limit`` notes for any of ``terms`` as (id, BM25 score), higher is better.
+
+        FTS5 scores every matching note before sorting, and a common word matches a large share of a big
+        vault. So in a large vault, notes that contain only common words (in over 5% of notes) are left out
+        with ``NOT``; the other notes keep their exact scores (common words still count for them). If that
+        leaves fewer than ``limit`` notes, the plain query runs.
+        """
+        if not terms:
             return []
-        rows = self.rows(
+        full = fts_query(terms)
+        rows = []
+        common = self._common_terms(terms)
+        if common and len(common) < len(terms):
+            rare = fts_query([t for t in terms if t not in common])
+            rows = self._bm25_rows(f"({full}) NOT (({fts_query(common)}) NOT ({rare}))", limit)
+        if len(rows) < limit:
+            rows = self._bm25_rows(full, limit)
+        return [(int(r[0]), float(r[1])) for r in rows]
+
+    def _bm25_rows(self, match: str, limit: int) -> list[Any]:
+        return self.rows(
             "SELECT rowid, -bm25(notes_fts, 4.0, 2.0, 1.0) FROM notes_fts WHERE notes_fts MATCH ? "
             "ORDER BY bm25(notes_fts, 4.0, 2.0, 1.0) LIMIT ?",
             (match, limit),
         )
-        return [(int(r[0]), float(r[1])) for r in rows]
+
+    def _common_terms(self, terms: Sequence[str]) -> list[str]:
+        """Terms in more than 5% of notes, when the vault is big enough (5,000 notes) for it to matter."""
+        generation = self.generation()
+        if generation != self._df_generation:
+            self._df_generation = generation
+            self._df = {}
+            self._note_count = int(self.rows("SELECT count(*) FROM notes")[0][0])
+        if self._note_count < 5000:
+            return []
+        for term in terms:
+            if term not in self._df:
+                match = fts_query([term])
+                self._df[term] = int(
+                    self.rows("SELECT count(*) FROM notes_fts WHERE notes_fts MATCH ?", (match,))[0][0]
+                )
+        return [t for t in terms if self._df[t] > 0.05 * self._note_count]
 
     # -- embeddings cache -----------------------------------------------------------------------------
 

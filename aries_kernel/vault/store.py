@@ -17,7 +17,7 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
-from aries_kernel.vault.index import VaultIndex, fts_query
+from aries_kernel.vault.index import VaultIndex, fts_query, query_terms
 from aries_kernel.vault.notes import (
     FOLDERS,
     MAX_NOTE_BYTES,
@@ -276,7 +276,7 @@ class NoteStore:
         words = set(_WORD.findall(body.casefold()))
         if not near or len(words) < 5:
             return None
-        match = fts_query(" ".join(sorted(words, key=len, reverse=True)[:24]))
+        match = fts_query(query_terms(" ".join(sorted(words, key=len, reverse=True)[:24])))
         for row in conn.exec_driver_sql(
             "SELECT n.id, n.title, n.path, n.body, n.created FROM notes_fts JOIN notes n ON n.id = notes_fts.rowid "
             "WHERE notes_fts MATCH ? ORDER BY rank LIMIT 3",

@@ -27,7 +27,7 @@ from traitlets.config import Configurable
 
 from aries_kernel.vault import learning, ranking
 from aries_kernel.vault.embeddings import Embedder, make_embedder
-from aries_kernel.vault.index import VaultIndex, fts_query
+from aries_kernel.vault.index import VaultIndex, query_terms
 from aries_kernel.vault.store import AddResult, NoteStore
 
 __all__ = ["AriesVault", "NoteText", "Vault", "open_vault"]
@@ -330,9 +330,9 @@ class Vault:
         take = min(self.pool, len(sims))
         top = np.argpartition(-sims, take - 1)[:take] if take < len(sims) else np.arange(len(sims))
         bm25: dict[int, float] = {}
-        match = fts_query(query)
+        terms = query_terms(query)
         for s, store in enumerate(self.stores):
-            for note_id, score in store.index.bm25(match, self.pool):
+            for note_id, score in store.index.bm25(terms, self.pool):
                 n = corpus.position.get((s, note_id))
                 if n is not None:
                     bm25[n] = score
@@ -447,7 +447,7 @@ class Vault:
     ) -> pd.DataFrame:
         q = self._q_values(corpus)
         bodies = self._bodies(corpus, order)
-        terms = [w for w in fts_query(query or "").replace('"', "").split(" OR ") if w]
+        terms = query_terms(query or "")
         rows = []
         for n in order:
             rows.append(
