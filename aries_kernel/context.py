@@ -41,19 +41,17 @@ class AriesContext:
         settings = AriesSettings(config=self.config)
         chosen = root or settings.root or os.environ.get("ARIES_ROOT") or os.getcwd()
         self.root = Path(chosen).expanduser().resolve()
-        self._codebase: Codebase | None = None
         self._cache: dict[str, Any] = {}
         self.hooks: dict[str, Any] = {}  # IPython event callbacks registered for this context, by event name
 
     @property
     def codebase(self) -> Codebase:
         """The code graph of :attr:`root`; indexing starts in the background on first access."""
-        if self._codebase is None:
-            from aries_kernel.codebase import Codebase
+        return self.lazy("codebase", _start_codebase)
 
-            self._codebase = Codebase(self.root, config=self.config)
-            self._codebase.index_in_background()
-        return self._codebase
+    def set_codebase(self, codebase: Codebase) -> None:
+        """Replace the codebase (``%aries index PATH`` indexes another folder)."""
+        self._cache["codebase"] = codebase
 
     def lazy(self, name: str, factory: Any) -> Any:
         """Build a pillar once with ``factory(self)`` and keep it (vault, models, rlm, agent)."""
@@ -68,6 +66,14 @@ class AriesContext:
     def reset(self, name: str) -> None:
         """Forget a lazily built pillar so the next use builds it again (after a config change)."""
         self._cache.pop(name, None)
+
+
+def _start_codebase(context: AriesContext) -> Codebase:
+    from aries_kernel.codebase import Codebase
+
+    codebase = Codebase(context.root, config=context.config)
+    codebase.index_in_background()
+    return codebase
 
 
 def get_context(shell: Any) -> AriesContext:

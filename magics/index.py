@@ -41,7 +41,7 @@ def index(magics: Any, args: str, cell: str | None) -> Any:
     except CodebaseError as exc:
         raise UsageError(str(exc)) from exc
     codebase.index_in_background()
-    context._codebase = codebase
+    context.set_codebase(codebase)
     if magics.shell is not None:
         magics.shell.user_ns["codebase"] = codebase
     if not options.background:
@@ -52,7 +52,7 @@ def index(magics: Any, args: str, cell: str | None) -> Any:
 @status_section("Codebase")
 def codebase_status(context: AriesContext) -> str | None:
     """Root and state of the index."""
-    codebase = context._codebase
+    codebase = context.built("codebase")
     if codebase is None:
         return f"{context.root}: not indexed yet"
     return f"{codebase.root}: {codebase.status()}"

@@ -19,10 +19,11 @@ def shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-u
     monkeypatch.chdir(tmp_path)
     ip = start_ipython() or get_ipython()
     ip.run_line_magic("load_ext", "aries_kernel")
-    saved = ip.user_ns.get("codebase"), get_context(ip)._codebase
+    saved = ip.user_ns.get("codebase"), get_context(ip).built("codebase")
     yield ip
     ip.user_ns["codebase"] = saved[0]
-    get_context(ip)._codebase = saved[1]
+    if saved[1] is not None:
+        get_context(ip).set_codebase(saved[1])
 
 
 def test_index_another_folder_replaces_codebase(shell, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -17,7 +17,7 @@ from typing import Any
 
 __all__ = ["SCHEMA_VERSION", "IndexStore", "StoredFile", "ensure_aries_dir"]
 
-SCHEMA_VERSION = "3"
+SCHEMA_VERSION = "4"  # bump when extraction or the symbol hashes change: old rows would be stale
 log = logging.getLogger(__name__)
 
 # The index and sessions stay out of version control; the project brain (memory/) travels with the repository.
