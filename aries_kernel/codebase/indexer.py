@@ -7,9 +7,11 @@ there is enough of it to pay for starting the workers, in the calling thread oth
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,6 +23,8 @@ from aries_kernel.codebase.store import StoredFile
 __all__ = ["Plan", "plan", "run_plan", "too_large"]
 
 # Below this many bytes to parse, starting worker processes costs more than it saves.
+log = logging.getLogger(__name__)
+
 POOL_MIN_BYTES = 2_000_000
 _BATCH_BYTES = 400_000
 _BATCH_FILES = 64
@@ -95,12 +99,22 @@ def run_plan(
 
     batches = _batches(items, [s.size for s in to_parse])
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        futures = [pool.submit(extract_batch, batch, max_bytes) for batch in batches]
-        for future in as_completed(futures):
-            for record in future.result():
-                out[record["file"]] = record
-            on_progress(len(out))
+    try:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+            futures = [pool.submit(extract_batch, batch, max_bytes) for batch in batches]
+            for future in as_completed(futures):
+                for record in future.result():
+                    out[record["file"]] = record
+                on_progress(len(out))
+    except BrokenProcessPool:
+        # Spawned workers re-import the main module: a script that indexes at import time, without an
+        # `if __name__ == "__main__":` guard, kills them. Finish in this process rather than fail.
+        log.warning("The indexing worker processes died (a script without a __main__ guard?); indexing "
+                    "the remaining files in this process.")
+        for path, rel, language in items:
+            if rel not in out:
+                out[rel] = extract_file(path, rel, language, max_bytes)
+                on_progress(len(out))
     return out
 
 
