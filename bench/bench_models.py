@@ -96,7 +96,8 @@ def compare(
     for _ in range(20):  # warm both paths: imports, connection pools, caches
         harness()
         bare()
-    ours, theirs = [], []
+    ours: list[float] = []
+    theirs: list[float] = []
     for block in range(blocks):
         # Alternate which side goes first, so neither always runs right after the other's allocations.
         pair = [(ours, harness), (theirs, bare)]
@@ -129,11 +130,15 @@ def main() -> None:
         sdk_openai = openai.OpenAI(api_key="bench", base_url=server.openai_url, max_retries=0)
         print(f"{'case':<28}{'harness ms/call':>17}{'bare SDK ms/call':>18}{'ratio':>8}")
         worst = 0.0
-        for wire, slot, bare in (("anthropic", "primary", bare_anthropic), ("openai", "cheap", bare_openai)):
+        bare_calls = {
+            "anthropic": lambda stream: bare_anthropic(sdk_anthropic, stream),
+            "openai": lambda stream: bare_openai(sdk_openai, stream),
+        }
+        for wire, slot in (("anthropic", "primary"), ("openai", "cheap")):
             client = router.client(slot)
-            sdk = sdk_anthropic if wire == "anthropic" else sdk_openai
             for mode, stream in (("complete", False), ("stream", True)):
-                ours, theirs = compare(harness_call(client, request, stream), bare(sdk, stream), args.calls)
+                bare = bare_calls[wire](stream)
+                ours, theirs = compare(harness_call(client, request, stream), bare, args.calls)
                 ratio = ours / theirs
                 worst = max(worst, ratio)
                 print(f"{wire + ' ' + mode:<28}{ours * 1e3:>17.3f}{theirs * 1e3:>18.3f}{ratio:>8.3f}")

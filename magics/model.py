@@ -29,7 +29,8 @@ class SlotTable(pd.DataFrame):
 
 def router_of(context: AriesContext) -> ModelRouter:
     """The shell's model router (built once, without touching any key)."""
-    return context.lazy("models", lambda ctx: ModelRouter(config=ctx.config))
+    router: ModelRouter = context.lazy("models", lambda ctx: ModelRouter(config=ctx.config))
+    return router
 
 
 @subcommand("model", "show the model slots, or set one: %aries model [slot] <shortname or provider:model>")

@@ -104,8 +104,7 @@ class ScriptedModelServer:
 
     @property
     def url(self) -> str:
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
 
     @property
     def anthropic_url(self) -> str:

@@ -50,18 +50,25 @@ def wire_spec(wire: str) -> str:
 
 
 @pytest.fixture
-def make_router() -> Callable[..., ModelRouter]:
-    """Build a router with :func:`fast_config`; keyword arguments are further ``AriesModels`` settings."""
+def make_router() -> Iterator[Callable[..., ModelRouter]]:
+    """Build routers with :func:`fast_config` (keyword arguments are further ``AriesModels`` settings);
+    their connections are closed after the test."""
+    made: list[ModelRouter] = []
 
     def make(**settings: Any) -> ModelRouter:
-        return ModelRouter(config=fast_config(**settings))
+        made.append(ModelRouter(config=fast_config(**settings)))
+        return made[-1]
 
-    return make
+    yield make
+    for router in made:
+        router.close()
 
 
 @pytest.fixture
-def router(server: ScriptedModelServer, wire_spec: str) -> ModelRouter:
+def router(
+    make_router: Callable[..., ModelRouter], server: ScriptedModelServer, wire_spec: str
+) -> ModelRouter:
     """A router whose primary slot speaks ``wire`` to the loopback server."""
-    models = ModelRouter(config=fast_config())
+    models = make_router()
     models.set_slot("primary", wire_spec)
     return models

@@ -63,6 +63,8 @@ def test_cost_comes_from_the_shortname_prices(router: ModelRouter, server: Scrip
     assert client.info.input_price is not None and client.info.output_price is not None
     assert completion.usage.cost_usd == pytest.approx(client.info.input_price + client.info.output_price)
     assert router.usage().loc["primary", "calls"] == 1
+    router.set_slot("bulk", "flash")  # changing another slot keeps this one's client and totals
+    assert router.client("primary") is client and router.usage().loc["primary", "calls"] == 1
 
 
 def test_streamed_text_and_tool_call_in_pieces(router: ModelRouter, server: ScriptedModelServer) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import Any
 
 import anthropic
@@ -66,7 +66,7 @@ class AnthropicProvider(Provider):
             params["extra_body"] = {"temperature": request.temperature}
         return params
 
-    def execute(self, request: ModelRequest, *, stream: bool) -> Iterator[ProviderEvent]:
+    def execute(self, request: ModelRequest, *, stream: bool) -> Generator[ProviderEvent, None, None]:
         params = self.params(request)
         if not stream:
             yield _result(self.client.messages.create(**params))

@@ -4,7 +4,7 @@ Moonshot, Groq, OpenRouter, Ollama, llama.cpp and custom URLs."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import Any
 
 import openai
@@ -76,7 +76,7 @@ class OpenAIProvider(Provider):
             params["temperature"] = request.temperature
         return params
 
-    def execute(self, request: ModelRequest, *, stream: bool) -> Iterator[ProviderEvent]:
+    def execute(self, request: ModelRequest, *, stream: bool) -> Generator[ProviderEvent, None, None]:
         params = self.params(request)
         if not stream:
             yield _result(self.client.chat.completions.create(**params, stream=False))

@@ -12,7 +12,7 @@ import email.utils
 import json
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import dataclass
 from functools import cache
 from importlib.metadata import entry_points
@@ -92,7 +92,7 @@ class Provider(ABC):
         self.endpoint = endpoint
 
     @abstractmethod
-    def execute(self, request: ModelRequest, *, stream: bool) -> Iterator[ProviderEvent]:
+    def execute(self, request: ModelRequest, *, stream: bool) -> Generator[ProviderEvent, None, None]:
         """Send one request (no retries); yield text and tool-call events, then a ProviderResult."""
 
     def close(self) -> None:

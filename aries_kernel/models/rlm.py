@@ -261,7 +261,7 @@ class _BatchRunner:
             return runner.run(self._main())
 
     async def _main(self) -> list[str]:
-        self._task = asyncio.current_task()  # type: ignore[assignment]
+        self._task = asyncio.current_task()
         semaphore = asyncio.Semaphore(max(1, self.rlm.settings.concurrency))
 
         async def limited(question: str, context: str) -> str:

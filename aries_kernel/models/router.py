@@ -15,7 +15,7 @@ import os
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -112,10 +112,17 @@ class SlotClient:
     """Calls to the model of one slot: ``stream``, ``complete``, ``acomplete``, ``estimate_tokens``."""
 
     def __init__(
-        self, slot: str, info: ModelInfo, settings: AriesModels, sleep: Callable[[float], None] = time.sleep
+        self,
+        slot: str,
+        info: ModelInfo,
+        settings: AriesModels,
+        sleep: Callable[[float], None] = time.sleep,
+        *,
+        spec: str = "",
     ) -> None:
         self.slot = slot
         self.info = info
+        self.spec = spec or info.shortname  # what the slot was set to, to tell when it changes
         self.provider_info: ProviderInfo = PROVIDERS[info.provider]
         self.settings = settings
         self.usage = SlotUsage()
@@ -170,7 +177,7 @@ class SlotClient:
         """Input tokens ``request`` will likely cost, calibrated by this slot's reported counts."""
         return self.estimator.estimate(request)
 
-    def stream(self, request: ModelRequest) -> Iterator[StreamEvent]:
+    def stream(self, request: ModelRequest) -> Generator[StreamEvent, None, None]:
         """Yield text and tool-call events as they arrive, then the Completion. Closing the generator (or a
         KeyboardInterrupt inside it) closes the HTTP stream."""
         start = time.perf_counter()
@@ -192,6 +199,13 @@ class SlotClient:
     async def acomplete(self, request: ModelRequest) -> Completion:
         """:meth:`complete` in a worker thread, so an event loop keeps running while the call is in flight."""
         return await asyncio.to_thread(self.complete, request)
+
+    def close(self) -> None:
+        """Close the HTTP connections; the next call opens new ones."""
+        with self._lock:
+            provider, self._provider = self._provider, None
+        if provider is not None:
+            provider.close()
 
     def _endpoint(self) -> Endpoint:
         p = self.provider_info
@@ -260,7 +274,7 @@ class SlotClient:
         """Seconds before the next try: the server's retry-after, else exponential backoff with jitter."""
         if failure.retry_after is not None:
             return failure.retry_after if failure.retry_after <= self.settings.retry_after_max else None
-        ceiling = min(self.settings.backoff_max, self.settings.backoff_base * 2**attempt)
+        ceiling = min(float(self.settings.backoff_max), float(self.settings.backoff_base) * 2.0**attempt)
         return ceiling * random.uniform(0.5, 1.0)
 
     def _error(self, failure: Failure, attempts: int) -> ModelError:
@@ -358,7 +372,7 @@ class ModelRouter:
             if slot not in self._clients:
                 spec, _ = self.spec(slot)
                 info = with_overrides(resolve(spec), self.settings.context_windows, self.settings.prices)
-                self._clients[slot] = SlotClient(slot, info, self.settings, self._sleep)
+                self._clients[slot] = SlotClient(slot, info, self.settings, self._sleep, spec=spec)
             return self._clients[slot]
 
     def set_slot(self, slot: str, spec: str, *, base_url: str | None = None) -> SlotClient:
@@ -369,14 +383,23 @@ class ModelRouter:
             self.settings.base_urls = {**self.settings.base_urls, info.provider: base_url}
         with self._lock:
             self._specs[slot] = spec.strip()
-            # Slots falling back to this one change with it.
-            for name in SLOTS:
-                self._clients.pop(name, None)
+            # Slots falling back to this one change with it; the others keep their client and usage.
+            stale = [name for name, c in self._clients.items() if c.spec != self.spec(name)[0]]
+            retired = [self._clients.pop(name) for name in stale]
+        for client in retired:
+            client.close()
         return self.client(slot)
+
+    def close(self) -> None:
+        """Close every slot's HTTP connections (the router stays usable; clients reconnect on demand)."""
+        with self._lock:
+            clients = list(self._clients.values())
+        for client in clients:
+            client.close()
 
     def slots(self) -> pd.DataFrame:
         """One row per slot: model, provider, context window, prices, key and base URL."""
-        rows = []
+        rows: list[dict[str, Any]] = []
         for slot in SLOTS:
             try:
                 client = self.client(slot)

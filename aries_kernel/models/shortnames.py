@@ -159,9 +159,9 @@ def resolve(spec: str) -> ModelInfo:
     for info in SHORTNAMES.values():
         if info.provider == provider and info.model == model:
             return info
-    info = PROVIDERS[provider]
-    free = 0.0 if info.local else None
-    return ModelInfo(f"{provider}:{model}", provider, model, _DEFAULT_WINDOW[info.local], free, free)
+    local = PROVIDERS[provider].local
+    free = 0.0 if local else None
+    return ModelInfo(f"{provider}:{model}", provider, model, _DEFAULT_WINDOW[local], free, free)
 
 
 def with_overrides(info: ModelInfo, windows: dict[str, int], prices: dict[str, list[float]]) -> ModelInfo:
@@ -171,7 +171,7 @@ def with_overrides(info: ModelInfo, windows: dict[str, int], prices: dict[str, l
     if window is not None:
         info = replace(info, context_window=int(window))
     if price is not None:
-        values = [float(p) for p in price] + [None, None]  # type: ignore[list-item]
+        values: list[float | None] = [float(p) for p in price] + [None, None]
         info = replace(
             info,
             input_price=values[0],
