@@ -1,9 +1,9 @@
 """Text embedders behind one small interface: wordllama (default, offline), model2vec, a provider endpoint.
 
 An embedder has a ``name`` (the cache key of its vectors in the index) and ``embed(texts)`` returning an
-``(n, dim)`` float32 array of L2-normalised rows. Heavy models load on first ``embed`` so opening a vault stays
-fast. :class:`HashEmbedder` is a dependency-free, deterministic embedder (feature hashing of words) for tests
-and for machines without wordllama.
+``(n, dim)`` float32 array of L2-normalised rows. Heavy models load on first ``embed`` so opening a vault
+stays fast. :class:`HashEmbedder` is a dependency-free, deterministic embedder (feature hashing of words)
+for tests and for machines without wordllama.
 """
 
 from __future__ import annotations
@@ -132,7 +132,7 @@ class EndpointEmbedder:
 
 
 class HashEmbedder:
-    """Deterministic bag-of-words vectors by feature hashing: no model, no download, same output everywhere."""
+    """Deterministic bag-of-words vectors by feature hashing: no model, no download, same everywhere."""
 
     def __init__(self, dim: int = 256) -> None:
         self.dim = dim
@@ -158,7 +158,7 @@ _FACTORIES: dict[str, Callable[[str], Embedder]] = {
 
 
 def make_embedder(spec: str) -> Embedder:
-    """An embedder from a config string: ``wordllama``, ``model2vec:<model>``, ``endpoint:<model>``, ``hash``."""
+    """An embedder from a config string: ``wordllama``, ``model2vec:<m>``, ``endpoint:<m>`` or ``hash``."""
     kind, _, arg = spec.partition(":")
     if kind not in _FACTORIES:
         raise ValueError(

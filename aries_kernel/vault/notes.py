@@ -167,7 +167,7 @@ def parse_created(value: Any, fallback: float) -> float:
 
 
 def parse_note(root: Path, path: Path) -> Note:
-    """Read and parse one note file; raises :class:`NoteError` for binary, oversized, non-UTF-8 or broken files."""
+    """Read and parse one note file; :class:`NoteError` for binary, oversized, non-UTF-8 or broken files."""
     rel = path.relative_to(root).as_posix()
     stat = path.stat()
     if stat.st_size > MAX_NOTE_BYTES:
@@ -225,7 +225,7 @@ def atomic_write(path: Path, text: str) -> None:
 
 
 def iter_note_files(root: Path) -> list[Path]:
-    """Every file under ``root`` except hidden ones (index, archive, temp files), sorted; callers skip non-notes."""
+    """Every file under ``root`` except hidden ones (index, archive, temp files), sorted."""
     found: list[Path] = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))

@@ -1,12 +1,12 @@
-"""Retrieval signals and their fusion: semantic, BM25, PageRank, ACT-R warmth, weighted RRF, Q and co-occurrence.
+"""Retrieval signals and their fusion: semantic, BM25, PageRank, ACT-R warmth, RRF, Q and co-occurrence.
 
 Pure functions over numpy arrays and rustworkx graphs, so each formula can be checked by hand:
 
 * weighted Reciprocal Rank Fusion: ``score(n) = sum_s w_s / (k + rank_s(n))``, ranks from 1, k = 60;
 * ACT-R base-level activation: ``B = ln(sum_j t_j^-d)`` with ``t_j`` the hours since each access (the note's
   creation counts as one), ``d = 0.5 * FOLDER_DECAY[folder]`` so ``ops/`` fades fast and ``self/`` slowly;
-* spreading activation: ``warmth_i = ln(e^B_i + SPREAD * sum_{j ~ i} e^B_j / fan_j)`` over wiki-links in either
-  direction, ``fan_j`` the number of notes linked with ``j``; without links warmth equals ``B``;
+* spreading activation: ``warmth_i = ln(e^B_i + SPREAD * sum_{j ~ i} e^B_j / fan_j)`` over wiki-links in
+  either direction, ``fan_j`` the number of notes linked with ``j``; without links warmth equals ``B``;
 * Q-value reranking: ``score * (1 + Q_WEIGHT * (Q - 0.5))``, so an unlearned note (Q = 0.5) keeps its score;
 * co-occurrence: personalized PageRank from the top results over the graph of notes used together.
 """
@@ -48,7 +48,7 @@ DAMPING = 0.85
 def rrf(
     rankings: Mapping[str, Sequence[int]], weights: Mapping[str, float], k: int = RRF_K
 ) -> dict[int, float]:
-    """Weighted Reciprocal Rank Fusion of ranked id lists (best first); ids missing from a list get nothing."""
+    """Weighted Reciprocal Rank Fusion of ranked id lists (best first); an id missing from a list gets 0."""
     fused: dict[int, float] = {}
     for signal, ranked in rankings.items():
         weight = weights.get(signal, 1.0)

@@ -1,8 +1,8 @@
 """One vault folder kept in step with its index: sync from files, add, forget (archive) and restore.
 
 A :class:`NoteStore` is the global vault or the project brain. Writes go file first (atomic rename) and index
-second, inside one ``BEGIN IMMEDIATE`` transaction, so a duplicate check and the write it guards cannot interleave
-with another process, and a writer killed between the two leaves a file that the next sync indexes.
+second, inside one ``BEGIN IMMEDIATE`` transaction, so a duplicate check and the write it guards cannot
+interleave with another process, and a writer killed between the two leaves a file that the next sync indexes.
 """
 
 from __future__ import annotations

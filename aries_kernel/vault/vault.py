@@ -1,8 +1,8 @@
 """The ``vault`` of the REPL body: the global vault and the project brain, searched and learned as one.
 
-:func:`open_vault` builds a :class:`Vault` from settings (``AriesVault`` in the Jupyter config, ``$ARIES_VAULT``
-for the global folder). Every query returns a DataFrame with one column per signal, so a user can see why a
-note ranked; every row says which vault (``global`` or ``project``) it came from.
+:func:`open_vault` builds a :class:`Vault` from settings (``AriesVault`` in the Jupyter config,
+``$ARIES_VAULT`` for the global folder). Every query returns a DataFrame with one column per signal, so a
+user can see why a note ranked; every row says which vault (``global`` or ``project``) it came from.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ class NoteText(str):
 
 @dataclass
 class _Corpus:
-    """Every note of every store, in arrays, with the embeddings and link graphs; rebuilt when notes change."""
+    """Every note of every store in arrays, with embeddings and the link graph; rebuilt when notes change."""
 
     generation: tuple[int, ...]
     store: np.ndarray
@@ -108,7 +108,8 @@ def open_vault(
     embedder: Embedder | None = None,
     clock: Callable[[], float] = time.time,
 ) -> Vault:
-    """The global vault (``path``, else ``$ARIES_VAULT``, else ``AriesVault.path``) plus ``<root>/.aries/memory``."""
+    """The global vault (``path``, else ``$ARIES_VAULT``, else ``AriesVault.path``) and the project brain
+    ``<root>/.aries/memory`` when ``root`` is given."""
     settings = AriesVault(config=config)
     folder = Path(path or os.environ.get("ARIES_VAULT") or settings.path).expanduser()
     stores = [NoteStore("global", folder, folder / ".aries" / "index.db", clock)]
@@ -392,7 +393,7 @@ class Vault:
         return out
 
     def _cooccurrence_graph(self, corpus: _Corpus) -> tuple[rx.PyDiGraph, dict[int, int]]:
-        """Notes used together, as an undirected weighted graph of only those notes, and corpus -> node ids."""
+        """Notes used together as an undirected weighted graph of only those notes, and corpus -> node id."""
         graph = rx.PyDiGraph()
         node_of: dict[int, int] = {}
         for store in self.stores:
