@@ -68,7 +68,7 @@ class Reply:
 @dataclass
 class RecordedRequest:
     path: str
-    headers: dict[str, str]
+    headers: dict[str, str]  # names in lower case
     body: dict[str, Any]
     received: float  # time.monotonic() on arrival
 
@@ -184,7 +184,9 @@ def _handler_for(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
             if not self.path.rstrip("/").endswith(("/v1/messages", "/chat/completions")):
                 self._send_json(404, {"error": {"message": f"no route {self.path}"}})
                 return
-            recorded = RecordedRequest(self.path, dict(self.headers), body, time.monotonic())
+            recorded = RecordedRequest(
+                self.path, {k.lower(): v for k, v in self.headers.items()}, body, time.monotonic()
+            )
             server._enter(recorded)
             try:
                 reply = server._next_reply(body)

@@ -147,7 +147,12 @@ def test_bad_pairs_are_refused_clearly(rlm: Rlm) -> None:
 
 @pytest.mark.kernel
 def test_rlm_in_a_running_aries_kernel(server: ScriptedModelServer, small_repo: Path) -> None:
-    env = {"ANTHROPIC_BASE_URL": server.anthropic_url, "ANTHROPIC_API_KEY": "test-key"}
+    env = {
+        "ANTHROPIC_BASE_URL": server.anthropic_url,
+        "ANTHROPIC_API_KEY": "test-key",
+        "OPENAI_BASE_URL": server.openai_url,
+        "OPENAI_API_KEY": "test-key",
+    }
     km, kc = start_kernel(small_repo, env=env)
     try:
         first = run_cell(kc, "rlm_call('What is 6*7?', 'x = 6 * 7')")
@@ -166,5 +171,12 @@ def test_rlm_in_a_running_aries_kernel(server: ScriptedModelServer, small_repo: 
 
         again = run_cell(kc, "rlm_call('next cell')")  # the budget was reset before this cell
         assert again.result == repr("echo: next cell")
+
+        switched = run_cell(kc, "%aries model bulk gpt4o")  # the OpenAI wire format, chosen at run time
+        assert switched.error is None, switched.error
+        assert "gpt-4o" in (switched.result or "")
+        openai = run_cell(kc, "rlm_call('via openai')")
+        assert openai.result == repr("echo: via openai")
+        assert server.requests[-1].path == "/v1/chat/completions"
     finally:
         stop_kernel(km, kc)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -181,3 +182,26 @@ def test_estimate_is_calibrated_by_reported_counts(router: ModelRouter, server: 
     client.complete(long_request)
     after = client.estimate_tokens(long_request)
     assert before < after < before * 2
+
+
+def test_temperature_and_token_limit_parameters(
+    router: ModelRouter, server: ScriptedModelServer, wire: str
+) -> None:
+    router.client("primary").complete(request(max_tokens=77, temperature=0.2))
+    body = server.requests[0].body
+    assert body["temperature"] == 0.2
+    limit = {"anthropic": "max_tokens", "openai": "max_completion_tokens"}[
+        wire
+    ]  # what OpenAI's newer models take
+    assert body[limit] == 77
+
+
+def test_openai_compatible_servers_get_max_tokens(
+    make_router: Callable[..., ModelRouter], server: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GROQ_API_KEY", "groq-test-key")
+    client = make_router().set_slot("primary", "llama", base_url=server.openai_url)
+    assert client.complete(request(max_tokens=50)).message.content == "echo: hello"
+    body, headers = server.requests[0].body, server.requests[0].headers
+    assert body["model"] == "llama-3.3-70b-versatile" and body["max_tokens"] == 50
+    assert headers["authorization"] == "Bearer groq-test-key"  # the provider's own key variable
