@@ -16,7 +16,8 @@ __all__ = ["get_vault", "vault_command", "vault_status"]
 
 def get_vault(context: AriesContext) -> Vault:
     """The shell's vault, opened once (the same object the kernel names ``vault``)."""
-    return context.lazy("vault", lambda ctx: open_vault(ctx.root, config=ctx.config))
+    vault: Vault = context.lazy("vault", lambda ctx: open_vault(ctx.root, config=ctx.config))
+    return vault
 
 
 @magic_arguments()

@@ -51,7 +51,7 @@ def test_two_processes_add_500_notes_each(tmp_path: Path) -> None:
     assert len(list((tmp_path / "vault" / "inbox").glob("*.md"))) == 1000
     for tag in ("A", "B"):
         for i in (0, 250, 499):
-            assert vault.read(f"Writer {tag} fact {i}").title == f"Writer {tag} fact {i}"
+            assert vault.read(f"Writer {tag} fact {i}").name == f"Writer {tag} fact {i}"
     assert (vault.audit(limit=2000)["action"] == "add").sum() == 1000
 
 
@@ -77,7 +77,7 @@ def test_writer_killed_mid_stream_loses_no_returned_add(tmp_path: Path) -> None:
     returned.extend(line.strip() for line in proc.stdout.read().splitlines() if line.strip())
     vault = open_vault(None, path=tmp_path / "vault", embedder=HashEmbedder())
     for title in returned:
-        assert vault.read(title).title == title
+        assert vault.read(title).name == title
     assert vault.summary()[0]["notes"] >= len(returned)
     # still writable after the crash
     assert vault.add("After the crash", "The vault accepts writes again.").action == "created"

@@ -356,7 +356,11 @@ def test_bm25_in_a_large_vault_skips_common_only_notes_with_exact_scores(tmp_pat
     vault = make(tmp_path)
     colours = ["red", "green", "blue", "amber", "violet", "cyan", "ochre", "teal", "plum", "sand"]
     items = [
-        (f"Note {i}", f"{'project ' if i % 2 else ''}status {colours[i % 10]} item{i % 997} day{i % 31}", "insight")
+        (
+            f"Note {i}",
+            f"{'project ' if i % 2 else ''}status {colours[i % 10]} item{i % 997} day{i % 31}",
+            "insight",
+        )
         for i in range(6000)
     ]
     vault.add_many(items, near_duplicates=False)
@@ -370,3 +374,20 @@ def test_bm25_in_a_large_vault_skips_common_only_notes_with_exact_scores(tmp_pat
         assert [s for _, s in pruned] == pytest.approx([s for _, s in full])
     # only common words: the plain query runs
     assert len(index.bm25(["project", "status"], 10)) == 10
+
+
+def test_unrecorded_query_leaves_session_exposures_alone(tmp_path: Path) -> None:
+    vault = make(tmp_path)
+    vault.add("Widgets degrade to text", "jupyter console shows the text/plain fallback.")
+    session = vault.begin_session()
+    vault.query_ranked("console fallback", record=False)
+    assert session.retrieved == {} and session.queries == []
+    vault.query_ranked("console fallback")
+    assert session.retrieved == {"global:widgets degrade to text": 1}
+    note = vault.read("Widgets degrade to text")
+    assert (note.name, note.source, note.path) == (
+        "Widgets degrade to text",
+        "global",
+        "inbox/Widgets degrade to text.md",
+    )
+    assert note.title() == note.title() and note._repr_markdown_().startswith("**Widgets degrade to text**")

@@ -48,7 +48,7 @@ def normalize_rows(vectors: Any) -> np.ndarray:
         array = array[None, :]
     norms = np.linalg.norm(array, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
-    return array / norms
+    return np.asarray(array / norms, dtype=np.float32)
 
 
 class WordLlamaEmbedder:

@@ -211,8 +211,8 @@ class NoteStore:
         if twin is not None:
             if twin["body"].strip() == body:
                 return AddResult(twin["title"], self.source, twin["path"], "unchanged", twin["title"])
-            meta = self._meta_of(twin["path"]) or {"type": kind}
-            self._write(conn, twin["title"], twin["path"], meta, body, twin["created"], "update")
+            kept = self._meta_of(twin["path"]) or {"type": kind}
+            self._write(conn, twin["title"], twin["path"], kept, body, twin["created"], "update")
             return AddResult(twin["title"], self.source, twin["path"], "updated", twin["title"])
         rel = f"{folder}/{title}.md"
         target = safe_path(self.root, rel)

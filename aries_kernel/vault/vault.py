@@ -66,14 +66,14 @@ class AriesVault(Configurable):
 
 
 class NoteText(str):
-    """A note's markdown (a ``str``) that also knows its title, source and path, and renders as markdown."""
+    """A note's markdown (a ``str``) that also knows its title (``name``), source and path."""
 
-    title: str
+    name: str
     source: str
     path: str
 
     def _repr_markdown_(self) -> str:
-        return f"**{self.title}** ({self.source}: `{self.path}`)\n\n{self}"
+        return f"**{self.name}** ({self.source}: `{self.path}`)\n\n{self}"
 
 
 @dataclass
@@ -296,11 +296,17 @@ class Vault:
     # -- queries --------------------------------------------------------------------------------------
 
     def query_ranked(
-        self, query: str, limit: int = 10, signals: Sequence[str] | None = None, rerank: bool = True
+        self,
+        query: str,
+        limit: int = 10,
+        signals: Sequence[str] | None = None,
+        rerank: bool = True,
+        record: bool = True,
     ) -> pd.DataFrame:
         """Notes for ``query`` by weighted RRF (k=60) of semantic, BM25, PageRank and warmth, then Q-value
         reranking and co-occurrence personalized PageRank. ``signals`` fuses only those named (e.g.
-        ``["bm25"]`` to see one signal alone); ``rerank=False`` skips the learned stages."""
+        ``["bm25"]`` to see one signal alone); ``rerank=False`` skips the learned stages; ``record=False``
+        keeps the rows out of the session's exposures (for a query whose rows nobody is shown)."""
         _check_query(query)
         chosen = list(signals) if signals is not None else list(SIGNALS)
         unknown = [s for s in chosen if s not in SIGNALS]
@@ -321,7 +327,8 @@ class Vault:
             scores = self._learned_rerank(corpus, scores, table, sims, bm25)
         order = sorted(scores, key=lambda n: (-scores[n], n))[:limit]
         frame = self._frame(corpus, order, scores, table, query)
-        self._record(query, corpus, order)
+        if record:
+            self._record(query, corpus, order)
         return frame
 
     def _candidates(self, corpus: _Corpus, query: str) -> tuple[np.ndarray, list[int], dict[int, float]]:
@@ -425,9 +432,9 @@ class Vault:
         for s, keys in by_store.items():
             index = self.stores[s].index
             for key, at in index.accesses(None if everything else keys):
-                n = keys.get(key)
-                if n is not None:
-                    ages[n].append((now - at) / 3600.0)
+                hit = keys.get(key)
+                if hit is not None:
+                    ages[hit].append((now - at) / 3600.0)
         activation = {
             n: ranking.base_level_activation(a, ranking.decay_for(corpus.folders[n])) for n, a in ages.items()
         }
@@ -617,7 +624,7 @@ class Vault:
         """The markdown of the note titled ``title`` (project brain first); reading warms the note."""
         store, row = self._locate(title, where)
         text = NoteText(f"# {row['title']}\n\n{row['body']}")
-        text.title, text.source, text.path = row["title"], store.source, row["path"]
+        text.name, text.source, text.path = row["title"], store.source, row["path"]
         store.index.write(lambda c: store.index.record_access(c, row["key"], self.clock(), "read"))
         return text
 
