@@ -249,11 +249,16 @@ def test_rebuild_keeps_ranking_and_learning(tmp_path: Path) -> None:
     vault = make(tmp_path)
     for i, topic in enumerate(["retry budget", "rate limit", "sqlite lock", "tree-sitter parse"]):
         vault.add(f"Note {i} on {topic}", f"Details about the {topic}, see [[Note {(i + 1) % 4} on x]].")
+    vault.begin_session()
+    vault.mark_used("Note 2 on sqlite lock")
+    vault.end_session()
     before = vault.query_ranked("sqlite lock retry")
     vault.rebuild()
     after = vault.query_ranked("sqlite lock retry")
     assert list(after["title"]) == list(before["title"])
     assert list(after["score"]) == pytest.approx(list(before["score"]))
+    assert after.set_index("title").loc["Note 2 on sqlite lock", "q_value"] == pytest.approx(0.55)
+    assert "rebuild" in set(vault.audit()["action"])
 
 
 def test_corrupt_index_is_moved_aside_and_rebuilt(tmp_path: Path) -> None:
