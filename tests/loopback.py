@@ -94,6 +94,8 @@ class ScriptedModelServer:
     def __init__(self) -> None:
         self.replies: deque[Reply] = deque()
         self.responder: Callable[[dict[str, Any]], Reply] = echo_responder
+        # Anthropic's /v1/messages/count_tokens answers with this; the default is a rough size of the body.
+        self.token_counter: Callable[[dict[str, Any]], int] = lambda body: len(json.dumps(body)) // 4
         self.requests: list[RecordedRequest] = []
         self.in_flight = 0
         self.max_in_flight = 0
@@ -180,13 +182,18 @@ def _handler_for(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             length = int(self.headers.get("content-length") or 0)
             body = json.loads(self.rfile.read(length) or b"{}")
-            wire = "anthropic" if self.path.rstrip("/").endswith("/v1/messages") else "openai"
-            if not self.path.rstrip("/").endswith(("/v1/messages", "/chat/completions")):
-                self._send_json(404, {"error": {"message": f"no route {self.path}"}})
-                return
+            path = self.path.rstrip("/")
+            wire = "anthropic" if path.endswith("/v1/messages") else "openai"
             recorded = RecordedRequest(
                 self.path, {k.lower(): v for k, v in self.headers.items()}, body, time.monotonic()
             )
+            if path.endswith("/v1/messages/count_tokens"):
+                server.requests.append(recorded)
+                self._send_json(200, {"input_tokens": server.token_counter(body)})
+                return
+            if not path.endswith(("/v1/messages", "/chat/completions")):
+                self._send_json(404, {"error": {"message": f"no route {self.path}"}})
+                return
             server._enter(recorded)
             try:
                 reply = server._next_reply(body)

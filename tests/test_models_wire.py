@@ -205,3 +205,21 @@ def test_openai_compatible_servers_get_max_tokens(
     body, headers = server.requests[0].body, server.requests[0].headers
     assert body["model"] == "llama-3.3-70b-versatile" and body["max_tokens"] == 50
     assert headers["authorization"] == "Bearer groq-test-key"  # the provider's own key variable
+
+
+def test_token_count_from_the_provider_where_it_has_one(
+    router: ModelRouter, server: ScriptedModelServer, wire: str
+) -> None:
+    server.token_counter = lambda body: 1234
+    client = router.client("primary")
+    question = request("count me")
+    before = client.estimate_tokens(question)
+    counted = client.count_tokens(question)
+    if wire == "anthropic":
+        assert counted == 1234
+        assert server.requests[0].path == "/v1/messages/count_tokens"
+        assert server.requests[0].body["messages"][0]["content"][0]["text"] == "count me"
+        assert client.estimate_tokens(question) > before  # later estimates lean towards the provider's count
+    else:  # Chat Completions has no count endpoint: the estimate, and nothing sent
+        assert counted == before
+        assert server.requests == []

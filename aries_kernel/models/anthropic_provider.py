@@ -45,8 +45,16 @@ class AnthropicProvider(Provider):
             api_key=endpoint.api_key, base_url=endpoint.base_url, timeout=endpoint.timeout, max_retries=0
         )
 
+    counts_tokens = True
+
     def close(self) -> None:
         self.client.close()
+
+    def count_tokens(self, request: ModelRequest) -> int:
+        params = self.params(request)
+        params.pop("max_tokens")
+        params.pop("extra_body", None)
+        return int(self.client.messages.count_tokens(**params).input_tokens)
 
     def params(self, request: ModelRequest) -> dict[str, Any]:
         """The keyword arguments of ``messages.create`` for ``request``."""

@@ -87,6 +87,7 @@ class Provider(ABC):
     api_error: ClassVar[type[BaseException]]  # the SDK's base of answered errors, incl. ones inside a stream
     timeout_error: ClassVar[type[BaseException]]
     connection_error: ClassVar[type[BaseException]]
+    counts_tokens: ClassVar[bool] = False  # whether the API counts a request's tokens without running it
 
     def __init__(self, endpoint: Endpoint) -> None:
         self.endpoint = endpoint
@@ -94,6 +95,10 @@ class Provider(ABC):
     @abstractmethod
     def execute(self, request: ModelRequest, *, stream: bool) -> Generator[ProviderEvent, None, None]:
         """Send one request (no retries); yield text and tool-call events, then a ProviderResult."""
+
+    def count_tokens(self, request: ModelRequest) -> int:
+        """The provider's own count of the input tokens of ``request`` (only when ``counts_tokens``)."""
+        raise NotImplementedError(f"{type(self).__name__} has no token count endpoint")
 
     def close(self) -> None:
         """Release the SDK client's connections (a provider without any keeps this default)."""

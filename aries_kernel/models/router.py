@@ -177,6 +177,22 @@ class SlotClient:
         """Input tokens ``request`` will likely cost, calibrated by this slot's reported counts."""
         return self.estimator.estimate(request)
 
+    def count_tokens(self, request: ModelRequest) -> int:
+        """Input tokens of ``request`` as the provider counts them, where its API can without running the
+        request (Anthropic: one small request); elsewhere the calibrated estimate, with no request at all."""
+        if not load_provider(self.provider_info.wire).counts_tokens:
+            return self.estimate_tokens(request)
+        provider = self._client()
+        try:
+            counted = provider.count_tokens(request)
+        except Exception as exc:
+            failure = provider.read_failure(exc)
+            if failure is None:
+                raise
+            raise self._error(failure, 1) from exc
+        self.estimator.observe(request, counted)
+        return counted
+
     def stream(self, request: ModelRequest) -> Generator[StreamEvent, None, None]:
         """Yield text and tool-call events as they arrive, then the Completion. Closing the generator (or a
         KeyboardInterrupt inside it) closes the HTTP stream."""
