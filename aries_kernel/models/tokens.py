@@ -1,9 +1,9 @@
 """Token estimates before a call, for context management; calibrated by the counts providers report after it.
 
 Providers count tokens with their own tokenizers and report the count in each response's usage; before a call
-only an estimate is possible. The estimate is characters / 4 for prose-like text (the usual rule for BPE
-tokenizers on English and code), plus a small per-message overhead, scaled by how far off earlier estimates
-were for this slot.
+only Anthropic can count (``SlotClient.count_tokens``, one small request), so context management uses this
+free estimate: characters / 4 (the usual rule for BPE tokenizers on English and code) plus a small
+per-message overhead, scaled by how far off earlier estimates were for this slot.
 """
 
 from __future__ import annotations
