@@ -2,11 +2,13 @@
 
     python bench/bench_echo.py [--data bench/data/echo_pairs.jsonl] [--errors]
 
-The data file holds one JSON object a line: ``title``, ``response``, ``echo`` (the label: does the response make
-use of the note?), ``kind`` ("positive" or "hard_negative": a response that shares common words with the title but
-is about something else) and ``split`` ("dev", the half the detector's word lists were tuned on, or "test", held
-out). The detector's term weights are measured against every title in the file, as they would be against a vault.
-Prints a table per split and overall (target: precision at least 0.95); ``--errors`` lists the misjudged pairs.
+The data file holds one JSON object a line: ``title``, ``response``, ``echo`` (the label: does the response
+make use of the note?), ``kind`` ("positive" or "hard_negative": a response that shares common words with the
+title but is about something else) and ``split``: "dev" (the pairs the detector's word lists and rules were
+tuned on), "test" (its errors were looked at while tuning, so it is not held out) and "holdout" (written
+after the detector was frozen). The detector's term weights are measured against every title in the file,
+as they would be against a vault. Prints a table per split and overall (target: precision at least 0.95);
+``--errors`` lists the misjudged pairs.
 """
 
 from __future__ import annotations

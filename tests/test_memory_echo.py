@@ -1,4 +1,4 @@
-"""The echo detector: distinctive title terms, generic words, short titles, identifiers, the user's own words."""
+"""The echo detector: distinctive title terms, generic words, short titles, identifiers, the user's words."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""MemoryFeedback against a real vault (files, SQLite index) and the cheap slot of a real router on the loopback
-server: warm context, preflight, echo and fizzle, Q credit once, reflection, extraction, and memory off."""
+"""MemoryFeedback against a real vault (files, SQLite index) and the cheap slot of a real router on the
+loopback server: warm context, preflight, echo and fizzle, Q credit once, reflection, extraction, memory
+off."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ CACHE = "The cache module keys entries by content hash"
 NOTES = {
     WAL: "With journal_mode=WAL readers never block the single writer; checkpoints run in the background.",
     RETRY: "Rate limits from providers need backoff; jitter avoids thundering herds of retries.",
-    GROUPBY: "Pass observed=True when grouping by categoricals, or every category shows up as an empty group.",
+    GROUPBY: "Pass observed=True when grouping by categoricals, or each category shows up as an empty group.",
 }
 
 
@@ -88,7 +89,7 @@ def warmth(vault: Vault, title: str) -> float:
     return float(frame.loc[frame["title"] == title, "warmth"].iloc[0])
 
 
-# -------------------------------------------------------------------------------------------------- warm context
+# ----------------------------------------------------------------------------------------------- warm context
 
 
 def test_warm_context_holds_identity_goals_and_warmest_notes(vault: Vault) -> None:
@@ -122,7 +123,7 @@ def test_warm_context_respects_its_budget(vault: Vault) -> None:
     assert len(text) // 4 <= 300
 
 
-# -------------------------------------------------------------------------------------------------- preflight, echo
+# -------------------------------------------------------------------------------------------- preflight, echo
 
 
 def test_preflight_offers_only_notes_that_clear_the_threshold(vault: Vault) -> None:
@@ -180,7 +181,7 @@ def test_session_end_moves_q_values_once(vault: Vault) -> None:
     assert vault.stores[0].index.q_values() == learned
 
 
-# -------------------------------------------------------------------------------------------------- reflection
+# ------------------------------------------------------------------------------------------------- reflection
 
 
 def reflection(title: str, content: str) -> Reply:
@@ -269,7 +270,7 @@ def test_a_failing_cheap_model_costs_the_reflection_not_the_session(
     assert memory.off_reason is None
 
 
-# -------------------------------------------------------------------------------------------------- compaction
+# ------------------------------------------------------------------------------------------------- compaction
 
 
 def test_extract_before_compaction_saves_items_to_the_vault_and_the_brain(
@@ -314,7 +315,7 @@ def test_extract_before_compaction_saves_items_to_the_vault_and_the_brain(
     assert "Saved at the last compaction" in memory.status()
 
 
-# -------------------------------------------------------------------------------------------------- memory off
+# ------------------------------------------------------------------------------------------------- memory off
 
 
 def test_a_vault_that_fails_to_open_turns_memory_off_and_says_why() -> None:

@@ -1,8 +1,9 @@
-"""Memory in the agent loop, in process: the real loop, a real vault, and a real router on the loopback server.
+"""Memory in the agent loop, in process: the real loop, a real vault, a real router on the loopback server.
 
-A scripted session over several turns: the warm context and the preflight notes reach the request, the response
-that names a note's title terms echoes it (its warmth rises) while the other offered note fizzles, reflection
-fires at its threshold through the cheap slot, and ending the session moves Q-values once.
+A scripted session over several turns: the warm context and the preflight notes reach the request, the
+response that names a note's title terms echoes it (its warmth rises) while the other offered note fizzles,
+reflection fires at its threshold through the cheap slot, ending the session moves Q-values once, and
+compaction saves durable notes first and names them in its summary.
 """
 
 from __future__ import annotations
@@ -29,7 +30,16 @@ from aries_kernel.models.router import ModelRouter
 from aries_kernel.vault import Vault
 from tests.loopback import Reply, ScriptedModelServer
 from tests.models_support import fast_config, server  # noqa: F401  (fixture)
-from tests.test_memory_feedback import RETRY, WAL, reflection, repo, settings, vault, vault_dir, warmth  # noqa: F401
+from tests.test_memory_feedback import (  # noqa: F401  (fixtures)
+    RETRY,
+    WAL,
+    reflection,
+    repo,
+    settings,
+    vault,
+    vault_dir,
+    warmth,
+)
 
 
 def make_agent(repo: Path, vault: Vault, **memory: Any) -> tuple[Agent, MemoryFeedback]:  # noqa: F811
@@ -167,7 +177,11 @@ def test_compaction_extracts_notes_first_and_the_warm_context_survives(
     assert vault.stores[0].find(items[1]["title"]) is not None
     server.script(Reply(text="Still here."))
     list(agent.run("what next?"))
-    assert system_of(server.requests[-1].body).startswith(WARM_OPEN)
+    after = server.requests[-1].body
+    assert system_of(after).startswith(WARM_OPEN)
+    history = json.dumps(after["messages"])
+    assert "## Notes saved to memory" in history
+    assert all(f"[[{item['title']}]]" in history for item in items)  # the summary names the notes saved
     assert [s.title for s in feedback.extracted] == [item["title"] for item in items]
 
 

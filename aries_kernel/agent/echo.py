@@ -1,21 +1,23 @@
 """The echo detector: did a model's response make use of a note it was offered?
 
-A note *echoes* when the distinctive terms of its title turn up in the response; otherwise it *fizzles*. An echo
-warms the note now and rewards it at the end of the session, so a false echo corrupts what the vault learns while a
-missed one only costs a little recall: every rule here leans towards precision.
+A note *echoes* when the distinctive terms of its title turn up in the response; otherwise it *fizzles*. An
+echo warms the note now and rewards it at the end of the session, so a false echo corrupts what the vault
+learns while a missed one only costs a little recall: every rule here leans towards precision.
 
-How a title is read: its words are lower-cased and lightly stemmed ("caching" and "cache" meet at "cach"), stop
-words go, and each remaining term gets a weight. Generic words (common English and everyday programming words,
-numbers) weigh little; identifiers (``rlm_batch``, ``float32``) weigh more; a term that many of the vault's titles
-share is demoted like an inverse document frequency. A term is *distinctive* when its weight stays high.
+How a title is read: its words are lower-cased and lightly stemmed ("caching" and "cache" meet at "cach"),
+stop words go, and each remaining term gets a weight. Generic words (common English and everyday programming
+words, numbers) weigh little; identifiers (``rlm_batch``, ``float32``) weigh more; a term that many of the
+vault's titles share is demoted like an inverse document frequency. A term is *distinctive* when its weight
+stays high.
 
 What counts as evidence, strongest first:
 - a wiki-link to the note (``[[Title]]``) in the response;
-- enough of the title's distinctive terms (all of them when there are one or two, two thirds otherwise) and at least
-  60% of its total weight;
-- a title with a single distinctive term needs more: that term twice, or next to another title term as in the title.
-A title made only of generic words echoes through a wiki-link alone. Terms the user's own message already held count
-at half weight, since repeating the question is not using the note.
+- enough of the title's distinctive terms (all of them when there are up to three, all but one otherwise) and
+  at least 60% of its total weight;
+- a title with a single distinctive term needs more: that term twice, or next to another title term as in
+  the title.
+A title made only of generic words echoes through a wiki-link alone. Terms the user's own message already
+held count at half weight, since repeating the question is not using the note.
 """
 
 from __future__ import annotations
@@ -31,39 +33,41 @@ __all__ = ["GENERIC_WORDS", "STOP_WORDS", "EchoDetector", "EchoEvidence", "conte
 
 STOP_WORDS = frozenset(
     """a about above after again against all also am an and any are as at be because been before being below
-    between both but by can could did do does doing down during each either every few for from further had has have
-    having he her here hers him his how i if in into is it its itself just me more most my no nor not now of off on
-    once only or other our ours out over own same she should so some such than that the their theirs them then there
-    these they this those through to too under until up us very via was we were what when where which while who whom
-    unless why will with would yet you your yours""".split()
+    between both but by can could did do does doing down during each either every few for from further had
+    has have having he her here hers him his how i if in into is it its itself just me more most my no nor
+    not now of off on once only or other our ours out over own same she should so some such than that the
+    their theirs them then there these they this those through to too under until up us very via was we
+    were what when where which while who whom unless why will with would yet you your yours""".split()
 )
 
-# Words too common in English or in any programming conversation to show that a response used a particular note.
+# Words too common in English or in any programming talk to show that a response used a particular note.
 GENERIC_WORDS = frozenset(
-    """able across actually add added adds again ago allow allows already always another answer anything api app
-    apply around ask asks auto available away back bad base based basic become becomes begin best better big bit
-    block body bound break breaks bring build built bug bugs call called calls can cannot case cases catch cause
-    causes change changed changes check checks class clean clear close code come comes common config configure
-    context copy correct cost could count create created current cut data day days default define detail details
-    different directly do doc docs does done down each early easy edit else end enough error errors even event events
-    ever every example expect fail fails false fast faster few field fields file files find finds first fix fixed
-    fixes follow following form format found free full function functions get gets give given go goes going good got
-    great group groups half handle handled handles happen hard has help helps high hold holds however idea important
-    include includes input instead issue issues item items keep keeps key keys kind know large last later least leave
-    left less let lets level like line lines list little live load local long look looks loop lot low main make makes
-    many matter may mean means method might miss missing mode model more most move much must name names need needed
-    needs never new next nice none note notes number numbers object often old one ones open order other output over
-    page part pass passed path place point possible problem problems process program project put quick quite rather
-    read real really reason request requests result results return returns right row rows run runs safe same save
-    saves say says second see seem seems set sets several short should show shows side simple since single size
-    slow small so some something sometimes start state step still stop string such sure system table take takes
-    task tell test tested testing tests text than thing things think three time times too tool tools top true try
-    turn two type types under up update updates use used useful user users uses using usually value values version
-    want way ways well what whole why work works would write wrong yes zero
-    api argument arguments avoid avoids cache cached caching client command commit commits connect connection
-    database directory empty execute http import imports index install json kernel library log logs match memory
-    message module output package per prevent prevents print prompt query queries repository response responses
-    retry retries root script server session sessions speed stream streams target thread threads word words""".split()
+    """able across actually add added adds again ago allow allows already always another answer anything api
+    app apply around ask asks auto available away back bad base based basic become becomes begin best
+    better big bit block body bound break breaks bring build built bug bugs call called calls can cannot
+    case cases catch cause causes change changed changes check checks class clean clear close code come
+    comes common config configure context copy correct cost could count create created current cut data
+    day days default define detail details different directly do doc docs does done down each early easy
+    edit else end enough error errors even event events ever every example expect fail fails false fast
+    faster few field fields file files find finds first fix fixed fixes follow following form format found
+    free full function functions get gets give given go goes going good got great group groups half handle
+    handled handles happen hard has help helps high hold holds however idea important include includes
+    input instead issue issues item items keep keeps key keys kind know large last later least leave left
+    less let lets level like line lines list little live load local long look looks loop lot low main make
+    makes many matter may mean means method might miss missing mode model more most move much must name
+    names need needed needs never new next nice none note notes number numbers object often old one ones
+    open order other output over page part pass passed path place point possible problem problems process
+    program project put quick quite rather read real really reason request requests result results return
+    returns right row rows run runs safe same save saves say says second see seem seems set sets several
+    short should show shows side simple since single size slow small so some something sometimes start
+    state step still stop string such sure system table take takes task tell test tested testing tests
+    text than thing things think three time times too tool tools top true try turn two type types under up
+    update updates use used useful user users uses using usually value values version want way ways well
+    what whole why work works would write wrong yes zero api argument arguments avoid avoids cache cached
+    caching client command commit commits connect connection database directory empty execute http import
+    imports index install json kernel library log logs match memory message module output package per
+    prevent prevents print prompt query queries repository response responses retry retries root script
+    server session sessions speed stream streams target thread threads word words""".split()
 )
 
 _TOKEN = re.compile(r"[^\W_]+(?:_[^\W_]+)*")
@@ -71,7 +75,8 @@ _WIKILINK = re.compile(r"\[\[([^\[\]|#\n]+)(?:#[^\[\]|\n]*)?(?:\|[^\[\]\n]*)?\]\
 
 
 def stem(word: str) -> str:
-    """A light suffix stripper: plurals, -ing, -ed, -ly, doubled consonants, final e and y ("caching" -> "cach")."""
+    """A light suffix stripper: plurals, -ing, -ed, -ly, doubled consonants, final e and y ("caching" ->
+    "cach")."""
     w = word
     if w.endswith("ies") and len(w) > 4:
         w = w[:-3] + "y"
@@ -112,7 +117,7 @@ _GENERIC_STEMS = frozenset(stem(w) for w in GENERIC_WORDS)
 
 
 def _is_identifier(word: str) -> bool:
-    """snake_case, letters with digits (``float32``) or inner capitals (``useEffect``, ``KeyboardInterrupt``)."""
+    """snake_case, letters with digits (``float32``) or inner capitals (``useEffect``)."""
     return (
         "_" in word
         or (any(c.isdigit() for c in word) and any(c.isalpha() for c in word))
@@ -122,7 +127,7 @@ def _is_identifier(word: str) -> bool:
 
 @dataclass
 class EchoEvidence:
-    """Why a title did or did not echo: its weighted terms, which of them the response held, and the verdict."""
+    """Why a title did or did not echo: its weighted terms, those the response held, and the verdict."""
 
     title: str
     echoed: bool
@@ -135,8 +140,8 @@ class EchoEvidence:
 class EchoDetector:
     """Decides, title by title, whether a response referred to a note.
 
-    ``titles`` is the vocabulary the weights are measured against (the vault's titles); with fewer than ten, only
-    the general word lists decide what is generic.
+    ``titles`` is the vocabulary the weights are measured against (the vault's titles); with fewer than ten,
+    only the general word lists decide what is generic.
     """
 
     min_coverage = 0.6

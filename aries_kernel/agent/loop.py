@@ -71,7 +71,8 @@ class AgentHook:
         return ()
 
     def before_summarize(self, agent: Agent, older: list[mt.Message]) -> Iterable[Event]:
-        """Before ``older`` history is summarized away by compaction (extract durable insights first)."""
+        """Before ``older`` history is summarized away by compaction (extract durable insights first); the
+        titles of notes saved go in ``agent.summary_notes``, and the summary names them."""
         return ()
 
     def status(self, agent: Agent) -> str | None:
@@ -110,6 +111,9 @@ class Agent:
         self.env = ToolEnv(self.root, self.settings, self.shell, context)
         self.phase = PhaseState(mode=self.settings.mode, widen_turns=self.settings.widen_turns)
         self.turn_context: list[str] = []
+        self.summary_notes: list[
+            str
+        ] = []  # notes saved by hooks at the last compaction, named in its summary
         self.session: Session | None = None
         self.last_request_tokens = 0
         self._orientation: str | None = None
@@ -486,9 +490,13 @@ class Agent:
             yield Notice("The history cannot be compacted further: one turn fills the context.", turn=turn)
             return
         older = session.messages[:split]
+        self.summary_notes = []
         for hook in self.hooks:
             yield from hook.before_summarize(self, older)
         summary, how = compaction.summarize(older, self._summarizer(), limit_chars=self._summary_chars())
+        if self.summary_notes:
+            saved = "\n".join(f"- [[{title}]]" for title in self.summary_notes)
+            summary = f"{summary}\n\n## Notes saved to memory\n{saved}"
         session.replace_messages(compaction.with_summary(summary, session.messages[split:]), "summarize")
         after = self.estimate(self.request(), client)
         yield Compaction("summarize", tokens, after, len(older), turn=turn)

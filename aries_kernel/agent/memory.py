@@ -10,8 +10,9 @@ Each feature answers the reason the terminal harness once removed it:
   otherwise nothing is offered. Only offered notes count as exposed in the vault session.
 - *Per-query credit rewarded exposure*: echoes warm a note now (``vault.boost``) and the vault session credits
   Q-values once, when the agent session ends, damped by exposure (``vault.end_session``).
-- *Reflections polluted the vault*: a reflection or an extracted item is compared with the notes it resembles; it
-  is dropped when it adds nothing, merged into its twin when it adds a little, written only when it is new.
+- *Reflections polluted the vault*: a reflection or an extracted item is compared with the notes it
+  resembles; it is dropped when it adds nothing, merged into its twin when it adds a little, written only when
+  it is new.
 
 Whatever goes wrong with the vault (missing, empty, unreadable, failing mid-session), the agent keeps working:
 memory switches off with the reason, which ``%aries status`` shows, and a :class:`Notice` says so once.
@@ -71,17 +72,19 @@ _PREFLIGHT_INTRO = (
 _JSON_BLOCK = re.compile(r"(\{.*\}|\[.*\])", re.DOTALL)
 
 _REFLECT_SYSTEM = """\
-You distill a coding agent's recent work into one durable insight for its long-term memory. Answer with JSON \
-only: {"title": "...", "content": "..."}. The title is one sentence that states a reusable claim in prose (for \
-example "SQLite WAL mode lets readers proceed while one writer commits"), not a topic label. The content gives the \
-evidence and context in two to five sentences. If nothing durable was learned, answer {"title": "", "content": ""}."""
+You distill a coding agent's recent work into one durable insight for its long-term memory. Answer with \
+JSON only: {"title": "...", "content": "..."}. The title is one sentence that states a reusable claim in \
+prose (for example "SQLite WAL mode lets readers proceed while one writer commits"), not a topic label. \
+The content gives the evidence and context in two to five sentences. If nothing durable was learned, \
+answer {"title": "", "content": ""}."""
 
 _EXTRACT_SYSTEM = """\
-A coding agent's conversation is about to be compacted. Extract the {low} to {high} most durable items from it \
-(decisions, learnings, insights) that should outlive the conversation. Answer with a JSON list only: \
-[{{"title": "...", "content": "...", "type": "decision|learning|insight", "scope": "project|global"}}]. Each title \
-is one sentence stating a claim in prose; content is two to four sentences of evidence. Scope "project" is for \
-facts about this repository, "global" for lessons that hold anywhere. Leave out chatter and anything temporary."""
+A coding agent's conversation is about to be compacted. Extract the {low} to {high} most durable items \
+from it (decisions, learnings, insights) that should outlive the conversation. Answer with a JSON list \
+only: [{{"title": "...", "content": "...", "type": "decision|learning|insight", \
+"scope": "project|global"}}]. Each title is one sentence stating a claim in prose; content is two to four \
+sentences of evidence. Scope "project" is for facts about this repository, "global" for lessons that hold \
+anywhere. Leave out chatter and anything temporary."""
 
 
 class AriesMemory(Configurable):
@@ -124,7 +127,8 @@ class Offered:
 
 @dataclass
 class Saved:
-    """What happened to one reflection or extracted item: ``action`` is created, merged, dropped or skipped."""
+    """What happened to a reflection or an extracted item: ``action`` is created, merged, dropped or
+    skipped."""
 
     title: str
     source: str
@@ -180,7 +184,7 @@ class MemoryFeedback:
         self.extracted: list[Saved] = []
         self.credited: pd.DataFrame | None = None
 
-    # ---------------------------------------------------------------------------------------------- plumbing
+    # ----------------------------------------------------------------------------------------------- plumbing
 
     def take_events(self) -> list[Event]:
         """The events produced since the last call, in order (the loop yields them)."""
@@ -237,7 +241,7 @@ class MemoryFeedback:
             self.off_reason = None
             self._emit(Notice("Memory is on: the vault has notes now."))
 
-    # ---------------------------------------------------------------------------------------------- session
+    # ------------------------------------------------------------------------------------------------ session
 
     def start_session(self) -> None:
         """Open the vault session (what it records is credited once at :meth:`end_session`)."""
@@ -267,7 +271,7 @@ class MemoryFeedback:
         self.offered, self._run_offered, self._run_echoed = [], {}, set()
         return self.credited
 
-    # ---------------------------------------------------------------------------------------------- warm context
+    # ------------------------------------------------------------------------------------------- warm context
 
     def warm_context(self) -> str:
         """The warm block for the system prompt (identity, goals, warmest notes), rebuilt every
@@ -312,10 +316,10 @@ class MemoryFeedback:
     # ---------------------------------------------------------------------------------------------- preflight
 
     def preflight(self, user_message: str, recent_context: str = "") -> str | None:
-        """The notes relevant enough to offer before a turn, as a marked block; None when no note clears the bar.
+        """The notes relevant enough to offer before a turn, as a marked block; None when none clears the bar.
 
-        The block is rebuilt every turn (it lives in the system prompt's tail); a note counts as retrieved, and as
-        exposed in the vault session, when it is first offered in a run.
+        The block is rebuilt every turn (it lives in the system prompt's tail); a note counts as retrieved,
+        and as exposed in the vault session, when it is first offered in a run.
         """
         self.offered = []
         self.last_retrieved, self.last_echoed, self.last_fizzled = [], [], []
@@ -358,14 +362,14 @@ class MemoryFeedback:
                 break
         return chosen
 
-    # ---------------------------------------------------------------------------------------------- echo
+    # --------------------------------------------------------------------------------------------------- echo
 
     def after_response(self, text: str, final: bool = True) -> tuple[list[str], list[str]]:
         """Judge ``text`` against the notes on offer: returns (echoed now, fizzled).
 
-        A note echoes at most once in a run, and is boosted in the vault when it does. ``final`` marks the run's
-        last reply (no tool calls follow): the notes offered during the run that never echoed fizzle then, so a
-        note the model uses after a few tool turns is not first declared a fizzle.
+        A note echoes at most once in a run, and is boosted in the vault when it does. ``final`` marks the
+        run's last reply (no tool calls follow): the notes offered during the run that never echoed fizzle
+        then, so a note the model uses after a few tool turns is not first declared a fizzle.
         """
         echoed = [
             note
@@ -389,10 +393,10 @@ class MemoryFeedback:
             self._emit(MemoryFizzled(list(fizzled)))
         return self.last_echoed, self.last_fizzled
 
-    # ---------------------------------------------------------------------------------------------- reflection
+    # --------------------------------------------------------------------------------------------- reflection
 
     def on_turn(self, tool_using: bool, history: Sequence[mt.Message] = ()) -> Saved | None:
-        """Count one finished turn; past the threshold, reflect on ``history`` with the cheap slot and reset."""
+        """Count a finished turn; past the threshold, reflect on ``history`` with the cheap slot and reset."""
         self.turn += 1
         self.importance += self.settings.tool_turn_points if tool_using else self.settings.plain_turn_points
         if self.importance < self.settings.reflection_threshold:
@@ -416,11 +420,11 @@ class MemoryFeedback:
                 self._emit(Notice(f"Memory: reflection {saved.action}: {saved.detail}."))
         return saved
 
-    # ---------------------------------------------------------------------------------------------- compaction
+    # --------------------------------------------------------------------------------------------- compaction
 
     def extract_before_compaction(self, history: Sequence[mt.Message]) -> list[str]:
-        """Save the 3 to 7 most durable items of ``history`` (the part about to be summarized) into the vault or
-        the project brain; returns the titles saved (created or merged), for the summary to name."""
+        """Save the 3 to 7 most durable items of ``history`` (the part about to be summarized) into the vault
+        or the project brain; returns the titles saved (created or merged), for the summary to name."""
         self.extracted = []
         if self._vault is None and self.vault is None:
             return []
@@ -444,7 +448,7 @@ class MemoryFeedback:
             self._emit(Notice("Memory: saved before compaction: " + ", ".join(f"[[{t}]]" for t in titles)))
         return titles
 
-    # ---------------------------------------------------------------------------------------------- writing notes
+    # ------------------------------------------------------------------------------------------ writing notes
 
     def _ask_cheap(self, system: str, user: str) -> str:
         if self._cheap is None:
@@ -458,8 +462,8 @@ class MemoryFeedback:
         return str(completion.message.content)
 
     def _save(self, title: str, content: str, kind: str, where: str) -> Saved:
-        """Write a claim unless the vault already holds it: dropped when it adds nothing, merged when it adds a
-        little to its twin, created otherwise."""
+        """Write a claim unless the vault already holds it: dropped when it adds nothing, merged when it adds
+        a little to its twin, created otherwise."""
         title = " ".join(title.split()).rstrip(".")
         if len(title.split()) < 3:
             return Saved(title, where, "skipped", f"{title!r} is a label, not a claim in prose")
@@ -503,7 +507,7 @@ class MemoryFeedback:
                     return str(row.source), found
         return None
 
-    # ---------------------------------------------------------------------------------------------- status
+    # ------------------------------------------------------------------------------------------------- status
 
     def status(self) -> str:
         """Lines for ``%aries status``: on or off (and why), warm context size and contents, the last turn's
@@ -559,8 +563,8 @@ class MemoryHook(AgentHook):
     def for_agent(
         cls, agent: Agent, vault: Callable[[], Any] | None = None, settings: AriesMemory | None = None
     ) -> MemoryHook:
-        """Memory for ``agent``: the context's shared vault (or ``vault()``), the agent's cheap slot, and the cheap
-        calls' usage recorded in the agent's session."""
+        """Memory for ``agent``: the context's shared vault (or ``vault()``), the agent's cheap slot, and the
+        cheap calls' usage recorded in the agent's session."""
         context = agent.context
 
         def shared_vault() -> Any:
@@ -633,8 +637,9 @@ class MemoryHook(AgentHook):
         return self._drain()
 
     def before_summarize(self, agent: Agent, older: list[mt.Message]) -> Iterable[Event]:
-        """Compaction's extract step: save the durable items of ``older`` before it is summarized away."""
-        self.feedback.extract_before_compaction(older)
+        """Compaction's extract step: save the durable items of ``older`` before it is summarized away; the
+        summary names the notes saved."""
+        agent.summary_notes.extend(self.feedback.extract_before_compaction(older))
         return self._drain()
 
     def status(self, agent: Agent) -> str | None:
@@ -656,7 +661,7 @@ def memory_of(agent: Agent) -> MemoryFeedback | None:
     return next((hook.feedback for hook in agent.hooks if isinstance(hook, MemoryHook)), None)
 
 
-# -------------------------------------------------------------------------------------------------- helpers
+# ---------------------------------------------------------------------------------------------------- helpers
 
 
 def _quiet(vault: Any, query: Callable[[], pd.DataFrame]) -> pd.DataFrame:
