@@ -57,7 +57,6 @@ __all__ = [
     "MemoryHook",
     "Offered",
     "Saved",
-    "memory_of",
 ]
 
 WARM_OPEN, WARM_CLOSE = "<warm-context>", "</warm-context>"
@@ -654,11 +653,6 @@ class MemoryHook(AgentHook):
 
 
 register_hook(MemoryHook.for_agent)  # every agent built by agent_for() has memory
-
-
-def memory_of(agent: Agent) -> MemoryFeedback | None:
-    """The memory of ``agent`` (its :class:`MemoryHook`'s feedback), or None when it has none."""
-    return next((hook.feedback for hook in agent.hooks if isinstance(hook, MemoryHook)), None)
 
 
 # ---------------------------------------------------------------------------------------------------- helpers
