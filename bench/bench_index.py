@@ -100,6 +100,9 @@ def main() -> None:
         plain, plain_cpu, files = min(plain_parse_seconds(root), plain_parse_seconds(root))  # warm page cache
         cold, cold_cpu, codebase = index_seconds(root)
         parsed = codebase.last_run["parsed"]  # type: ignore[attr-defined]
+        started = time.perf_counter()
+        codebase.symbol_table()  # type: ignore[attr-defined]  # the first judgment call hashes definitions
+        hashing = time.perf_counter() - started
         warm, _, warm_codebase = index_seconds(root)
         assert warm_codebase.last_run["parsed"] == 0, warm_codebase.last_run  # type: ignore[attr-defined]
 
@@ -138,6 +141,11 @@ def main() -> None:
             "  CPU of the cold index (all processes)",
             f"{cold_cpu:.2f} s",
             f"{cold_cpu / plain_cpu:.2f}x the plain parse's CPU; on 2 idle cores wall ~ CPU/2 + start-up",
+        ),
+        (
+            "  then: hashing definitions on first judgment call",
+            f"{hashing:.2f} s",
+            "shape and exact hashes, once, then kept in .aries/index.db",
         ),
         ("warm start from .aries/index.db", f"{warm:.2f} s", f"{warm / cold:.1%} of cold (target <= 15%)"),
     ]

@@ -58,6 +58,21 @@ def test_warm_start_reads_index_db_without_parsing(mixed_repo: Path) -> None:
     assert "extra" in set(changed.find_symbol("extra")["name"])
 
 
+def test_definition_hashes_are_computed_on_first_need_and_kept(mixed_repo: Path) -> None:
+    cold = Codebase(mixed_repo)
+    cold.wait_ready()
+    pending = cold.symbol_table(hashes=False)
+    functions = pending["kind"].isin(["function", "method", "class"])
+    assert functions.any() and pending.loc[functions, "shape_hash"].isna().all()  # not paid while indexing
+    hashed = cold.symbol_table()
+    assert hashed.loc[functions, "shape_hash"].str.len().gt(0).all()
+    assert hashed.loc[functions, "exact_hash"].str.len().gt(0).all()
+    warm = Codebase(mixed_repo)
+    warm.wait_ready()
+    # The hashes were saved with the records: a warm start has them without hashing again.
+    assert warm.symbol_table(hashes=False).equals(hashed)
+
+
 def test_reindex_after_edit_add_delete_equals_full_build(mixed_repo: Path) -> None:
     codebase = Codebase(mixed_repo)
     codebase.wait_ready()

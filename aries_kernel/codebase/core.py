@@ -407,11 +407,47 @@ class Codebase(QueryMixin, JudgmentMixin):
             self._tables[key] = hit
         return hit[1]
 
-    def symbol_table(self) -> pd.DataFrame:
-        """Every definition: name, kind, file, line, end_line, signature, language, shape_hash, exact_hash, parent."""
+    def _ensure_hashes(self) -> None:
+        """Compute the shape and exact hashes still pending (the first judgment call after an index pays this,
+        in the worker pool, with a progress bar); files changed on disk since they were indexed get "" hashes
+        until the next reindex, rather than hashes of content the graph does not show."""
+        pending = [rel for rel, record in self._records.items() if extract.needs_hashes(record)]
+        if not pending:
+            return
+        sources = [SourceFile(rel, self._records[rel]["language"], *self._stat[rel]) for rel in pending]
+        progress = Progress(f"hashing definitions of {self.root.name} for judgment")
+        workers = self.settings.workers or default_workers()
+        done = run_plan(
+            self.root, sources, self.settings.max_file_size, workers, lambda n: progress.update(n, len(sources)),
+            hashes=True,
+        )
+        saved = []
+        for source in sources:
+            old, new = self._records[source.rel], done[source.rel]
+            if new["hash"] == old["hash"]:
+                self._records[source.rel] = new
+                if _cacheable(new):
+                    saved.append((source.rel, *self._stat[source.rel], new))
+            else:
+                unknown = tuple((*s[:6], s[6] or "", s[7] or "") for s in old["symbols"])
+                self._records[source.rel] = {**old, "symbols": unknown}
+        if self._store is not None:
+            self._store.save(saved)  # one transaction, not one per file
+        self._tables.pop("symbols", None)
+        progress.close(f"hashed the definitions of {len(sources):,} files")
+
+    def symbol_table(self, hashes: bool = True) -> pd.DataFrame:
+        """Every definition: name, kind, file, line, end_line, signature, language, shape_hash, exact_hash, parent.
+
+        ``hashes=False`` skips computing pending hashes (their columns may hold None) for callers that do not
+        read them.
+        """
         import pandas as pd
 
         self.wait_ready()
+        if hashes:
+            with self._lock:
+                self._ensure_hashes()
 
         def build() -> pd.DataFrame:
             rows = [

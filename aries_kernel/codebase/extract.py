@@ -18,7 +18,7 @@ from aries_kernel.codebase.languages import get_parser, get_query
 if TYPE_CHECKING:
     from tree_sitter import Node
 
-__all__ = ["Record", "content_hash", "extract_batch", "extract_file", "extract_source", "read_source"]
+__all__ = ["Record", "content_hash", "extract_batch", "extract_file", "extract_source", "needs_hashes", "read_source"]
 
 Record = dict[str, Any]
 
@@ -76,12 +76,17 @@ def read_source(path: str) -> bytes:
         return handle.read()
 
 
-def extract_batch(items: list[tuple[str, str, str]], max_bytes: int) -> list[Record]:
+def extract_batch(items: list[tuple[str, str, str]], max_bytes: int, hashes: bool = False) -> list[Record]:
     """Extract every ``(absolute path, relative path, language)`` of a batch (the worker-process entry point)."""
-    return [extract_file(path, rel, language, max_bytes) for path, rel, language in items]
+    return [extract_file(path, rel, language, max_bytes, hashes) for path, rel, language in items]
 
 
-def extract_file(path: str, rel: str, language: str, max_bytes: int) -> Record:
+def needs_hashes(record: Record) -> bool:
+    """True when a record's definitions still lack their shape and exact hashes (see :func:`extract_source`)."""
+    return any(symbol[6] is None for symbol in record["symbols"])
+
+
+def extract_file(path: str, rel: str, language: str, max_bytes: int, hashes: bool = False) -> Record:
     """Read and extract one file; problems become a skipped record instead of an exception."""
     try:
         data = read_source(path)
@@ -91,11 +96,15 @@ def extract_file(path: str, rel: str, language: str, max_bytes: int) -> Record:
         return _skipped(rel, language, f"unreadable: {exc.strerror or exc}")
     if len(data) > max_bytes:
         return _skipped(rel, language, f"too large: {len(data):,} bytes (limit {max_bytes:,})", data)
-    return extract_source(rel, language, data)
+    return extract_source(rel, language, data, hashes)
 
 
-def extract_source(rel: str, language: str, data: bytes) -> Record:
-    """Check and extract already-read content."""
+def extract_source(rel: str, language: str, data: bytes, hashes: bool = False) -> Record:
+    """Check and extract already-read content.
+
+    The shape and exact hashes of definitions serve only the judgment operations and cost half as much as
+    parsing, so by default they are left pending (None) and computed on first need with ``hashes=True``.
+    """
     if b"\0" in data[:_BINARY_PROBE]:
         return _skipped(rel, language, "binary file (contains NUL bytes)", data)
     try:
@@ -112,7 +121,7 @@ def extract_source(rel: str, language: str, data: bytes) -> Record:
     root = tree.root_node
     python = language == "python"
     captures = _python_captures(root, data) if python else get_query(language).captures(root)
-    symbols = _symbols(captures, data, python)
+    symbols = _symbols(captures, data, python, hashes)
     imports = _python_imports(captures.get("import", ())) if python else _js_imports(captures)
     uses = sorted(set(_IDENTIFIER.findall(text)))
     record: Record = {
@@ -193,9 +202,17 @@ def _first_error(root: Node) -> tuple[int, int]:
             return node.start_point[0] + 1, node.start_point[1] + 1
 
 
-def _symbols(captures: dict[str, list[Node]], data: bytes, python: bool) -> tuple[tuple[Any, ...], ...]:
-    """``(name, kind, line, end_line, signature, parent, shape_hash, exact_hash)`` for each definition."""
+def _symbols(
+    captures: dict[str, list[Node]], data: bytes, python: bool, hashes: bool
+) -> tuple[tuple[Any, ...], ...]:
+    """``(name, kind, line, end_line, signature, parent, shape_hash, exact_hash)`` for each definition; the
+    hashes are "" for kinds that get none, and None while pending (``hashes=False``)."""
     from aries_kernel.codebase.shapes import exact_hash, shape_hash
+
+    def fingerprint(shape_node: Node, text_node: Node) -> tuple[str | None, str | None]:
+        if not hashes:
+            return (None, None)
+        return (shape_hash(shape_node), exact_hash(data[text_node.start_byte : text_node.end_byte]))
 
     local_scopes, class_types = (_PY_LOCAL_SCOPES, _PY_CLASS) if python else (_JS_LOCAL_SCOPES, _JS_CLASS)
     out: list[tuple[Any, ...]] = []
@@ -209,12 +226,8 @@ def _symbols(captures: dict[str, list[Node]], data: bytes, python: bool) -> tupl
         kind = _KINDS[node.type]
         if kind == "function" and parent:
             kind = "method"
-        hashes = (
-            (shape_hash(node), exact_hash(data[node.start_byte : node.end_byte]))
-            if kind in _HASHED_KINDS
-            else ("", "")
-        )
-        out.append((_text(name_node), kind, *_lines(node), _signature(node, data), parent, *hashes))
+        pair = fingerprint(node, node) if kind in _HASHED_KINDS else ("", "")
+        out.append((_text(name_node), kind, *_lines(node), _signature(node, data), parent, *pair))
     for node in captures.get("var", ()):
         if python:
             decl = node.parent
@@ -227,12 +240,8 @@ def _symbols(captures: dict[str, list[Node]], data: bytes, python: bool) -> tupl
             value = node.child_by_field_name("value")
             name = _text(name_node)
             kind = "function" if value is not None and value.type in _JS_FUNCTION_VALUES else "variable"
-        hashes = (
-            (shape_hash(value), exact_hash(data[decl.start_byte : decl.end_byte]))
-            if kind == "function" and value is not None
-            else ("", "")
-        )
-        out.append((name, kind, *_lines(decl), _first_line(_declaration(decl), data), "", *hashes))
+        pair = fingerprint(value, decl) if kind == "function" and value is not None else ("", "")
+        out.append((name, kind, *_lines(decl), _first_line(_declaration(decl), data), "", *pair))
     out.sort(key=lambda s: (s[2], s[0]))
     return tuple(out)
 

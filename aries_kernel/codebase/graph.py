@@ -280,12 +280,11 @@ class FileGraph:
         family = _family(self.language[rel])
         language = self.language
         weights: dict[str, float] = {}
-        for name in self.uses[rel]:
+        # Only names some file defines matter; the set intersection runs in C, sorting keeps sums reproducible.
+        for name in sorted(definers.keys() & self.uses[rel]):
             if name in own:
                 continue
-            found = definers.get(name)
-            if not found:
-                continue
+            found = definers[name]
             # A Python file naming `app` says nothing about a JavaScript file defining `app`.
             found = [t for t in found if _family(language[t]) == family]
             if not found or len(found) > MAX_DEFINERS:

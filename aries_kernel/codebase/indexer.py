@@ -84,15 +84,21 @@ def plan(root: Path, sources: list[SourceFile], stored: dict[str, StoredFile], m
 
 
 def run_plan(
-    root: Path, to_parse: list[SourceFile], max_bytes: int, workers: int, on_progress: Callable[[int], None]
+    root: Path,
+    to_parse: list[SourceFile],
+    max_bytes: int,
+    workers: int,
+    on_progress: Callable[[int], None],
+    hashes: bool = False,
 ) -> dict[str, Record]:
-    """Parse ``to_parse``; ``on_progress(n)`` is called with the number of files done so far."""
+    """Parse ``to_parse``; ``on_progress(n)`` is called with the number of files done so far. ``hashes``
+    also computes the definitions' shape and exact hashes (see :func:`extract.extract_source`)."""
     items = [(str(root / s.rel), s.rel, s.language) for s in to_parse]
     total_bytes = sum(s.size for s in to_parse)
     out: dict[str, Record] = {}
     if workers <= 1 or total_bytes < POOL_MIN_BYTES:
         for path, rel, language in items:
-            out[rel] = extract_file(path, rel, language, max_bytes)
+            out[rel] = extract_file(path, rel, language, max_bytes, hashes)
             on_progress(len(out))
         return out
     import multiprocessing
@@ -101,7 +107,7 @@ def run_plan(
     context = multiprocessing.get_context("spawn")
     try:
         with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-            futures = [pool.submit(extract_batch, batch, max_bytes) for batch in batches]
+            futures = [pool.submit(extract_batch, batch, max_bytes, hashes) for batch in batches]
             for future in as_completed(futures):
                 for record in future.result():
                     out[record["file"]] = record
@@ -113,7 +119,7 @@ def run_plan(
                     "the remaining files in this process.")
         for path, rel, language in items:
             if rel not in out:
-                out[rel] = extract_file(path, rel, language, max_bytes)
+                out[rel] = extract_file(path, rel, language, max_bytes, hashes)
                 on_progress(len(out))
     return out
 

@@ -116,7 +116,7 @@ class QueryMixin:
     def find_symbol(self, name: str) -> pd.DataFrame:
         """Definitions of ``name`` (``Class.method`` allowed): exact matches, else case-insensitive, else substring."""
         self.wait_ready()
-        table = self.symbol_table()
+        table = self.symbol_table(hashes=False)
         parent, _, short = name.rpartition(".")
         names = table["name"]
         candidates = [
@@ -159,7 +159,7 @@ class QueryMixin:
             if old is None or old[3] < score:
                 hits[(file, line)] = (kind, name, snippet, score)
 
-        symbols = self.symbol_table()
+        symbols = self.symbol_table(hashes=False)
         lowered = symbols["name"].str.lower()
         for row, low in zip(symbols.itertuples(index=False), lowered):
             score = _name_score(low, needle, words)
