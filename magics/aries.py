@@ -158,7 +158,10 @@ class AriesMagics(Magics):
         _load_subcommand_modules()
         parts = []
         for title, func in STATUS_SECTIONS.items():
-            text = func(self.context)
+            try:
+                text = func(self.context)
+            except Exception as exc:  # one broken pillar (a vault that cannot open) must not hide the others
+                text = f"unavailable: {type(exc).__name__}: {exc}"
             if text:
                 parts.append(f"{title}\n{'-' * len(title)}\n{text}")
         return HelpText("\n\n".join(parts) or "Nothing to report yet.")

@@ -169,7 +169,7 @@ def test_learning_session_credits_q_once_and_cooccurrence(tmp_path: Path) -> Non
     expected = 0.55 + 0.1 * (1 / (1 + math.log(2)) - 0.55)  # damped: seen in one session before
     assert credits.loc["WAL lets readers run during writes", "q_after"] == pytest.approx(expected)
     if "global:cats purr when content" in exposed:
-        assert credits.loc["Cats purr when content", "q_after"] == pytest.approx(0.45)
+        assert credits.loc["Cats purr when content", "q_after"] == 0.5  # exposed, unused: Q unchanged
     ranked = vault.query_ranked("sqlite write-ahead logging").set_index("title")
     assert ranked.loc["WAL lets readers run during writes", "q_value"] == pytest.approx(expected)
     # co-occurrence: the two notes used together pull each other in

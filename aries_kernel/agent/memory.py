@@ -229,7 +229,7 @@ class MemoryFeedback:
         return self.vault is not None and self.off_reason is None
 
     def _check_empty(self) -> None:
-        counts = {store.source: _note_count(store) for store in self._vault.stores}
+        counts = self._vault.note_counts()
         if not any(counts.values()):
             places = ", ".join(f"{store.source} at {store.root}" for store in self._vault.stores)
             self._off(
@@ -280,7 +280,7 @@ class MemoryFeedback:
             with self._guard("building the warm context"):
                 self._check_empty()
                 self._warm = self._build_warm()
-                self._detector = EchoDetector(_titles(self._vault))
+                self._detector = EchoDetector(self._vault.titles())
         return self._warm.text
 
     def _build_warm(self) -> _Warm:
@@ -330,7 +330,7 @@ class MemoryFeedback:
             return None
         with self._guard("preflight retrieval"):
             pool = max(10, 3 * self.settings.preflight_limit)
-            frame = _quiet(self._vault, lambda: self._vault.query_ranked(query, limit=pool))
+            frame = self._vault.query_ranked(query, limit=pool, record=False)
             self.offered = self._clear_threshold(frame)
         fresh = [o for o in self.offered if o.title not in self._run_offered]
         if fresh:
@@ -494,9 +494,9 @@ class MemoryFeedback:
     def _twin(self, title: str) -> tuple[str, dict[str, Any]] | None:
         """The existing note making the same claim as ``title`` (its title terms mostly shared), if any."""
         mine = set(content_terms(title))
-        if not mine or _note_total(self._vault) == 0:
+        if not mine or sum(self._vault.note_counts().values()) == 0:
             return None
-        frame = _quiet(self._vault, lambda: self._vault.query_ranked(title, limit=5))
+        frame = self._vault.query_ranked(title, limit=5, record=False)
         for row in frame.itertuples():
             theirs = set(content_terms(str(row.title)))
             if theirs and len(mine & theirs) / len(mine | theirs) >= _TWIN_TITLE_OVERLAP:
@@ -656,36 +656,6 @@ register_hook(MemoryHook.for_agent)  # every agent built by agent_for() has memo
 
 
 # ---------------------------------------------------------------------------------------------------- helpers
-
-
-def _quiet(vault: Any, query: Callable[[], pd.DataFrame]) -> pd.DataFrame:
-    """Run a vault query without counting its results as exposed: only notes actually offered to the model are
-    (the vault records every row a query returns, and a row nobody saw must not be credited as a miss)."""
-    session = vault.session
-    if session is None:
-        return query()
-    retrieved, queries = dict(session.retrieved), list(session.queries)
-    try:
-        return query()
-    finally:
-        session.retrieved, session.queries = retrieved, queries
-
-
-def _note_count(store: Any) -> int:
-    return int(store.index.read(lambda c: c.exec_driver_sql("SELECT count(*) FROM notes").scalar()))
-
-
-def _note_total(vault: Any) -> int:
-    return sum(_note_count(store) for store in vault.stores)
-
-
-def _titles(vault: Any) -> list[str]:
-    titles: list[str] = []
-    for store in vault.stores:
-        titles.extend(
-            r[0] for r in store.index.read(lambda c: c.exec_driver_sql("SELECT title FROM notes").all())
-        )
-    return titles
 
 
 def _self_file(vault: Any, name: str) -> str:

@@ -77,13 +77,19 @@ class Credit:
 
 
 def credit(session: Session, learned: Mapping[str, tuple[float, int]]) -> list[Credit]:
-    """One Q update per note exposed or used in ``session``; ``learned`` maps uid -> (Q, prior exposures)."""
+    """One credit per note exposed or used in ``session``; ``learned`` maps uid -> (Q, prior exposures).
+
+    A used note's Q moves toward its damped reward; a note only exposed keeps its Q (a fizzle sends no
+    signal: decay demotes it) but counts the exposure, which damps its later rewards.
+    """
     credits = []
     for uid in sorted(set(session.retrieved) | session.used):
         q, exposures = learned.get(uid, (Q_START, 0))
-        used = uid in session.used
-        reward = damped_reward(1.0 if used else 0.0, exposures)
-        credits.append(Credit(uid, used, reward, q, q_update(q, reward), exposures + 1))
+        if uid in session.used:
+            reward = damped_reward(1.0, exposures)
+            credits.append(Credit(uid, True, reward, q, q_update(q, reward), exposures + 1))
+        else:
+            credits.append(Credit(uid, False, 0.0, q, q, exposures + 1))
     return credits
 
 

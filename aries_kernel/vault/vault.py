@@ -750,6 +750,14 @@ class Vault:
 
     # -- display --------------------------------------------------------------------------------------
 
+    def note_counts(self) -> dict[str, int]:
+        """Notes per store, by source ("global", "project")."""
+        return {store.source: int(store.index.rows("SELECT count(*) FROM notes")[0][0]) for store in self.stores}
+
+    def titles(self) -> list[str]:
+        """The title of every note in every store."""
+        return [row[0] for store in self.stores for row in store.index.rows("SELECT title FROM notes")]
+
     def summary(self) -> list[dict[str, Any]]:
         """Per store: source, folder, notes, links, archived, last write (UTC)."""
         out = []
