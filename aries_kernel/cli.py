@@ -26,8 +26,11 @@ def _parser() -> argparse.ArgumentParser:
     install.add_argument("--name", default="aries", help="kernelspec name (default: aries)")
     uninstall = commands.add_parser("uninstall", help="remove the 'aries' kernelspec")
     uninstall.add_argument("--name", default="aries", help="kernelspec name (default: aries)")
-    commands.add_parser("console", help="install the kernelspec into this environment if needed and open "
-                        "`jupyter console --kernel aries` in the current directory")
+    commands.add_parser(
+        "console",
+        help="install the kernelspec into this environment if needed and open "
+        "`jupyter console --kernel aries` in the current directory",
+    )
     return parser
 
 

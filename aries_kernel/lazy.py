@@ -18,7 +18,9 @@ __all__ = ["LazyName"]
 class LazyName:
     """A placeholder for ``name`` in ``namespace`` that becomes ``factory()`` on first use."""
 
-    def __init__(self, name: str, factory: Callable[[], Any], namespace: dict[str, Any], description: str) -> None:
+    def __init__(
+        self, name: str, factory: Callable[[], Any], namespace: dict[str, Any], description: str
+    ) -> None:
         object.__setattr__(self, "_name", name)
         object.__setattr__(self, "_factory", factory)
         object.__setattr__(self, "_namespace", namespace)
@@ -64,7 +66,10 @@ class LazyName:
         return self._resolve()
 
     def __getattr__(self, attr: str) -> Any:
-        if attr.startswith("_repr_") or attr in ("_ipython_display_", "_ipython_canary_method_should_not_exist_"):
+        if attr.startswith("_repr_") or attr in (
+            "_ipython_display_",
+            "_ipython_canary_method_should_not_exist_",
+        ):
             # IPython's display machinery probes these; answering from the real object would build it just to
             # decide how to print the placeholder.
             if self._value is None:

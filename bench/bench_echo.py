@@ -65,7 +65,7 @@ def main() -> None:
     frame = load(args.data)
     frame["echo"] = frame["echo"].astype(bool)
     detector = EchoDetector(frame["title"].unique())
-    verdicts = [detector.evidence(t, r) for t, r in zip(frame["title"], frame["response"])]
+    verdicts = [detector.evidence(t, r) for t, r in zip(frame["title"], frame["response"], strict=False)]
     frame["predicted"] = [v.echoed for v in verdicts]
     frame["reason"] = [v.reason for v in verdicts]
     table = pd.DataFrame({name: scores(part) for name, part in [*frame.groupby("split"), ("all", frame)]}).T

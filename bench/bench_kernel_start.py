@@ -48,7 +48,9 @@ def main() -> None:
     print(f"{'kernel':<10}{'median s':>10}{'min s':>8}{'max s':>8}")
     for name, values in times.items():
         print(f"{name:<10}{statistics.median(values):>10.3f}{min(values):>8.3f}{max(values):>8.3f}")
-    print(f"ratio aries / plain ipykernel: {aries / plain:.2f}  (target <= 1.2, {args.rounds} rounds, root {args.root})")
+    print(
+        f"ratio aries / plain ipykernel: {aries / plain:.2f}  (target <= 1.2, {args.rounds} rounds, root {args.root})"
+    )
 
 
 if __name__ == "__main__":

@@ -99,7 +99,7 @@ def evaluate(
             vault.query_ranked("warm up the index", limit=1)
             build += time.perf_counter() - started
             notes += len(items)
-            title_of = {dia: r.title for dia, r in zip(dia_ids, results)}
+            title_of = {dia: r.title for dia, r in zip(dia_ids, results, strict=False)}
             for question in questions:
                 wanted = {title_of[e] for e in question["evidence"] if e in title_of}
                 if not wanted:

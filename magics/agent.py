@@ -97,9 +97,8 @@ def _renderer(magics: Any, agent: Agent) -> Callable[[Event], None]:
     choice = agent.settings.display
     kernel = getattr(magics.shell, "kernel", None)
     if choice == "widgets" or (choice == "auto" and getattr(kernel, "frontend_has_widgets", False)):
-        from IPython.display import display
-
         from aries_kernel.widgets import AgentPanel
+        from IPython.display import display
 
         panel = AgentPanel(window=agent.router.client("primary").context_window)
         display(panel)

@@ -72,7 +72,9 @@ def prompt_handler(func: SubcommandFunc) -> SubcommandFunc:
 
 def _load_subcommand_modules(word: str | None = None) -> None:
     """Import the module that registers ``word`` (all of them when ``word`` is None)."""
-    modules = set(_MODULE_OF.values()) if word is None else {_MODULE_OF[word]} if word in _MODULE_OF else set()
+    modules = (
+        set(_MODULE_OF.values()) if word is None else {_MODULE_OF[word]} if word in _MODULE_OF else set()
+    )
     for module in sorted(modules):
         importlib.import_module(f"aries_kernel.magics.{module}")
 

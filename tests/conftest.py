@@ -10,6 +10,9 @@ import pytest
 
 from tests.kernel_harness import start_kernel, stop_kernel
 
+# The loopback model server and the router fixtures (server, wire, router, fast_config) for every test module.
+pytest_plugins = ["tests.models_support"]
+
 FIXTURES = Path(__file__).parent / "fixtures"
 
 

@@ -26,7 +26,9 @@ __all__ = ["CellResult", "start_kernel", "run_cell", "stop_kernel", "JUPYTER_DAT
 
 JUPYTER_DATA = Path(tempfile.mkdtemp(prefix="aries-test-jupyter-"))
 write_kernelspec(JUPYTER_DATA / "kernels" / KERNEL_NAME, python=sys.executable)
-os.environ["JUPYTER_PATH"] = os.pathsep.join(filter(None, [str(JUPYTER_DATA), os.environ.get("JUPYTER_PATH")]))
+os.environ["JUPYTER_PATH"] = os.pathsep.join(
+    filter(None, [str(JUPYTER_DATA), os.environ.get("JUPYTER_PATH")])
+)
 
 StdinReply = str | list[str] | Callable[[str], str] | None
 

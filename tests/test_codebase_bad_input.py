@@ -51,8 +51,8 @@ def test_bad_files_are_listed_and_nothing_crashes(bad_repo: Path, monkeypatch: p
         monkeypatch.setattr(extract, "read_source", read_source)
     codebase = Codebase(bad_repo, config=Config({"AriesCodebase": {"workers": 1}}))
     codebase.wait_ready()
-    reasons = dict(zip(codebase.skipped()["file"], codebase.skipped()["reason"]))
-    statuses = dict(zip(codebase.skipped()["file"], codebase.skipped()["status"]))
+    reasons = dict(zip(codebase.skipped()["file"], codebase.skipped()["reason"], strict=False))
+    statuses = dict(zip(codebase.skipped()["file"], codebase.skipped()["status"], strict=False))
     assert set(reasons) == {
         "latin1.py",
         "blob.py",
@@ -76,7 +76,7 @@ def test_bad_files_are_listed_and_nothing_crashes(bad_repo: Path, monkeypatch: p
     assert {"ok", "After"} <= set(codebase.find_symbol("ok")["name"]) | set(
         codebase.find_symbol("After")["name"]
     )
-    stats = dict(zip(codebase.stats()["metric"], codebase.stats()["value"]))
+    stats = dict(zip(codebase.stats()["metric"], codebase.stats()["value"], strict=False))
     assert stats["skipped"] == 7 and stats["partly indexed"] == 1
     # A warm start from index.db reports the same problems.
     again = Codebase(bad_repo, config=Config({"AriesCodebase": {"workers": 1}}))

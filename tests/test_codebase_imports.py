@@ -100,7 +100,7 @@ def test_process_pool_gives_the_same_graph(tmp_path: Path, monkeypatch: pytest.M
 def test_reference_edges_point_at_definitions(tmp_path: Path) -> None:
     codebase = build(tmp_path, "pyproj")
     refs = codebase.edges("reference")
-    pairs = set(zip(refs["source"], refs["target"]))
+    pairs = set(zip(refs["source"], refs["target"], strict=False))
     # core.py uses User (models.py) and fmt (helpers/text.py): both defined elsewhere.
     assert ("app/core.py", "app/models.py") in pairs
     assert ("app/core.py", "app/helpers/text.py") in pairs

@@ -90,7 +90,7 @@ def test_reindex_after_edit_add_delete_equals_full_build(mixed_repo: Path) -> No
     # delete: a module others import
     (mixed_repo / "app" / "helpers" / "text.py").unlink()
     changes = codebase.reindex()
-    assert dict(zip(changes["file"], changes["change"])) == {
+    assert dict(zip(changes["file"], changes["change"], strict=False)) == {
         "app/core.py": "modified",
         "app/settings.py": "added",
         "web/src/extra.ts": "added",

@@ -6,9 +6,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from IPython import get_ipython
 from IPython.core.error import UsageError
-from IPython.testing.globalipapp import start_ipython
+from IPython.core.interactiveshell import InteractiveShell
 
 from aries_kernel.codebase import Codebase
 from aries_kernel.context import get_context
@@ -17,7 +16,7 @@ from aries_kernel.context import get_context
 @pytest.fixture
 def shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
     monkeypatch.chdir(tmp_path)
-    ip = start_ipython() or get_ipython()
+    ip = InteractiveShell.instance()
     ip.run_line_magic("load_ext", "aries_kernel")
     saved = ip.user_ns.get("codebase"), get_context(ip).built("codebase")
     yield ip
@@ -40,9 +39,9 @@ def test_index_another_folder_replaces_codebase(shell, tmp_path: Path) -> None: 
     (other / "new.py").write_text("from mod import answer\n")
     changes = shell.run_line_magic("aries", "index")
     assert isinstance(changes, pd.DataFrame)
-    assert dict(zip(changes["file"], changes["change"])) == {"new.py": "added"}
+    assert dict(zip(changes["file"], changes["change"], strict=False)) == {"new.py": "added"}
     assert ("new.py", "mod.py") in set(
-        zip(result.edges("import")["source"], result.edges("import")["target"])
+        zip(result.edges("import")["source"], result.edges("import")["target"], strict=False)
     )
 
 

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from IPython import get_ipython
-from IPython.testing.globalipapp import start_ipython
+from IPython.core.interactiveshell import InteractiveShell
 
 from aries_kernel.codebase import Codebase
 from aries_kernel.codebase.progress import Progress
@@ -51,7 +50,7 @@ def test_top_files_and_hits(codebase: Codebase) -> None:
     assert set(hits["role"]) <= {"hub", "authority", "both"}
     assert hits["score"].is_monotonic_decreasing
     # main.py and cli.py only import: hubs; helpers/text.py is imported by many and imports little: an authority.
-    roles = dict(zip(hits["file"], hits["role"]))
+    roles = dict(zip(hits["file"], hits["role"], strict=False))
     assert roles["main.py"] == roles["app/cli.py"] == "hub" and roles["app/helpers/text.py"] == "authority"
 
 
@@ -130,8 +129,10 @@ def test_cluster_by_file(codebase: Codebase) -> None:
 def test_listings_and_stats(codebase: Codebase) -> None:
     files = codebase.list_files()
     assert columns(files) == ["file", "language", "loc", "symbols", "status"]
-    assert dict(zip(files["file"], files["language"]))["web/components/Widget.jsx"] == "javascript"
-    stats = dict(zip(codebase.stats()["metric"], codebase.stats()["value"]))
+    assert (
+        dict(zip(files["file"], files["language"], strict=False))["web/components/Widget.jsx"] == "javascript"
+    )
+    stats = dict(zip(codebase.stats()["metric"], codebase.stats()["value"], strict=False))
     assert stats["files"] == len(files) == stats["files (python)"] + stats["files (javascript)"]
     assert stats["edges (import)"] == len(codebase.edges("import"))
     assert stats["skipped"] == 0
@@ -167,7 +168,7 @@ def test_progress_text_and_notebook_modes(monkeypatch: pytest.MonkeyPatch) -> No
     progress.update(340, 1200, force=True)
     progress.close("ready: 1200 files")
     assert stream.getvalue().splitlines() == ["indexing demo: 340/1,200 files (28%)", "ready: 1200 files"]
-    shell = start_ipython() or get_ipython()
+    shell = InteractiveShell.instance()
     monkeypatch.setattr(shell.display_formatter, "active_types", ["text/plain", "text/html"])
     shown: list[object] = []
     monkeypatch.setattr(shell.display_pub, "publish", lambda data, **kw: shown.append((data, kw)))
@@ -193,7 +194,7 @@ def test_typescript_symbols(tmp_path: Path) -> None:
     assert kinds[("Input", "src/components/Input.tsx")][0] == "class"
     # a const declared inside a function body is local, not a symbol of the file
     assert ("util", "src/lib/helpers.ts") not in kinds
-    signatures = dict(zip(table["name"], table["signature"]))
+    signatures = dict(zip(table["name"], table["signature"], strict=False))
     assert signatures["helper"] == "function helper(value: string): string"
     assert signatures["shout"] == "export const shout = (value: string): string => value.toUpperCase();"
     assert signatures["Props"] == "interface Props"

@@ -32,10 +32,19 @@ class AriesKernelProtocolTests(jupyter_kernel_test.KernelTests):
     invalid_code_samples = ["import = 7q"]
     code_page_something = "zip?"
     code_generate_error = "raise ValueError('boom')"
-    code_execute_result = [{"code": "1+2+3", "result": "6"}, {"code": "[n*n for n in range(3)]", "result": "[0, 1, 4]"}]
+    code_execute_result = [
+        {"code": "1+2+3", "result": "6"},
+        {"code": "[n*n for n in range(3)]", "result": "[0, 1, 4]"},
+    ]
     code_display_data = [
-        {"code": "from IPython.display import HTML, display; display(HTML('<b>aries</b>'))", "mime": "text/html"},
-        {"code": "from IPython.display import Math, display; display(Math('\\\\frac{1}{2}'))", "mime": "text/latex"},
+        {
+            "code": "from IPython.display import HTML, display; display(HTML('<b>aries</b>'))",
+            "mime": "text/html",
+        },
+        {
+            "code": "from IPython.display import Math, display; display(Math('\\\\frac{1}{2}'))",
+            "mime": "text/latex",
+        },
     ]
     code_history_pattern = "1?2*"
     supported_history_operations = ("tail", "search")
@@ -80,7 +89,9 @@ def test_top_files_returns_a_dataframe(aries_kernel: tuple) -> None:
 def test_load_ext_in_plain_ipykernel(small_repo: Path) -> None:
     km, kc = start_kernel(small_repo, kernel_name="python3")
     try:
-        out = run_cell(kc, "%load_ext aries_kernel\n'codebase' in dir() and 'vault' in dir() and callable(rlm_call)")
+        out = run_cell(
+            kc, "%load_ext aries_kernel\n'codebase' in dir() and 'vault' in dir() and callable(rlm_call)"
+        )
         assert out.error is None, out.error
         assert out.result == "True"
         frame = run_cell(kc, "type(codebase.list_files()).__name__")
@@ -96,7 +107,9 @@ def test_install_and_uninstall_kernelspec(tmp_path: Path) -> None:
     env = dict(os.environ, JUPYTER_PATH=str(tmp_path / "share" / "jupyter"))
     cli = [sys.executable, "-m", "aries_kernel"]
     subprocess.run([*cli, "install", "--prefix", str(tmp_path), "--name", name], check=True, env=env)
-    listing = subprocess.run([JUPYTER, "kernelspec", "list"], env=env, capture_output=True, text=True, check=True)
+    listing = subprocess.run(
+        [JUPYTER, "kernelspec", "list"], env=env, capture_output=True, text=True, check=True
+    )
     installed = tmp_path / "share" / "jupyter" / "kernels" / name
     assert str(installed) in listing.stdout
     assert (installed / "logo-64x64.png").exists()
@@ -113,7 +126,12 @@ def test_jupyter_console_runs_lines_from_stdin(small_repo: Path, tmp_path: Path)
     lines = "x = 6 * 7\nx\nprint('files', len(codebase.list_files()) > 0)\n"
     done = subprocess.run(
         [JUPYTER, "console", "--kernel", "aries", "--simple-prompt"],
-        input=lines, cwd=small_repo, env=env, capture_output=True, text=True, timeout=300,
+        input=lines,
+        cwd=small_repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert "Out[2]: 42" in done.stdout, done.stdout + done.stderr
     assert "files True" in done.stdout, done.stdout + done.stderr

@@ -17,7 +17,7 @@ from aries_kernel.models import types as mt
 from aries_kernel.models.router import ModelRouter
 from aries_kernel.vault import HashEmbedder, Vault, open_vault
 from tests.loopback import Reply, ScriptedModelServer
-from tests.models_support import fast_config, server  # noqa: F401  (fixture)
+from tests.models_support import fast_config
 
 WAL = "SQLite WAL mode lets readers proceed while one writer commits"
 RETRY = "Retry HTTP 429 responses with exponential backoff and jitter"

@@ -29,7 +29,7 @@ from aries_kernel.agent.settings import AriesAgent
 from aries_kernel.models.router import ModelRouter
 from aries_kernel.vault import Vault
 from tests.loopback import Reply, ScriptedModelServer
-from tests.models_support import fast_config, server  # noqa: F401  (fixture)
+from tests.models_support import fast_config
 from tests.test_memory_feedback import (  # noqa: F401  (fixtures)
     RETRY,
     WAL,

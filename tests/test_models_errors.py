@@ -21,8 +21,6 @@ from aries_kernel.models.router import ModelRouter
 from aries_kernel.models.types import Completion, Message, ModelRequest, TextDelta
 from tests.loopback import Reply, ScriptedModelServer
 
-pytest_plugins = ["tests.models_support"]  # the server, wire and router fixtures
-
 KEY_VARIABLE = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 HELLO = ModelRequest([Message("user", "hello")])
 

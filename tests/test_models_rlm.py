@@ -15,9 +15,6 @@ from aries_kernel.models.router import ModelRouter
 from tests.kernel_harness import run_cell, start_kernel, stop_kernel
 from tests.loopback import Reply, ScriptedModelServer, echo_responder
 
-pytest_plugins = ["tests.models_support"]  # the server, wire and router fixtures
-
-
 BUDGET = BUDGET_EXHAUSTED.format(limit=15)
 
 

@@ -22,8 +22,6 @@ from aries_kernel.models.types import (
 )
 from tests.loopback import Reply, ScriptedModelServer
 
-pytest_plugins = ["tests.models_support"]  # the server, wire and router fixtures
-
 REPL = ToolSchema(
     "Repl", "Run Python in the kernel.", {"type": "object", "properties": {"code": {"type": "string"}}}
 )

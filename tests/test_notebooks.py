@@ -22,7 +22,9 @@ def execute(name: str, cwd: Path, env: dict[str, str]) -> nbformat.NotebookNode:
     saved = dict(os.environ)
     os.environ.update(env)  # the kernel inherits the environment of the process that starts it
     try:
-        NotebookClient(book, kernel_name="aries", timeout=300, resources={"metadata": {"path": str(cwd)}}).execute()
+        NotebookClient(
+            book, kernel_name="aries", timeout=300, resources={"metadata": {"path": str(cwd)}}
+        ).execute()
     finally:
         os.environ.clear()
         os.environ.update(saved)
@@ -47,14 +49,20 @@ def project_copy(tmp_path: Path) -> Path:
     return target
 
 
-@pytest.mark.parametrize("name", ["01-quick-start.ipynb", "02-codebase-tour.ipynb", "03-memory-walkthrough.ipynb"])
+@pytest.mark.parametrize(
+    "name", ["01-quick-start.ipynb", "02-codebase-tour.ipynb", "03-memory-walkthrough.ipynb"]
+)
 def test_notebook_runs_without_a_model_key(name: str, project_copy: Path, tmp_path: Path) -> None:
     env = {"ARIES_VAULT": str(tmp_path / "vault"), "ARIES_LOG_DIR": str(tmp_path / "logs")}
     book = execute(name, project_copy, env)
     errors = [o for c in book.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert not errors, errors
-    assert all(c.get("outputs") or c.cell_type == "markdown" or c.source.startswith(("memory.add", "import", "session"))
-               for c in book.cells)
+    assert all(
+        c.get("outputs")
+        or c.cell_type == "markdown"
+        or c.source.startswith(("memory.add", "import", "session"))
+        for c in book.cells
+    )
 
 
 def test_agent_notebook_runs_with_a_model(project_copy: Path, tmp_path: Path) -> None:

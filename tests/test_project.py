@@ -13,7 +13,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_ci_runs_the_readme_test_command() -> None:
     ci_command = (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1]
-    assert ci_command in (ROOT / "README.md").read_text(), "README's test command and .ci/run have drifted apart"
+    assert ci_command in (ROOT / "README.md").read_text(), (
+        "README's test command and .ci/run have drifted apart"
+    )
 
 
 def test_magics_and_widgets_install_inside_the_package_namespace() -> None:
@@ -34,7 +36,11 @@ def test_core_never_imports_magics_or_widgets() -> None:
     offenders = []
     for path in (ROOT / "aries_kernel").rglob("*.py"):
         text = path.read_text()
-        if "aries_kernel.widgets" in text or "from aries_kernel.magics" in text or "import aries_kernel.magics" in text:
+        if (
+            "aries_kernel.widgets" in text
+            or "from aries_kernel.magics" in text
+            or "import aries_kernel.magics" in text
+        ):
             if path.name != "extension.py":
                 offenders.append(str(path.relative_to(ROOT)))
     assert not offenders

@@ -42,7 +42,7 @@ def test_two_processes_add_500_notes_each(tmp_path: Path) -> None:
         for tag in ("A", "B")
     ]
     outputs = [p.communicate(timeout=600) for p in procs]
-    for proc, (out, err) in zip(procs, outputs):
+    for proc, (out, err) in zip(procs, outputs, strict=False):
         assert proc.returncode == 0, err
         assert "locked" not in err.lower()
         assert len(out.splitlines()) == 500

@@ -286,7 +286,7 @@ def test_bad_files_are_skipped_with_a_reason(tmp_path: Path) -> None:
     (notes / "Latin-1.md").write_bytes("caf\xe9".encode("latin-1"))
     (notes / "Huge.md").write_text("x" * (10 * 1024 * 1024))
     vault = make(tmp_path)
-    reasons = dict(zip(vault.skipped["path"], vault.skipped["reason"]))
+    reasons = dict(zip(vault.skipped["path"], vault.skipped["reason"], strict=False))
     assert "broken YAML front matter" in reasons["notes/Broken front matter.md"]
     assert "never ends" in reasons["notes/Unclosed front matter.md"]
     assert "binary" in reasons["notes/Binary.md"]

@@ -81,7 +81,9 @@ def test_kernel_notes_a_frontend_with_widget_support(aries_kernel: tuple) -> Non
 
 def test_aries_shows_the_panel_in_a_widget_frontend_and_text_elsewhere(small_repo: Path) -> None:
     with ScriptedModelServer() as server:
-        km, kc = start_kernel(small_repo, env={"ANTHROPIC_BASE_URL": server.anthropic_url, "ANTHROPIC_API_KEY": "k"})
+        km, kc = start_kernel(
+            small_repo, env={"ANTHROPIC_BASE_URL": server.anthropic_url, "ANTHROPIC_API_KEY": "k"}
+        )
         try:
             server.script(Reply(text="Plain text for the console."))
             console_like = run_cell(kc, "%aries say something")

@@ -7,4 +7,11 @@
 from .graph import CommunityGraph, community_graph_svg
 from .panel import AgentPanel, ContextMeter, MemoryStrip, edit_diff_html
 
-__all__ = ["AgentPanel", "ContextMeter", "MemoryStrip", "CommunityGraph", "community_graph_svg", "edit_diff_html"]
+__all__ = [
+    "AgentPanel",
+    "ContextMeter",
+    "MemoryStrip",
+    "CommunityGraph",
+    "community_graph_svg",
+    "edit_diff_html",
+]

@@ -46,23 +46,34 @@ def community_graph_svg(codebase: Any, size: int = 520, max_communities: int = 3
 
     def place(node: int) -> tuple[float, float]:
         x, y = layout[node]
-        return (margin + (x - min(xs)) / span * (size - 2 * margin), margin + (y - min(ys)) / span * (size - 2 * margin))
+        return (
+            margin + (x - min(xs)) / span * (size - 2 * margin),
+            margin + (y - min(ys)) / span * (size - 2 * margin),
+        )
 
     top = max(weights.values(), default=1.0)
-    parts = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{size}' height='{size}' font-family='sans-serif'>"]
+    parts = [
+        f"<svg xmlns='http://www.w3.org/2000/svg' width='{size}' height='{size}' font-family='sans-serif'>"
+    ]
     for (a, b), weight in weights.items():
         (x1, y1), (x2, y2) = place(a), place(b)
-        parts.append(f"<line x1='{x1:.0f}' y1='{y1:.0f}' x2='{x2:.0f}' y2='{y2:.0f}' stroke='#999' "
-                     f"stroke-opacity='0.6' stroke-width='{1 + 4 * weight / top:.1f}'/>")
+        parts.append(
+            f"<line x1='{x1:.0f}' y1='{y1:.0f}' x2='{x2:.0f}' y2='{y2:.0f}' stroke='#999' "
+            f"stroke-opacity='0.6' stroke-width='{1 + 4 * weight / top:.1f}'/>"
+        )
     for node in graph.node_indices():
         community, label, files = graph[node]
         x, y = place(node)
         radius = 6 + 4 * math.sqrt(files)
         colour = _PALETTE[community % len(_PALETTE)]
-        parts.append(f"<circle cx='{x:.0f}' cy='{y:.0f}' r='{radius:.0f}' fill='{colour}' fill-opacity='0.8'>"
-                     f"<title>{html.escape(str(label))}: {files} files</title></circle>")
-        parts.append(f"<text x='{x:.0f}' y='{y + radius + 11:.0f}' font-size='10' text-anchor='middle'>"
-                     f"{html.escape(str(label)[:28])}</text>")
+        parts.append(
+            f"<circle cx='{x:.0f}' cy='{y:.0f}' r='{radius:.0f}' fill='{colour}' fill-opacity='0.8'>"
+            f"<title>{html.escape(str(label))}: {files} files</title></circle>"
+        )
+        parts.append(
+            f"<text x='{x:.0f}' y='{y + radius + 11:.0f}' font-size='10' text-anchor='middle'>"
+            f"{html.escape(str(label)[:28])}</text>"
+        )
     parts.append("</svg>")
     return "".join(parts)
 

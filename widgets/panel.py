@@ -182,13 +182,18 @@ class AgentPanel(w.VBox):
             )
 
     def _note(self, text: str, colour: str) -> None:
-        self._append(w.HTML(f'<div style="background:{colour};padding:2px 6px"><small>{html.escape(text)}'
-                            "</small></div>"))
+        self._append(
+            w.HTML(
+                f'<div style="background:{colour};padding:2px 6px"><small>{html.escape(text)}</small></div>'
+            )
+        )
 
     def _tool_started(self, event: ToolCallStarted) -> None:
         args = event.arguments
         if event.name == "Edit" and {"old_string", "new_string"} <= args.keys():
-            body = edit_diff_html(str(args["old_string"]), str(args["new_string"]), str(args.get("file_path", "")))
+            body = edit_diff_html(
+                str(args["old_string"]), str(args["new_string"]), str(args.get("file_path", ""))
+            )
         elif event.name == "Repl" and "code" in args:
             body = f"<pre style='margin:0'>{html.escape(str(args['code']))}</pre>"
         else:

@@ -488,16 +488,18 @@ def _kill_group(process: subprocess.Popen[bytes]) -> bytes:
 # ----------------------------------------------------------------------------------------------- code graph
 
 
+def _table_or(frame: Any, empty: str) -> str:
+    """A code-graph DataFrame as the model sees it, or ``empty`` when it has no rows."""
+    return format_value(frame) if len(frame) else empty
+
+
 @tool(
     "FindSymbol",
     "Find where a function, class or variable is defined in the code graph.",
     name="The symbol's name.",
 )
 def find_symbol(env: ToolEnv, name: str) -> str:
-    found = env.codebase().find_symbol(name)
-    if len(found) == 0:
-        return f"No definition of {name!r} in the code graph."
-    return format_value(found)
+    return _table_or(env.codebase().find_symbol(name), f"No definition of {name!r} in the code graph.")
 
 
 @tool(
@@ -507,10 +509,7 @@ def find_symbol(env: ToolEnv, name: str) -> str:
 )
 def show_dependents(env: ToolEnv, file_path: str) -> str:
     relative = env.relative(confine(env.root, file_path))
-    found = env.codebase().show_dependents(relative)
-    if len(found) == 0:
-        return f"Nothing depends on {relative}."
-    return format_value(found)
+    return _table_or(env.codebase().show_dependents(relative), f"Nothing depends on {relative}.")
 
 
 @tool(
@@ -521,9 +520,7 @@ def show_dependents(env: ToolEnv, file_path: str) -> str:
 def show_dependencies(env: ToolEnv, file_path: str) -> str:
     relative = env.relative(confine(env.root, file_path))
     found = env.codebase().show_dependencies(relative)
-    if len(found) == 0:
-        return f"{relative} depends on no other indexed file."
-    return format_value(found)
+    return _table_or(found, f"{relative} depends on no other indexed file.")
 
 
 @tool(
@@ -533,10 +530,7 @@ def show_dependencies(env: ToolEnv, file_path: str) -> str:
     limit="Most matches to return.",
 )
 def code_search(env: ToolEnv, query: str, limit: int = 20) -> str:
-    found = env.codebase().search(query, limit=limit)
-    if len(found) == 0:
-        return f"No match for {query!r} in the code graph."
-    return format_value(found)
+    return _table_or(env.codebase().search(query, limit=limit), f"No match for {query!r} in the code graph.")
 
 
 # -------------------------------------------------------------------------------------------- planning, web

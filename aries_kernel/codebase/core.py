@@ -418,7 +418,11 @@ class Codebase(QueryMixin, JudgmentMixin):
         progress = Progress(f"hashing definitions of {self.root.name} for judgment")
         workers = self.settings.workers or default_workers()
         done = run_plan(
-            self.root, sources, self.settings.max_file_size, workers, lambda n: progress.update(n, len(sources)),
+            self.root,
+            sources,
+            self.settings.max_file_size,
+            workers,
+            lambda n: progress.update(n, len(sources)),
             hashes=True,
         )
         saved = []

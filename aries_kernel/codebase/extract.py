@@ -18,7 +18,15 @@ from aries_kernel.codebase.languages import get_parser, get_query
 if TYPE_CHECKING:
     from tree_sitter import Node
 
-__all__ = ["Record", "content_hash", "extract_batch", "extract_file", "extract_source", "needs_hashes", "read_source"]
+__all__ = [
+    "Record",
+    "content_hash",
+    "extract_batch",
+    "extract_file",
+    "extract_source",
+    "needs_hashes",
+    "read_source",
+]
 
 Record = dict[str, Any]
 

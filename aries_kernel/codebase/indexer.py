@@ -115,8 +115,10 @@ def run_plan(
     except BrokenProcessPool:
         # Spawned workers re-import the main module: a script that indexes at import time, without an
         # `if __name__ == "__main__":` guard, kills them. Finish in this process rather than fail.
-        log.warning("The indexing worker processes died (a script without a __main__ guard?); indexing "
-                    "the remaining files in this process.")
+        log.warning(
+            "The indexing worker processes died (a script without a __main__ guard?); indexing "
+            "the remaining files in this process."
+        )
         for path, rel, language in items:
             if rel not in out:
                 out[rel] = extract_file(path, rel, language, max_bytes, hashes)

@@ -124,13 +124,13 @@ class QueryMixin:
             (names.str.lower() == short.lower(), 0.8),
             (names.str.lower().str.contains(short.lower(), regex=False), 0.5),
         ]
-        found = table.iloc[0:0]
-        score = 0.0
-        for mask, score in candidates:
+        found, score = table.iloc[0:0], 0.0
+        for mask, weight in candidates:
             if parent:
                 mask = mask & (table["parent"] == parent)
             found = table[mask]
             if len(found):
+                score = weight
                 break
         found = found.assign(score=score, pagerank=found["file"].map(self._rankings.pagerank()))
         columns = ["name", "kind", "file", "line", "end_line", "signature", "parent", "score"]
@@ -161,7 +161,7 @@ class QueryMixin:
 
         symbols = self.symbol_table(hashes=False)
         lowered = symbols["name"].str.lower()
-        for row, low in zip(symbols.itertuples(index=False), lowered):
+        for row, low in zip(symbols.itertuples(index=False), lowered, strict=False):
             score = _name_score(low, needle, words)
             if score:
                 keep(row.file, row.line, row.kind, row.name, row.signature[:_SNIPPET], score)

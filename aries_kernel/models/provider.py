@@ -100,7 +100,7 @@ class Provider(ABC):
         """The provider's own count of the input tokens of ``request`` (only when ``counts_tokens``)."""
         raise NotImplementedError(f"{type(self).__name__} has no token count endpoint")
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027  (an optional hook, not abstract: most providers keep it)
         """Release the SDK client's connections (a provider without any keeps this default)."""
 
     def read_failure(self, exc: BaseException) -> Failure | None:

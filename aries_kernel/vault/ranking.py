@@ -61,7 +61,7 @@ def rrf(
 
 def rank_order(ids: Sequence[int], scores: Sequence[float]) -> list[int]:
     """``ids`` sorted by score, best first, leaving out NaN scores; ties keep the given order."""
-    pairs = [(s, i, n) for n, (i, s) in enumerate(zip(ids, scores)) if not math.isnan(s)]
+    pairs = [(s, i, n) for n, (i, s) in enumerate(zip(ids, scores, strict=False)) if not math.isnan(s)]
     pairs.sort(key=lambda p: (-p[0], p[2]))
     return [i for _, i, _ in pairs]
 

@@ -188,7 +188,7 @@ class NoteStore:
         def work(conn: Connection) -> list[AddResult]:
             results = [
                 self._add_one(conn, title, body, kind, folder, project, moment, near_duplicates)
-                for (title, body, kind), moment in zip(prepared, moments)
+                for (title, body, kind), moment in zip(prepared, moments, strict=False)
             ]
             if any(r.action != "unchanged" for r in results):
                 VaultIndex.bump(conn)

@@ -213,10 +213,10 @@ class Vault:
                 hashes.append(r[7])
             links = store.index.rows("SELECT src, target FROM links")
             raw_links.extend((s, int(src), target) for src, target in links)
-        position = {(s, i): n for n, (s, i) in enumerate(zip(store_col, ids))}
+        position = {(s, i): n for n, (s, i) in enumerate(zip(store_col, ids, strict=False))}
         by_uid: dict[str, int] = {}
         by_key: dict[tuple[int, str], int] = {}
-        for n, (s, key) in enumerate(zip(store_col, keys)):
+        for n, (s, key) in enumerate(zip(store_col, keys, strict=False)):
             by_uid.setdefault(f"{self.stores[s].source}:{key}", n)
             by_key.setdefault((s, key), n)
         any_store = {key: n for n, key in reversed(list(enumerate(keys)))}
@@ -752,7 +752,9 @@ class Vault:
 
     def note_counts(self) -> dict[str, int]:
         """Notes per store, by source ("global", "project")."""
-        return {store.source: int(store.index.rows("SELECT count(*) FROM notes")[0][0]) for store in self.stores}
+        return {
+            store.source: int(store.index.rows("SELECT count(*) FROM notes")[0][0]) for store in self.stores
+        }
 
     def titles(self) -> list[str]:
         """The title of every note in every store."""
