@@ -19,18 +19,53 @@ __all__ = ["install", "uninstall", "BODY_NAMES"]
 BODY_NAMES = ("codebase", "vault", "rlm_call", "rlm_batch", "rlm_stats")
 
 
+_SUB_QUESTIONS = (
+    "Split this question into at most 4 shorter sub-questions that together answer it, one per line, "
+    "nothing else:\n\n{question}"
+)
+
+
 def _open_vault(context: AriesContext) -> Any:
     from aries_kernel.vault import open_vault
 
-    return context.lazy("vault", lambda ctx: open_vault(ctx.root, config=ctx.config))
+    def build(ctx: AriesContext) -> Any:
+        vault = open_vault(ctx.root, config=ctx.config)
+        vault.decompose = lambda question: _sub_questions(ctx, question)
+        return vault
+
+    return context.lazy("vault", build)
+
+
+def _router(context: AriesContext) -> Any:
+    from aries_kernel.models import ModelRouter
+
+    return context.lazy("models", lambda ctx: ModelRouter(config=ctx.config))
+
+
+def _sub_questions(context: AriesContext, question: str) -> list[str]:
+    """``vault.explore``'s decomposition through the cheap slot, when that slot has a key to call with.
+
+    A local server (no key) is not assumed to be running, and a failed call costs only the decomposition:
+    exploring then stays deterministic.
+    """
+    from aries_kernel.models import ModelError
+    from aries_kernel.models.types import Message, ModelRequest
+
+    client = _router(context).client("cheap")
+    if client.key_status() != "set":
+        return []
+    request = ModelRequest([Message("user", _SUB_QUESTIONS.format(question=question))], max_tokens=300)
+    try:
+        reply = client.complete(request).message.content
+    except ModelError:
+        return []
+    return [line.strip(" -*0123456789.").strip() for line in reply.splitlines() if line.strip()][:4]
 
 
 def _rlm(context: AriesContext) -> Any:
-    from aries_kernel.models import ModelRouter
     from aries_kernel.models.rlm import Rlm
 
-    router = context.lazy("models", lambda ctx: ModelRouter(config=ctx.config))
-    return context.lazy("rlm", lambda ctx: Rlm(router))
+    return context.lazy("rlm", lambda ctx: Rlm(_router(ctx)))
 
 
 def install(shell: Any, root: str | None = None, index_delay: float = 0.0) -> AriesContext:

@@ -69,6 +69,8 @@ def main() -> None:
     frame["predicted"] = [v.echoed for v in verdicts]
     frame["reason"] = [v.reason for v in verdicts]
     table = pd.DataFrame({name: scores(part) for name, part in [*frame.groupby("split"), ("all", frame)]}).T
+    counts = [c for c in table.columns if c not in ("precision", "recall")]
+    table[counts] = table[counts].astype(int)  # the transpose made every column float
     pd.set_option("display.width", 160)
     print(table.to_string())
     precision = table.loc["all", "precision"]

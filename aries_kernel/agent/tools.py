@@ -488,18 +488,13 @@ def _kill_group(process: subprocess.Popen[bytes]) -> bytes:
 # ----------------------------------------------------------------------------------------------- code graph
 
 
-def _table_or(frame: Any, empty: str) -> str:
-    """A code-graph DataFrame as the model sees it, or ``empty`` when it has no rows."""
-    return format_value(frame) if len(frame) else empty
-
-
 @tool(
     "FindSymbol",
     "Find where a function, class or variable is defined in the code graph.",
     name="The symbol's name.",
 )
 def find_symbol(env: ToolEnv, name: str) -> str:
-    return _table_or(env.codebase().find_symbol(name), f"No definition of {name!r} in the code graph.")
+    return _shown(env.codebase().find_symbol(name), f"No definition of {name!r} in the code graph.")
 
 
 @tool(
@@ -509,7 +504,7 @@ def find_symbol(env: ToolEnv, name: str) -> str:
 )
 def show_dependents(env: ToolEnv, file_path: str) -> str:
     relative = env.relative(confine(env.root, file_path))
-    return _table_or(env.codebase().show_dependents(relative), f"Nothing depends on {relative}.")
+    return _shown(env.codebase().show_dependents(relative), f"Nothing depends on {relative}.")
 
 
 @tool(
@@ -520,7 +515,7 @@ def show_dependents(env: ToolEnv, file_path: str) -> str:
 def show_dependencies(env: ToolEnv, file_path: str) -> str:
     relative = env.relative(confine(env.root, file_path))
     found = env.codebase().show_dependencies(relative)
-    return _table_or(found, f"{relative} depends on no other indexed file.")
+    return _shown(found, f"{relative} depends on no other indexed file.")
 
 
 @tool(
@@ -530,7 +525,7 @@ def show_dependencies(env: ToolEnv, file_path: str) -> str:
     limit="Most matches to return.",
 )
 def code_search(env: ToolEnv, query: str, limit: int = 20) -> str:
-    return _table_or(env.codebase().search(query, limit=limit), f"No match for {query!r} in the code graph.")
+    return _shown(env.codebase().search(query, limit=limit), f"No match for {query!r} in the code graph.")
 
 
 # -------------------------------------------------------------------------------------------- planning, web
@@ -679,6 +674,7 @@ def project_save(env: ToolEnv, title: str, content: str, type: str = "decision")
 
 
 def _shown(value: Any, empty: str) -> str:
+    """A result (often a DataFrame) as the model sees it, or ``empty`` when there is nothing to show."""
     if value is None or (hasattr(value, "__len__") and not isinstance(value, str) and len(value) == 0):
         return empty
     return format_value(value)

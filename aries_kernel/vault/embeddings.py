@@ -9,6 +9,7 @@ for tests and for machines without wordllama.
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 import threading
 from collections.abc import Callable, Sequence
@@ -63,8 +64,15 @@ class WordLlamaEmbedder:
     def _load(self) -> Any:
         with self._lock:
             if self._model is None:
+                root = logging.getLogger()
+                level, handlers = root.level, list(root.handlers)
                 import wordllama
                 from wordllama import WordLlama
+
+                # wordllama calls logging.basicConfig(level=INFO) on import, which would make every HTTP
+                # request of the kernel print to stderr; the user's logging setup is put back as it was.
+                root.setLevel(level)
+                root.handlers[:] = handlers
 
                 self._model = WordLlama.load(
                     cache_dir=Path(wordllama.__file__).parent, disable_download=True, dim=self.dim

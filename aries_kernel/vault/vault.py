@@ -148,6 +148,8 @@ class Vault:
         self.project_name = project_name
         self._corpus_cache: _Corpus | None = None
         self._lock = threading.RLock()
+        # Sub-question decomposition for explore(); the kernel sets it to the cheap model when one is configured.
+        self.decompose: Callable[[str], list[str]] | None = None
         self._session: learning.Session | None = None
         for store in self.stores:
             store.sync()
@@ -537,8 +539,9 @@ class Vault:
     ) -> pd.DataFrame:
         """Personalized PageRank over wiki-links from the best seeds of ``query`` (and, when ``decompose`` is
         given, of its sub-questions, recursively to ``depth`` levels); results stay within ``depth`` link hops
-        of a seed. Deterministic without ``decompose``."""
+        of a seed. ``decompose`` defaults to :attr:`decompose`; deterministic without one."""
         _check_query(query)
+        decompose = decompose or self.decompose
         corpus = self._corpus()
         columns = ["title", "source", "score", "seed", "hops", "via", "path", "snippet"]
         if len(corpus) == 0:
