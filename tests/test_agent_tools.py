@@ -215,6 +215,7 @@ def web_server() -> Iterator[str]:
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
+    server.server_close()
 
 
 def test_web_fetch_returns_page_text_from_a_loopback_server(env: ToolEnv, web_server: str) -> None:

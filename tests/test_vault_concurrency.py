@@ -61,7 +61,7 @@ def test_writer_killed_mid_stream_loses_no_returned_add(tmp_path: Path) -> None:
         [sys.executable, "-c", WRITER, "K", "100000"],
         env=env,
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
         text=True,
     )
     assert proc.stdout is not None
@@ -75,6 +75,7 @@ def test_writer_killed_mid_stream_loses_no_returned_add(tmp_path: Path) -> None:
     assert proc.returncode == -signal.SIGKILL
     # the lines still buffered in the pipe were also returned before the kill
     returned.extend(line.strip() for line in proc.stdout.read().splitlines() if line.strip())
+    proc.stdout.close()
     vault = open_vault(None, path=tmp_path / "vault", embedder=HashEmbedder())
     for title in returned:
         assert vault.read(title).name == title

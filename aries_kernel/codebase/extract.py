@@ -238,7 +238,7 @@ def _symbols(
         out.append((_text(name_node), kind, *_lines(node), _signature(node, data), parent, *pair))
     for node in captures.get("var", ()):
         if python:
-            decl = node.parent
+            decl = node.parent or node  # a captured assignment target always has its assignment as parent
             name, kind, value = _text(node), "variable", None
         else:
             decl = node

@@ -9,6 +9,7 @@ Files too large, binary, not UTF-8 or unreadable are found later, when they are 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -120,7 +121,7 @@ def indexable(root: Path, rel: str, extra_ignores: list[str] | tuple[str, ...] =
     return not _ignored(rel, False, specs, extra)
 
 
-def _ignored(rel: str, is_dir: bool, specs: list[tuple[str, object]], extra: object | None) -> bool:
+def _ignored(rel: str, is_dir: bool, specs: Sequence[tuple[str, object]], extra: object | None) -> bool:
     candidate = rel + "/" if is_dir else rel
     if extra is not None and extra.match_file(candidate):  # type: ignore[attr-defined]
         return True
@@ -133,7 +134,7 @@ def _ignored(rel: str, is_dir: bool, specs: list[tuple[str, object]], extra: obj
 
 
 def _walk_dir(
-    root: Path, rel_dir: str, specs: list[tuple[str, object]], extra: object | None, out: Walk
+    root: Path, rel_dir: str, specs: Sequence[tuple[str, object]], extra: object | None, out: Walk
 ) -> None:
     from pathspec import GitIgnoreSpec
 
@@ -172,7 +173,7 @@ def _symlink(
     root: Path,
     entry: os.DirEntry[str],
     rel: str,
-    specs: list[tuple[str, object]],
+    specs: Sequence[tuple[str, object]],
     extra: object | None,
     out: Walk,
 ) -> None:
@@ -200,7 +201,7 @@ def _symlink(
 
 
 def _file(
-    entry: os.DirEntry[str], rel: str, specs: list[tuple[str, object]], extra: object | None, out: Walk
+    entry: os.DirEntry[str], rel: str, specs: Sequence[tuple[str, object]], extra: object | None, out: Walk
 ) -> None:
     name = entry.name
     language = language_for_path(name)

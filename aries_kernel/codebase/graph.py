@@ -284,9 +284,8 @@ class FileGraph:
         for name in sorted(definers.keys() & self.uses[rel]):
             if name in own:
                 continue
-            found = definers[name]
             # A Python file naming `app` says nothing about a JavaScript file defining `app`.
-            found = [t for t in found if _family(language[t]) == family]
+            found = [t for t in definers[name] if _family(language[t]) == family]
             if not found or len(found) > MAX_DEFINERS:
                 continue
             share = name_weight(name) / len(found)

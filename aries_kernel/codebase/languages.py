@@ -74,17 +74,19 @@ def get_language(name: str) -> Language:
     from tree_sitter import Language
 
     if name == "python":
-        import tree_sitter_python as grammar
+        import tree_sitter_python
 
-        return Language(grammar.language())
+        return Language(tree_sitter_python.language())
     if name == "javascript":
-        import tree_sitter_javascript as grammar
+        import tree_sitter_javascript
 
-        return Language(grammar.language())
+        return Language(tree_sitter_javascript.language())
     if name in ("typescript", "tsx"):
-        import tree_sitter_typescript as grammar
+        import tree_sitter_typescript
 
-        return Language(grammar.language_typescript() if name == "typescript" else grammar.language_tsx())
+        typescript = tree_sitter_typescript.language_typescript  # type: ignore[attr-defined]
+        tsx = tree_sitter_typescript.language_tsx  # type: ignore[attr-defined]
+        return Language(typescript() if name == "typescript" else tsx())
     raise ValueError(f"No tree-sitter grammar for language {name!r}; known: {', '.join(LANGUAGES)}")
 
 

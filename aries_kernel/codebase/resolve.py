@@ -179,12 +179,12 @@ class Resolver:
         target = self.modules.get(module)
         if target is None:
             return []
-        folder = (
+        package_dir = (
             target[: -len("/__init__.py")]
             if target.endswith("__init__.py") and "/" in target
             else ("" if target == "__init__.py" else None)
         )
-        return self._with_names(folder, target, names)
+        return self._with_names(package_dir, target, names)
 
     def _with_names(self, folder: str | None, module_file: str | None, names: tuple[str, ...]) -> list[str]:
         """``from <module> import names``: each name that is a submodule, else the module itself."""
