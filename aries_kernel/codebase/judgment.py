@@ -3,7 +3,8 @@
 These are the questions an agent asks before writing new code: does this exist already, does it look like the
 code around it, where does it belong, and how does this repository usually do X. `JudgmentMixin` answers them
 from the index that `Codebase` builds (symbol table with shape and exact hashes, sources, communities,
-PageRank) and from tree-sitter parses of snippets and of the files it needs, cached by content.
+PageRank) and from tree-sitter parses of snippets and of the files it needs, cached by content. Style profiles
+live in :mod:`.style`, convention rules in :mod:`.conventions`, shared tree helpers in :mod:`.syntax`.
 """
 
 from __future__ import annotations
@@ -15,16 +16,19 @@ import re
 import textwrap
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
-from aries_kernel.codebase.shapes import ShapeProfile, exact_hash, naming_style, shape_hash, split_identifier
+from aries_kernel.codebase.conventions import CONVENTION_RULES, canonical_topic, scan_conventions
+from aries_kernel.codebase.shapes import ShapeProfile, exact_hash, shape_hash, split_identifier
+from aries_kernel.codebase.style import StyleProfile, percentile_rank, style_profile
+from aries_kernel.codebase.syntax import CLASS_TYPES, JS_FUNCTION_VALUES, node_text, nodes_of
 
 if TYPE_CHECKING:
-    from tree_sitter import Node, Query, Tree
+    from tree_sitter import Node, Tree
 
 __all__ = ["JudgmentMixin"]
 
@@ -36,27 +40,6 @@ _JS_DEFS = frozenset(
         "class_declaration",
         "abstract_class_declaration",
         "method_definition",
-    }
-)
-_JS_FUNCTION_VALUES = frozenset({"arrow_function", "function_expression", "function", "generator_function"})
-_JS_FUNCTIONS = _JS_FUNCTION_VALUES | {
-    "function_declaration",
-    "generator_function_declaration",
-    "method_definition",
-}
-_FUNCTION_TYPES = _JS_FUNCTIONS | {"function_definition", "lambda"}
-_CLASSES = frozenset({"class_definition", "class_declaration", "abstract_class_declaration"})
-_NESTING = frozenset(
-    {
-        "if_statement",
-        "for_statement",
-        "for_in_statement",
-        "while_statement",
-        "do_statement",
-        "try_statement",
-        "with_statement",
-        "switch_statement",
-        "match_statement",
     }
 )
 _LANGUAGE_ALIASES = {
@@ -91,24 +74,6 @@ _STOPWORDS = frozenset({
     "its", "of", "on", "or", "that", "the", "this", "to", "with", "which", "when", "where", "will", "new",
     "code", "module", "file", "files", "function", "functions", "class", "something", "some",
 })
-# fmt: on
-_TOPICS = {
-    "error handling": ("error", "errors", "exception", "exceptions", "raise", "throw", "error-handling"),
-    "logging": ("log", "logs", "logger", "loggers"),
-    "imports": ("import", "modules", "dependencies"),
-    "async": ("asynchronous", "await", "asyncio", "concurrency", "promises", "promise"),
-    "api calls": ("api", "apis", "http", "https", "requests", "fetch", "network", "api call", "rest"),
-}
-_LOG_LEVELS = frozenset(
-    {"debug", "info", "warning", "warn", "error", "exception", "critical", "fatal", "trace", "log"}
-)
-_HTTP_METHODS = frozenset(
-    {"get", "post", "put", "patch", "delete", "head", "options", "request", "send", "stream"}
-)
-_HTTP_ROOTS = frozenset(
-    {"requests", "httpx", "aiohttp", "urllib", "urllib3", "axios", "http", "https", "got", "ky"}
-)
-_ASYNC_LIBS = ("asyncio.", "trio.", "anyio.", "Promise.")
 
 
 @dataclass
@@ -123,10 +88,6 @@ class _Unit:
     @property
     def profile(self) -> ShapeProfile:
         return ShapeProfile.of(self.shape_node)
-
-
-def _text(node: Node | None) -> str:
-    return (node.text or b"").decode("utf-8", "replace") if node is not None else ""
 
 
 def _walk(node: Node) -> Iterator[Node]:
@@ -155,37 +116,13 @@ def _units(root: Node, python: bool) -> list[_Unit]:
 def _unit_of(node: Node, python: bool) -> _Unit | None:
     defs = _PY_DEFS if python else _JS_DEFS
     if node.type in defs:
-        kind = "class" if node.type in _CLASSES else "function"
-        return _Unit(_text(node.child_by_field_name("name")), kind, node, node.text or b"")
+        kind = "class" if node.type in CLASS_TYPES else "function"
+        return _Unit(node_text(node.child_by_field_name("name")), kind, node, node.text or b"")
     if not python and node.type == "variable_declarator":
         value = node.child_by_field_name("value")
-        if value is not None and value.type in _JS_FUNCTION_VALUES:
-            return _Unit(_text(node.child_by_field_name("name")), "function", value, node.text or b"")
+        if value is not None and value.type in JS_FUNCTION_VALUES:
+            return _Unit(node_text(node.child_by_field_name("name")), "function", value, node.text or b"")
     return None
-
-
-def _nodes_of(tree: Tree, language: str, types: frozenset[str]) -> list[Node]:
-    """Nodes of the given types in document order, found by a tree-sitter query (in C, not a Python walk)."""
-    from tree_sitter import QueryCursor
-
-    captures = QueryCursor(_type_query(tree, language, types)).captures(tree.root_node)
-    nodes = [node for found in captures.values() for node in found]
-    nodes.sort(key=lambda n: (n.start_byte, -n.end_byte))
-    return nodes
-
-
-_QUERIES: dict[tuple[str, frozenset[str]], Query] = {}
-
-
-def _type_query(tree: Tree, language: str, types: frozenset[str]) -> Query:
-    from tree_sitter import Query
-
-    query = _QUERIES.get((language, types))
-    if query is None:
-        grammar = tree.language
-        known = sorted(t for t in types if grammar.id_for_node_kind(t, True))
-        query = _QUERIES[(language, types)] = Query(grammar, "[" + " ".join(f"({t})" for t in known) + "] @n")
-    return query
 
 
 _DEFINITION_TYPES = _PY_DEFS | _JS_DEFS | {"variable_declarator"}
@@ -196,7 +133,7 @@ def _definition_shapes(tree: Tree, language: str, kind: str) -> dict[int, ShapeP
     records for it. Classes are profiled only on request: their rendering repeats all their methods."""
     python = language == "python"
     out: dict[int, ShapeProfile] = {}
-    for node in _nodes_of(tree, language, _DEFINITION_TYPES):
+    for node in nodes_of(tree, language, _DEFINITION_TYPES):
         line = node.start_point[0] + 1
         if line not in out:
             unit = _unit_of(node, python)
@@ -230,444 +167,6 @@ def _stem(token: str) -> str:
             token = token[: -len(suffix)]
             break
     return token[:-1] if token.endswith("e") and len(token) > 3 else token
-
-
-def _percentile_rank(values: Sequence[float], value: float) -> float:
-    """Share of `values` below `value`, counting ties as half."""
-    arr = np.asarray(values, dtype=float)
-    return float(((arr < value).sum() + 0.5 * (arr == value).sum()) / len(arr))
-
-
-@dataclass
-class _Profile:
-    """Style facts about a body of code: identifier styles by role, function metrics, import forms."""
-
-    names: dict[str, list[tuple[str, str]]] = field(default_factory=lambda: defaultdict(list))
-    lengths: list[tuple[str, int]] = field(default_factory=list)
-    nesting: list[tuple[str, int]] = field(default_factory=list)
-    documented: list[tuple[str, str]] = field(default_factory=list)
-    typed: list[tuple[str, str]] = field(default_factory=list)
-    import_form: list[tuple[str, str]] = field(default_factory=list)
-    import_path: list[tuple[str, str]] = field(default_factory=list)
-
-    def merge(self, other: _Profile) -> None:
-        for role, items in other.names.items():
-            self.names[role].extend(items)
-        for name in ("lengths", "nesting", "documented", "typed", "import_form", "import_path"):
-            getattr(self, name).extend(getattr(other, name))
-
-
-_PARAMETER_LISTS = frozenset({"parameters", "formal_parameters", "lambda_parameters"})
-_PROFILE_TYPES = (
-    _CLASSES
-    | _JS_FUNCTIONS
-    | _PARAMETER_LISTS
-    | {
-        "function_definition",
-        "assignment",
-        "variable_declarator",
-        "import_statement",
-        "import_from_statement",
-    }
-    | {"call_expression"}
-)
-
-
-def _profile(tree: Tree, language: str) -> _Profile:
-    """Collect the style facts of one parsed file or snippet."""
-    python = language == "python"
-    typed_language = language != "javascript"
-    prof = _Profile()
-    nesting = _nesting_depths(tree, language)
-    for node in _nodes_of(tree, language, _PROFILE_TYPES):
-        kind = node.type
-        if kind in _CLASSES:
-            _add_name(prof, "class", _text(node.child_by_field_name("name")))
-        elif kind == "function_definition" or kind in _JS_FUNCTIONS:
-            name = _function_name(node)
-            if not name:
-                continue  # anonymous callbacks say nothing about naming or documentation habits
-            if name != "constructor":
-                _add_name(prof, "function", name)
-            prof.lengths.append((name, node.end_point[0] - node.start_point[0] + 1))
-            prof.nesting.append((name, nesting.get(node.id, 0)))
-            if not (name.startswith("__") and name.endswith("__")):  # dunders are documented by the language
-                prof.documented.append((name, "documented" if _has_doc(node, python) else "undocumented"))
-            if typed_language:
-                prof.typed.append((name, "type-annotated" if _has_types(node, python) else "unannotated"))
-        elif kind == "assignment":
-            left = node.child_by_field_name("left")
-            if left is not None and left.type == "identifier":
-                _add_variable(prof, _text(left))
-        elif kind == "variable_declarator":
-            value = node.child_by_field_name("value")
-            target = node.child_by_field_name("name")
-            is_function = value is not None and value.type in _JS_FUNCTION_VALUES
-            if not is_function and target is not None and target.type == "identifier":
-                _add_variable(prof, _text(target))
-        elif kind in _PARAMETER_LISTS:
-            for param in _parameter_names(node):
-                if param not in ("self", "cls"):
-                    _add_name(prof, "parameter", param)
-        else:
-            _collect_imports(prof, node, python)
-    return prof
-
-
-def _add_variable(prof: _Profile, name: str) -> None:
-    _add_name(prof, "constant" if name.isupper() else "variable", name)
-
-
-def _parameter_names(params: Node) -> Iterator[str]:
-    for param in params.named_children:
-        if param.type == "identifier":
-            yield _text(param)
-            continue
-        if param.type == "typed_parameter":
-            target = param.named_children[0] if param.named_children else None
-        elif param.type in ("required_parameter", "optional_parameter"):
-            target = param.child_by_field_name("pattern")
-        elif param.type == "assignment_pattern":
-            target = param.child_by_field_name("left")
-        else:
-            target = param.child_by_field_name("name")
-        if target is not None and target.type == "identifier":
-            yield _text(target)
-
-
-def _nesting_depths(tree: Tree, language: str) -> dict[int, int]:
-    """Deepest chain of control-flow blocks per function (by node id), not counting nested functions.
-
-    Climbing from each control-flow node to its function visits far fewer nodes than walking every body.
-    """
-    depths: dict[int, int] = {}
-    for block in _nodes_of(tree, language, _NESTING):
-        depth = 0
-        node: Node | None = block
-        while node is not None and node.type not in _FUNCTION_TYPES:
-            depth += node.type in _NESTING
-            node = node.parent
-        if node is not None:
-            depths[node.id] = max(depths.get(node.id, 0), depth)
-    return depths
-
-
-def _add_name(prof: _Profile, role: str, name: str) -> None:
-    style = naming_style(name) if name else None
-    if style is not None:
-        prof.names[role].append((name, style))
-
-
-def _function_name(node: Node) -> str:
-    name = node.child_by_field_name("name")
-    if name is not None:
-        return _text(name)
-    parent = node.parent
-    if parent is not None and parent.type in ("variable_declarator", "pair", "assignment_expression"):
-        target = parent.child_by_field_name("name") or parent.child_by_field_name("key")
-        target = target or parent.child_by_field_name("left")
-        return _text(target)
-    return ""
-
-
-def _has_doc(node: Node, python: bool) -> bool:
-    if python:
-        body = node.child_by_field_name("body")
-        first = body.named_children[0] if body is not None and body.named_children else None
-        return bool(
-            first is not None
-            and first.type == "expression_statement"
-            and first.named_children
-            and first.named_children[0].type == "string"
-        )
-    anchor = node.parent if node.parent is not None and node.parent.type == "export_statement" else node
-    if (
-        node.type in _JS_FUNCTION_VALUES
-        and node.parent is not None
-        and node.parent.type == "variable_declarator"
-    ):
-        anchor = node.parent.parent or node
-        if anchor.parent is not None and anchor.parent.type == "export_statement":
-            anchor = anchor.parent
-    previous = anchor.prev_named_sibling
-    return bool(previous is not None and previous.type == "comment" and _text(previous).startswith("/**"))
-
-
-def _has_types(node: Node, python: bool) -> bool:
-    if node.child_by_field_name("return_type") is not None:
-        return True
-    params = node.child_by_field_name("parameters")
-    if params is None:
-        return False
-    if python:
-        return any(p.type in ("typed_parameter", "typed_default_parameter") for p in params.named_children)
-    return any(p.child_by_field_name("type") is not None for p in params.named_children)
-
-
-def _collect_imports(prof: _Profile, node: Node, python: bool) -> None:
-    line = f"line {node.start_point[0] + 1}"
-    if python:
-        if node.type == "import_statement":
-            prof.import_form.append((line, "import module"))
-            prof.import_path.append((line, "absolute"))
-        elif node.type == "import_from_statement":
-            module = node.child_by_field_name("module_name")
-            prof.import_form.append((line, "from module import name"))
-            relative = module is not None and module.type == "relative_import"
-            prof.import_path.append((line, "relative" if relative else "absolute"))
-        return
-    specifier = None
-    if node.type == "import_statement":
-        source = node.child_by_field_name("source")
-        if source is None:
-            return
-        prof.import_form.append((line, "ESM import"))
-        specifier = _text(source).strip("'\"`")
-    elif node.type == "call_expression" and _text(node.child_by_field_name("function")) == "require":
-        args = node.child_by_field_name("arguments")
-        if args is None or not args.named_children or args.named_children[0].type != "string":
-            return
-        prof.import_form.append((line, "CommonJS require"))
-        specifier = _text(args.named_children[0]).strip("'\"`")
-    if specifier is not None:
-        prof.import_path.append((line, "relative" if specifier.startswith(".") else "package or alias"))
-
-
-def _callee(node: Node) -> str:
-    """Source text of what a call calls, whitespace removed (`logging.getLogger`, `axios.get`)."""
-    return re.sub(r"\s+", "", _text(node.child_by_field_name("function")))
-
-
-def _first_arg(node: Node) -> Node | None:
-    args = node.child_by_field_name("arguments")
-    return args.named_children[0] if args is not None and args.named_children else None
-
-
-def _error_pattern(node: Node, python: bool) -> str | None:
-    kind = node.type
-    if kind == "raise_statement":
-        raised = node.named_children[0] if node.named_children else None
-        if raised is None:
-            return "raise (re-raise inside except)"
-        target = _callee(raised) if raised.type == "call" else _text(raised)
-        chained = " from <err>" if node.child_by_field_name("cause") is not None else ""
-        return f"raise {target}(...){chained}" if raised.type == "call" else f"raise {target}{chained}"
-    if kind == "except_clause":
-        caught = next((c for c in node.named_children if c.type != "block"), None)
-        if caught is None:
-            return "except: (bare)"
-        if caught.type == "as_pattern":
-            return f"except {_text(caught.named_children[0])} as <err>:"
-        return f"except {_text(caught)}:"
-    if kind == "throw_statement":
-        thrown = node.named_children[0] if node.named_children else None
-        if thrown is not None and thrown.type == "new_expression":
-            return f"throw new {_text(thrown.child_by_field_name('constructor'))}(...)"
-        return "throw <value>"
-    if kind == "catch_clause":
-        param = node.child_by_field_name("parameter")
-        return f"catch ({_text(param)})" if param is not None else "catch without binding"
-    if kind in _CLASSES:
-        bases = _base_names(node, python)
-        for base in bases:
-            if base.endswith(("Error", "Exception", "Warning")) or base in (
-                "Exception",
-                "Error",
-                "BaseException",
-            ):
-                return (
-                    f"class *({base}) — custom exception"
-                    if python
-                    else f"class * extends {base} — custom error"
-                )
-    if kind == "call_expression":
-        function = node.child_by_field_name("function")
-        if function is not None and function.type == "member_expression":
-            prop = _text(function.child_by_field_name("property"))
-            if prop == "catch":
-                return ".catch(...) on a promise"
-    return None
-
-
-def _base_names(node: Node, python: bool) -> list[str]:
-    if python:
-        supers = node.child_by_field_name("superclasses")
-        return [_text(c) for c in supers.named_children] if supers is not None else []
-    heritage = next((c for c in node.named_children if c.type == "class_heritage"), None)
-    if heritage is None:
-        return []
-    extends = next((c for c in heritage.named_children if c.type == "extends_clause"), heritage)
-    return [_text(c) for c in extends.named_children if c.type in ("identifier", "member_expression")]
-
-
-def _is_logger_name(text: str) -> bool:
-    """`logger`, `log`, `LOGGER`, `self._log`, `auditLogger`: but not `catalog`, `dialog` or `log_return`."""
-    tokens = split_identifier(text.rsplit(".", 1)[-1])
-    return bool(tokens) and tokens[-1] in ("log", "logger", "logging")
-
-
-def _logging_pattern(node: Node, python: bool) -> str | None:
-    kind = node.type
-    if kind in ("assignment", "variable_declarator"):
-        value = node.child_by_field_name("right" if python else "value")
-        target = node.child_by_field_name("left" if python else "name")
-        if value is None or target is None or value.type not in ("call", "call_expression"):
-            return None
-        callee = _callee(value)
-        if "getLogger" in callee:
-            return " ".join(_text(node).split())
-        return f"{_text(target)} = {callee}(...)" if _is_logger_name(_text(target)) else None
-    if kind not in ("call", "call_expression"):
-        return None
-    callee = _callee(node)
-    if callee in ("print", "warnings.warn") or (callee.startswith("console.") and not python):
-        return f"{callee}(...)"
-    obj, _, method = callee.rpartition(".")
-    if not (obj and method in _LOG_LEVELS and _is_logger_name(obj)):
-        return None
-    first = _first_arg(node)
-    style = ""
-    if first is not None and python and first.type == "string":
-        arguments = node.child_by_field_name("arguments")
-        if _text(first)[:2].lower().startswith("f"):
-            style = " with an f-string"
-        elif "%" in _text(first) and arguments is not None and len(arguments.named_children) > 1:
-            style = " with %-style args"
-    return f"{callee}(...){style}"
-
-
-def _imports_pattern(node: Node, python: bool) -> str | None:
-    kind = node.type
-    if python:
-        if kind == "future_import_statement":
-            return _text(node)
-        if kind == "import_statement":
-            aliased = next((c for c in node.named_children if c.type == "aliased_import"), None)
-            return _text(node) if aliased is not None else "import <module>"
-        if kind == "import_from_statement":
-            module = node.child_by_field_name("module_name")
-            if module is not None and module.type == "relative_import":
-                return "from .<module> import <names> (relative)"
-            if any(c.type == "wildcard_import" for c in node.named_children):
-                return "from <module> import *"
-            return "from <package> import <names>"
-        return None
-    if kind == "import_statement":
-        source = node.child_by_field_name("source")
-        if source is None:
-            return None
-        spec = _text(source).strip("'\"`")
-        where = (
-            "relative"
-            if spec.startswith(".")
-            else ("alias" if spec.startswith(("@/", "~/", "#")) else "package")
-        )
-        clause = next((c for c in node.named_children if c.type == "import_clause"), None)
-        if clause is None:
-            return f"import '<{where}>' (side effect)"
-        type_only = any(c.type == "type" for c in node.children)
-        forms = {c.type for c in clause.named_children}
-        shape = (
-            "* as ns"
-            if "namespace_import" in forms
-            else (
-                "default, { named }"
-                if {"identifier", "named_imports"} <= forms
-                else ("{ named }" if "named_imports" in forms else "default")
-            )
-        )
-        return f"import {'type ' if type_only else ''}{shape} from '<{where}>'"
-    if kind == "assignment_expression" and _text(node.child_by_field_name("left")).startswith(
-        ("module.exports", "exports.")
-    ):
-        return "module.exports = ... (CommonJS)"
-    if kind == "call_expression" and _callee(node) == "require":
-        first = _first_arg(node)
-        spec = _text(first).strip("'\"`") if first is not None else ""
-        return f"require('<{'relative' if spec.startswith('.') else 'package'}>') (CommonJS)"
-    return None
-
-
-def _async_pattern(node: Node, python: bool) -> str | None:
-    kind = node.type
-    is_async = any(c.type == "async" for c in node.children)
-    if kind == "function_definition" and is_async:
-        return "async def"
-    if kind in ("with_statement", "for_statement") and is_async:
-        return f"async {kind.split('_')[0]}"
-    if kind in _JS_FUNCTIONS and is_async:
-        return {"arrow_function": "async arrow function", "method_definition": "async method"}.get(
-            kind, "async function"
-        )
-    if kind in ("await", "await_expression"):
-        inner = node.named_children[0] if node.named_children else None
-        if inner is not None and inner.type in ("call", "call_expression"):
-            callee = _callee(inner)
-            if callee.startswith(_ASYNC_LIBS):
-                return f"await {callee}(...)"
-        return "await <call>"
-    awaited = node.parent is not None and node.parent.type in ("await", "await_expression")
-    if kind in ("call", "call_expression") and not awaited:  # an awaited call is reported with its await
-        callee = _callee(node)
-        if callee.startswith(_ASYNC_LIBS):
-            return f"{callee}(...)"
-        if callee.endswith(".then"):
-            return ".then(...) promise chain"
-    return None
-
-
-def _api_pattern(node: Node, python: bool) -> str | None:
-    if node.type not in ("call", "call_expression"):
-        return None
-    callee = _callee(node)
-    if callee in ("fetch", "axios", "window.fetch"):
-        return f"{callee}(...)"
-    parts = callee.split(".")
-    root, method = parts[0], parts[-1]
-    if len(parts) >= 2 and root in _HTTP_ROOTS:
-        return f"{callee}(...)"
-    if len(parts) >= 2 and method in _HTTP_METHODS and re.search(r"client|session|http|api", parts[-2], re.I):
-        return f"{callee}(...)"
-    return None
-
-
-_Rule = Callable[["Node", bool], "str | None"]
-_CALLS = frozenset({"call", "call_expression"})
-# Each topic's rule with the node types it recognizes: a file is scanned by one query, not a Python walk.
-_CONVENTION_RULES: dict[str, tuple[frozenset[str], _Rule]] = {
-    "error handling": (
-        _CLASSES | {"raise_statement", "except_clause", "throw_statement", "catch_clause", "call_expression"},
-        _error_pattern,
-    ),
-    "logging": (_CALLS | {"assignment", "variable_declarator"}, _logging_pattern),
-    "imports": (
-        frozenset(
-            {"future_import_statement", "import_statement", "import_from_statement", "assignment_expression"}
-        )
-        | _CALLS,
-        _imports_pattern,
-    ),
-    "async": (
-        _JS_FUNCTIONS
-        | _CALLS
-        | {"function_definition", "with_statement", "for_statement", "await", "await_expression"},
-        _async_pattern,
-    ),
-    "api calls": (_CALLS, _api_pattern),
-}
-
-
-def _topic(topic: str) -> str:
-    key = re.sub(r"[\s_-]+", " ", topic.strip().lower())
-    if key in _TOPICS:
-        return key
-    for name, aliases in _TOPICS.items():
-        if key in aliases or key.replace(" ", "-") in aliases:
-            return name
-    raise ValueError(
-        f"Unknown convention topic {topic!r}; use one of: {', '.join(_TOPICS)} "
-        "(aliases such as 'errors', 'http')."
-    )
 
 
 class JudgmentMixin:
@@ -940,10 +439,10 @@ class JudgmentMixin:
         files = self._reference_files(reference, max_files)
         ref_language = Counter(self.language_of(f) for f in files).most_common(1)[0][0]
         tree, lang = self._parse_snippet(snippet, language, prefer=ref_language)
-        observed = _profile(tree, lang)
-        expected = _Profile()
+        observed = style_profile(tree, lang)
+        expected = StyleProfile()
         for file in files:
-            prof = self._per_file("profile", file, lambda text, lg: _profile(self._tree(text, lg), lg))
+            prof = self._per_file("profile", file, lambda text, lg: style_profile(self._tree(text, lg), lg))
             if prof is not None:
                 expected.merge(prof)
 
@@ -1067,7 +566,7 @@ class JudgmentMixin:
         if not reference or not observed:
             return []
         values = [v for _, v in reference]
-        ranks = [_percentile_rank(values, v) for _, v in observed]
+        ranks = [percentile_rank(values, v) for _, v in observed]
         deviations = [max(0.0, (r - 0.75) / 0.25) for r in ranks]
         worst = int(np.argmax(ranks))
         label, value = observed[worst]
@@ -1182,8 +681,8 @@ class JudgmentMixin:
         """
         if limit < 1:
             raise ValueError(f"limit must be at least 1, got {limit}")
-        name = _topic(topic)
-        types, rule = _CONVENTION_RULES[name]
+        name = canonical_topic(topic)
+        types, rule = CONVENTION_RULES[name]
         self.wait_ready()
         ranked = [f for f in self.top_files(limit=max_files)["file"] if self.language_of(f) is not None]
         found: dict[str, list[tuple[str, int, str]]] = defaultdict(list)
@@ -1191,7 +690,7 @@ class JudgmentMixin:
             hits = self._per_file(
                 f"convention:{name}",
                 file,
-                lambda text, lg: _scan(self._tree(text, lg), text, lg, types, rule),
+                lambda text, lg: scan_conventions(self._tree(text, lg), text, lg, types, rule),
             )
             for pattern, line, code in hits or ():
                 found[pattern].append((file, line, code))
@@ -1212,21 +711,6 @@ class JudgmentMixin:
         out = pd.DataFrame(rows, columns=columns)
         out = out.sort_values(["files", "count", "pattern"], ascending=[False, False, True], kind="stable")
         return out.head(limit).reset_index(drop=True)
-
-
-def _scan(
-    tree: Tree, text: str, language: str, types: frozenset[str], rule: _Rule
-) -> list[tuple[str, int, str]]:
-    """(pattern, line, source line) for every node of a file that `rule` recognizes."""
-    lines = text.splitlines()
-    python = language == "python"
-    out = []
-    for node in _nodes_of(tree, language, types):
-        pattern = rule(node, python)
-        if pattern is not None:
-            row = node.start_point[0]
-            out.append((pattern, row + 1, lines[row].strip()[:120] if row < len(lines) else ""))
-    return out
 
 
 _PY_COMMENTS = re.compile(r"#([^\n]*)|\"\"\"([\s\S]*?)\"\"\"|'''([\s\S]*?)'''")
