@@ -8,6 +8,7 @@ so a kernel with no key and no vault still starts at once.
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +43,7 @@ class AriesContext:
         chosen = root or settings.root or os.environ.get("ARIES_ROOT") or os.getcwd()
         self.root = Path(chosen).expanduser().resolve()
         self._cache: dict[str, Any] = {}
+        self._lock = threading.RLock()  # re-entrant: one pillar's factory may build another (rlm -> models)
         self.hooks: dict[str, Any] = {}  # IPython event callbacks registered for this context, by event name
 
     @property
@@ -51,13 +53,19 @@ class AriesContext:
 
     def set_codebase(self, codebase: Codebase) -> None:
         """Replace the codebase (``%aries index PATH`` indexes another folder)."""
-        self._cache["codebase"] = codebase
+        with self._lock:
+            self._cache["codebase"] = codebase
 
     def lazy(self, name: str, factory: Any) -> Any:
-        """Build a pillar once with ``factory(self)`` and keep it (vault, models, rlm, agent)."""
-        if name not in self._cache:
-            self._cache[name] = factory(self)
-        return self._cache[name]
+        """Build a pillar once with ``factory(self)`` and keep it (codebase, vault, models, rlm, agent).
+
+        Thread-safe: the background indexing thread and the agent (or a cell) may ask for the same pillar at
+        the same moment, and both must get the one object.
+        """
+        with self._lock:
+            if name not in self._cache:
+                self._cache[name] = factory(self)
+            return self._cache[name]
 
     def built(self, name: str) -> Any | None:
         """The pillar ``name`` if it has been built already, else None (never builds it)."""

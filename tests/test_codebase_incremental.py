@@ -73,6 +73,17 @@ def test_definition_hashes_are_computed_on_first_need_and_kept(mixed_repo: Path)
     assert warm.symbol_table(hashes=False).equals(hashed)
 
 
+def test_kernels_indexing_one_repository_at_once_share_the_index_safely(mixed_repo: Path) -> None:
+    # Two notebooks on one project: each kernel opens .aries/index.db, and neither may break the other's.
+    codebases = [Codebase(mixed_repo) for _ in range(4)]
+    for codebase in codebases:
+        codebase.index_in_background()
+    for codebase in codebases:
+        codebase.wait_ready()
+        assert_same_graph(codebase, codebases[0])
+    assert Codebase(mixed_repo).symbol_table(hashes=False)["name"].tolist()  # the shared index still loads
+
+
 def test_reindex_after_edit_add_delete_equals_full_build(mixed_repo: Path) -> None:
     codebase = Codebase(mixed_repo)
     codebase.wait_ready()

@@ -46,13 +46,21 @@ class IndexStore:
         self._conn = self._open()
 
     def _open(self) -> sqlite3.Connection:
+        # Several kernels may open one repository's index at once, so a stale index is emptied inside a
+        # transaction, never deleted from under another connection; only an unreadable file is replaced.
         try:
             conn = self._connect()
-            row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-            if row is not None and row[0] == SCHEMA_VERSION:
-                return conn
-            conn.close()
-            self.rebuilt_reason = f"schema version {row[0] if row else 'missing'} != {SCHEMA_VERSION}"
+            with conn:
+                row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+                if row is None or row[0] != SCHEMA_VERSION:
+                    if row is not None:
+                        self.rebuilt_reason = f"schema version {row[0]} != {SCHEMA_VERSION}"
+                        log.info("Emptying %s: %s", self.path, self.rebuilt_reason)
+                    conn.execute("DELETE FROM files")
+                    conn.execute(
+                        "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (SCHEMA_VERSION,)
+                    )
+            return conn
         except sqlite3.DatabaseError as exc:
             self.rebuilt_reason = f"unreadable ({exc})"
         log.info("Rebuilding %s: %s", self.path, self.rebuilt_reason)
