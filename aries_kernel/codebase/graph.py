@@ -178,9 +178,18 @@ class FileGraph:
             self._add_file(record)
         self.tsconfigs = tsconfigs
         self.resolver = Resolver(self.node_of, self.root_name, tsconfigs)
-        for rel in self.node_of:
-            self._set_import_edges(rel)
-            self._set_reference_edges(rel)
+        # A fresh graph has no edges to replace: add them all in one call, in the order updates would.
+        self.graph.add_edges_from(
+            [
+                edge
+                for rel in self.node_of
+                for kind, targets in (
+                    ("import", self._import_targets(rel)),
+                    ("reference", self._reference_targets(rel)),
+                )
+                for edge in self._edges(rel, kind, targets)
+            ]
+        )
         self.version += 1
 
     def update(self, changed: dict[str, dict[str, Any] | None], tsconfigs: dict[str, TsConfig]) -> None:
@@ -212,10 +221,10 @@ class FileGraph:
         else:
             import_sources = [rel for rel in changed if rel in self.node_of]
         for rel in import_sources:
-            self._set_import_edges(rel)
+            self._replace_edges(rel, "import", self._import_targets(rel))
         for rel in sorted(sources):
             if rel in self.node_of:
-                self._set_reference_edges(rel)
+                self._replace_edges(rel, "reference", self._reference_targets(rel))
         self.version += 1
 
     def users(self) -> dict[str, set[str]]:
@@ -260,21 +269,24 @@ class FileGraph:
                 self._users[name].discard(rel)
         del self.language[rel], self.imports[rel], self.uses[rel]
 
+    def _edges(
+        self, rel: str, kind: str, targets: dict[str, tuple[float, bool]]
+    ) -> list[tuple[int, int, tuple[str, float, bool]]]:
+        node, node_of = self.node_of[rel], self.node_of
+        return [(node, node_of[t], (kind, *targets[t])) for t in sorted(targets)]
+
     def _replace_edges(self, rel: str, kind: str, targets: dict[str, tuple[float, bool]]) -> None:
         graph = self.graph
-        node = self.node_of[rel]
-        for index, (_, _, data) in list(graph.incident_edge_index_map(node).items()):
+        for index, (_, _, data) in list(graph.incident_edge_index_map(self.node_of[rel]).items()):
             if data[0] == kind:
                 graph.remove_edge_from_index(index)
-        for target in sorted(targets):
-            weight, type_only = targets[target]
-            graph.add_edge(node, self.node_of[target], (kind, weight, type_only))
+        graph.add_edges_from(self._edges(rel, kind, targets))
 
-    def _set_import_edges(self, rel: str) -> None:
+    def _import_targets(self, rel: str) -> dict[str, tuple[float, bool]]:
         resolved = self.resolver.resolve(rel, self.language[rel], self.imports[rel])
-        self._replace_edges(rel, "import", {t: (1.0, type_only) for t, type_only in resolved.items()})
+        return {t: (1.0, type_only) for t, type_only in resolved.items()}
 
-    def _set_reference_edges(self, rel: str) -> None:
+    def _reference_targets(self, rel: str) -> dict[str, tuple[float, bool]]:
         own = self.defines[rel]
         definers = self.definers
         family = _family(self.language[rel])
@@ -291,7 +303,7 @@ class FileGraph:
             share = name_weight(name) / len(found)
             for target in found:
                 weights[target] = weights.get(target, 0.0) + share
-        self._replace_edges(rel, "reference", {t: (round(w, 6), False) for t, w in weights.items()})
+        return {t: (round(w, 6), False) for t, w in weights.items()}
 
     # reading
 
