@@ -123,15 +123,25 @@ def test_install_and_uninstall_kernelspec(tmp_path: Path) -> None:
 def test_jupyter_console_runs_lines_from_stdin(small_repo: Path, tmp_path: Path) -> None:
     env = dict(os.environ, ARIES_VAULT=str(tmp_path / "vault"), ARIES_LOG_DIR=str(tmp_path / "logs"))
     lines = "x = 6 * 7\nx\nprint('files', len(codebase.list_files()) > 0)\n"
-    done = subprocess.run(
-        [JUPYTER, "console", "--kernel", "aries", "--simple-prompt"],
-        input=lines,
-        cwd=small_repo,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    hung = 0
+    while True:
+        try:
+            done = subprocess.run(
+                [JUPYTER, "console", "--kernel", "aries", "--simple-prompt"],
+                input=lines,
+                cwd=small_repo,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=90,  # a run takes about 2 s
+            )
+            break
+        except subprocess.TimeoutExpired:
+            # Seen once in dozens of runs: jupyter_console waited forever for an idle status on IOPub while
+            # the kernel sat idle (a stack dump showed it so). That is the client's subscription race, not the
+            # kernel's answer, so one more try is allowed; the kernel exits with its killed parent.
+            hung += 1
+            assert hung < 2, "jupyter console hung twice"
     assert "Out[2]: 42" in done.stdout, done.stdout + done.stderr
     assert "files True" in done.stdout, done.stdout + done.stderr
 
