@@ -21,12 +21,6 @@ from tests.loopback import Reply, ScriptedModelServer
 pytestmark = pytest.mark.kernel
 
 
-@pytest.fixture
-def server() -> Iterator[ScriptedModelServer]:
-    with ScriptedModelServer() as running:
-        yield running
-
-
 def kernel_env(server: ScriptedModelServer) -> dict[str, str]:
     return {"ANTHROPIC_BASE_URL": server.anthropic_url, "ANTHROPIC_API_KEY": "test-key"}
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +31,6 @@ config.AriesMemory.preflight_min_similarity = {similarity}
 config.AriesMemory.preflight_strong_similarity = 0.9
 config.AriesMemory.reflection_threshold = {threshold}
 """
-
-
-@pytest.fixture
-def server() -> Iterator[ScriptedModelServer]:
-    with ScriptedModelServer() as running:
-        yield running
 
 
 @pytest.fixture

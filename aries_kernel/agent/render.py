@@ -31,6 +31,7 @@ from aries_kernel.agent.events import (
 __all__ = ["TextRenderer", "ask_on_stdin", "format_arguments"]
 
 _RESULT_LINES = 8
+_MEMORY_VERBS = {MemoryRetrieved: "retrieved", MemoryEchoed: "echoed", MemoryFizzled: "fizzled"}
 _ARGUMENT_CHARS = 160
 
 
@@ -90,12 +91,8 @@ class TextRenderer:
             )
         elif isinstance(event, Reindexed):
             self._line(f"[re-indexed {len(event.paths)} changed file(s): {', '.join(event.paths[:5])}]")
-        elif isinstance(event, MemoryRetrieved):
-            self._line(f"[memory retrieved: {'; '.join(event.titles)}]")
-        elif isinstance(event, MemoryEchoed):
-            self._line(f"[memory echoed: {'; '.join(event.titles)}]")
-        elif isinstance(event, MemoryFizzled):
-            self._line(f"[memory fizzled: {'; '.join(event.titles)}]")
+        elif isinstance(event, (MemoryRetrieved, MemoryEchoed, MemoryFizzled)):
+            self._line(f"[memory {_MEMORY_VERBS[type(event)]}: {'; '.join(event.titles)}]")
         elif isinstance(event, ReflectionWritten):
             self._line(f"[reflection saved: {event.title}]")
         elif isinstance(event, Notice):
