@@ -10,10 +10,21 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["OutsideRootError", "confine", "APPROVAL_TOOLS", "describe_call"]
+__all__ = ["OutsideRootError", "confine", "EFFECTS", "TOOL_EFFECTS", "describe_call"]
 
-# Tools that change files or run programs: they ask before running unless the user allowed them.
-APPROVAL_TOOLS = frozenset({"Edit", "Write", "Bash", "NotebookEdit"})
+# What a tool can do to the world, which the permission mode weighs: "read" never changes anything,
+# "edit" changes files under the root, "command" runs programs or reaches the network, "repl" runs the
+# agent's Python in the kernel (its effects are gated one by one as they happen).
+EFFECTS = ("read", "edit", "command", "repl")
+TOOL_EFFECTS = {
+    "Edit": "edit",
+    "Write": "edit",
+    "NotebookEdit": "edit",
+    "ProjectSave": "edit",
+    "Bash": "command",
+    "WebFetch": "command",
+    "Repl": "repl",
+}
 
 
 class OutsideRootError(ValueError):

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from aries_kernel.agent.repl import format_value, run_code, truncate
-from aries_kernel.agent.safety import APPROVAL_TOOLS, confine
+from aries_kernel.agent.safety import TOOL_EFFECTS, confine
 from aries_kernel.agent.settings import AriesAgent
 
 __all__ = ["Tool", "ToolEnv", "ToolError", "TOOLS", "run_tool", "tool_schema_dict"]
@@ -103,8 +103,13 @@ class Tool:
     description: str
     parameters: dict[str, Any]
     func: Callable[..., str]
-    needs_approval: bool = False
+    effect: str = "read"  # one of safety.EFFECTS: what the permission mode weighs before it runs
     memory: bool = False
+
+    @property
+    def needs_approval(self) -> bool:
+        """Whether the default mode asks before this tool runs (it edits files or runs a command)."""
+        return self.effect in ("edit", "command")
 
 
 TOOLS: dict[str, Tool] = {}
@@ -152,7 +157,7 @@ def tool(
                 required.append(parameter.name)
         parameters = {"type": "object", "properties": properties, "required": required}
         TOOLS[name] = Tool(
-            name, description, parameters, func, needs_approval=name in APPROVAL_TOOLS, memory=memory
+            name, description, parameters, func, effect=TOOL_EFFECTS.get(name, "read"), memory=memory
         )
         return func
 
