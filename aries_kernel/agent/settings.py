@@ -42,6 +42,17 @@ class AriesAgent(Configurable):
     ).tag(config=True)
     max_tokens = Int(8192, help="Output tokens allowed per model call.").tag(config=True)
     web_timeout = Float(30.0, help="Seconds a WebFetch may take.").tag(config=True)
+    web_max_bytes = Int(
+        2_000_000, help="Bytes of a page WebFetch reads; the rest is not downloaded and the text says so."
+    ).tag(config=True)
+    web_allow_private = Bool(
+        False,
+        help="Let WebFetch reach loopback, private (10/8, 172.16/12, 192.168/16, fc00::/7), link-local and other "
+        "non-public addresses (checked after DNS resolution and on every redirect).",
+    ).tag(config=True)
+    search_timeout = Float(
+        10.0, help="Seconds of pattern matching one Grep or Glob call may spend before it stops and says so."
+    ).tag(config=True)
     display = Enum(
         ["auto", "text", "widgets"],
         "auto",
