@@ -34,7 +34,7 @@ def columns(frame: pd.DataFrame) -> list[str]:
 
 def test_search(codebase: Codebase) -> None:
     found = codebase.search("Engine")
-    assert columns(found) == ["file", "line", "kind", "name", "snippet", "score"]
+    assert columns(found) == ["file", "role", "line", "kind", "name", "snippet", "score"]
     assert found.iloc[0][["file", "kind", "name"]].tolist() == ["app/core.py", "class", "Engine"]
     assert found["score"].is_monotonic_decreasing
     assert "content" in set(found["kind"])
@@ -43,14 +43,14 @@ def test_search(codebase: Codebase) -> None:
 
 def test_top_files_and_hits(codebase: Codebase) -> None:
     top = codebase.top_files(5)
-    assert columns(top) == ["file", "pagerank", "in_degree", "out_degree", "symbols", "loc"]
+    assert columns(top) == ["file", "role", "pagerank", "in_degree", "out_degree", "symbols", "loc"]
     assert len(top) == 5 and top["pagerank"].is_monotonic_decreasing
     hits = codebase.hits(50)
-    assert columns(hits) == ["file", "hub", "authority", "role", "score"]
-    assert set(hits["role"]) <= {"hub", "authority", "both"}
+    assert columns(hits) == ["file", "role", "hub", "authority", "hits_role", "score"]
+    assert set(hits["hits_role"]) <= {"hub", "authority", "both"}
     assert hits["score"].is_monotonic_decreasing
     # main.py and cli.py only import: hubs; helpers/text.py is imported by many and imports little: an authority.
-    roles = dict(zip(hits["file"], hits["role"], strict=False))
+    roles = dict(zip(hits["file"], hits["hits_role"], strict=False))
     assert roles["main.py"] == roles["app/cli.py"] == "hub" and roles["app/helpers/text.py"] == "authority"
 
 
@@ -128,7 +128,7 @@ def test_cluster_by_file(codebase: Codebase) -> None:
 
 def test_listings_and_stats(codebase: Codebase) -> None:
     files = codebase.list_files()
-    assert columns(files) == ["file", "language", "loc", "symbols", "status"]
+    assert columns(files) == ["file", "role", "language", "loc", "symbols", "status"]
     assert (
         dict(zip(files["file"], files["language"], strict=False))["web/components/Widget.jsx"] == "javascript"
     )

@@ -2,13 +2,22 @@
 
 Each returns a pandas DataFrame sorted by its score column (or a numbered source slice for ``get_context``).
 They are mixed into :class:`~aries_kernel.codebase.core.Codebase`, which supplies the index.
+
+Every file has a role (source, test, example, fixture, generated; see :mod:`aries_kernel.codebase.roles`), shown
+as the ``role`` column of ``list_files()``, ``top_files()``, ``hits()`` and ``search()``. The three rankings take
+``roles="source"`` by default, so the product comes first; ``roles="all"``, one role, or a list shows the rest.
+Scores (PageRank, HITS) are always computed over the whole graph: a test that imports a module still counts.
 """
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from aries_kernel.codebase.roles import file_role, read_header, select_roles
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -24,6 +33,11 @@ EDGE_KINDS = ("import", "reference")
 _SNIPPET = 160
 _MAX_CONTENT_HITS_PER_FILE = 20
 _WORD = re.compile(r"[A-Za-z0-9_$]+")
+# How much a file's PageRank lifts a search score: less than the gap between two match tiers, so centrality only
+# orders matches of the same kind and a definition named like the query always beats a mere mention.
+_RANK_LIFT = 0.9
+# Files that stand for their folder's module: ``pkg/__init__.py`` defines ``pkg``.
+_PACKAGE_FILES = frozenset({"__init__", "index", "mod"})
 
 
 class SourceSlice(str):
@@ -45,27 +59,46 @@ class QueryMixin:
     _problems: list[Problem]
     last_run: dict[str, Any]
     _lock: Any
+    root: Path
 
     if TYPE_CHECKING:
 
         def wait_ready(self, timeout: float | None = None) -> None: ...
+        def _table(self, key: str, build: Any) -> Any: ...
         def _file(self, file: Any) -> str: ...
         def source(self, file: Any) -> str: ...
         def symbol_table(self, hashes: bool = True) -> pd.DataFrame: ...
 
     # ranking
 
-    def top_files(self, limit: int = 20) -> pd.DataFrame:
-        """Files by PageRank over the weighted graph: file, pagerank, in_degree, out_degree, symbols, loc."""
+    def file_roles(self) -> dict[str, str]:
+        """File -> role (source, test, example, fixture, generated) for every indexed file."""
+        self.wait_ready()
+
+        def build() -> dict[str, str]:
+            return {
+                rel: _role_of(self.root, rel) for rel, r in self._records.items() if r["status"] != "skipped"
+            }
+
+        with self._lock:
+            return dict(self._table("roles", build))
+
+    def top_files(self, limit: int | None = 20, roles: str | Iterable[str] = "source") -> pd.DataFrame:
+        """Files by PageRank over the weighted graph: file, role, pagerank, in_degree, out_degree, symbols, loc.
+
+        ``roles`` picks the files listed: ``"source"`` (default), ``"all"``, one role or a list of roles.
+        """
         import pandas as pd
 
-        self.wait_ready()
+        wanted = select_roles(roles)
+        role_of = self.file_roles()
         with self._lock:
             ranks = self._rankings.pagerank()
             g = self._graph.graph
             rows = [
                 (
                     rel,
+                    role_of[rel],
                     ranks.get(rel, 0.0),
                     g.in_degree(node),
                     g.out_degree(node),
@@ -73,27 +106,37 @@ class QueryMixin:
                     self._records[rel]["loc"],
                 )
                 for rel, node in self._graph.node_of.items()
+                if role_of[rel] in wanted
             ]
-        frame = pd.DataFrame(rows, columns=["file", "pagerank", "in_degree", "out_degree", "symbols", "loc"])
+        frame = pd.DataFrame(
+            rows, columns=["file", "role", "pagerank", "in_degree", "out_degree", "symbols", "loc"]
+        )
         return _top(frame, ["pagerank", "file"], [False, True], limit)
 
-    def hits(self, limit: int = 20) -> pd.DataFrame:
-        """Hub and authority score per file, with a role (hub, authority, both) from the larger normalized score."""
+    def hits(self, limit: int | None = 20, roles: str | Iterable[str] = "source") -> pd.DataFrame:
+        """Hub and authority score per file: file, role, hub, authority, hits_role, score.
+
+        ``hits_role`` (hub, authority, both) comes from the larger normalized score; ``roles`` picks the files
+        listed, as for :meth:`top_files`.
+        """
         import pandas as pd
 
-        self.wait_ready()
+        wanted = select_roles(roles)
+        role_of = self.file_roles()
         with self._lock:
             hubs, authorities = self._rankings.hits()
         frame = pd.DataFrame(
-            [(rel, hubs[rel], authorities.get(rel, 0.0)) for rel in hubs],
-            columns=["file", "hub", "authority"],
+            [(rel, role_of[rel], hubs[rel], authorities.get(rel, 0.0)) for rel in hubs],
+            columns=["file", "role", "hub", "authority"],
         )
+        # Normalized over the whole graph, so a file's hub/authority call does not depend on the roles shown.
         hub_n = frame["hub"] / (frame["hub"].max() or 1.0)
         auth_n = frame["authority"] / (frame["authority"].max() or 1.0)
-        frame["role"] = "both"
-        frame.loc[hub_n > 2 * auth_n, "role"] = "hub"
-        frame.loc[auth_n > 2 * hub_n, "role"] = "authority"
+        frame["hits_role"] = "both"
+        frame.loc[hub_n > 2 * auth_n, "hits_role"] = "hub"
+        frame.loc[auth_n > 2 * hub_n, "hits_role"] = "authority"
         frame["score"] = pd.concat([hub_n, auth_n], axis=1).max(axis=1)
+        frame = frame[frame["role"].isin(wanted)]
         return _top(frame, ["score", "file"], [False, True], limit)
 
     def communities(self) -> pd.DataFrame:
@@ -136,21 +179,26 @@ class QueryMixin:
         columns = ["name", "kind", "file", "line", "end_line", "signature", "parent", "score"]
         return _top(found, ["score", "pagerank", "file", "line"], [False, False, True, True], None)[columns]
 
-    def search(self, query: str, limit: int = 20) -> pd.DataFrame:
-        """Ranked matches over symbol names and file content: file, line, kind, name, snippet, score.
+    def search(
+        self, query: str, limit: int | None = 20, roles: str | Iterable[str] = "source"
+    ) -> pd.DataFrame:
+        """Ranked matches over definitions and file content: file, role, line, kind, name, snippet, score.
 
-        A symbol named exactly like the query scores highest, then prefix, substring and shared word tokens;
-        content lines that contain the whole query beat lines that contain all its words. Scores are lifted
-        by the file's PageRank, so central files come first among equals.
+        Definitions (symbols, and modules: ``kernel.py`` or ``kernel/__init__.py`` defines ``kernel``) named
+        exactly like the query score highest, then prefix, substring and shared word tokens; then content lines
+        that contain the whole query, then lines that contain all its words. Any definition whose name matches
+        ranks above every mere mention; the file's PageRank orders matches within a tier. ``roles`` picks the
+        files searched, as for :meth:`top_files`.
         """
         import pandas as pd
 
         from aries_kernel.codebase.core import CodebaseError
 
-        self.wait_ready()
         needle = query.strip().lower()
         if not needle:
             raise ValueError("search() needs a non-empty query.")
+        wanted = select_roles(roles)
+        role_of = self.file_roles()
         words = [w.lower() for w in _WORD.findall(query)]
         hits: dict[tuple[str, int], tuple[str, str, str, float]] = {}
 
@@ -160,15 +208,20 @@ class QueryMixin:
                 hits[(file, line)] = (kind, name, snippet, score)
 
         symbols = self.symbol_table(hashes=False)
+        symbols = symbols[symbols["file"].map(role_of).isin(wanted)]
         lowered = symbols["name"].str.lower()
         for row, low in zip(symbols.itertuples(index=False), lowered, strict=False):
             score = _name_score(low, needle, words)
             if score:
                 keep(row.file, row.line, row.kind, row.name, row.signature[:_SNIPPET], score)
         with self._lock:
-            files = list(self._graph.node_of)
+            files = [rel for rel in self._graph.node_of if role_of[rel] in wanted]
             ranks = self._rankings.pagerank()
         for rel in files:
+            module = _module_name(rel)
+            score = _name_score(module.lower(), needle, words)
+            if score:  # keyed at line 0 so that a definition on line 1 does not hide it; shown as line 1
+                keep(rel, 0, "module", module, rel, score)
             try:
                 text = self.source(rel)
             except CodebaseError:  # a file that vanished or changed since indexing: reindex will sort it out
@@ -177,10 +230,18 @@ class QueryMixin:
                 keep(rel, line, "content", "", snippet, score)
         top_rank = max(ranks.values(), default=0.0) or 1.0
         rows = [
-            (file, line, kind, name, snippet, round(score * (1 + ranks.get(file, 0.0) / top_rank), 4))
+            (
+                file,
+                role_of[file],
+                max(line, 1),
+                kind,
+                name,
+                snippet,
+                round(score + _RANK_LIFT * ranks.get(file, 0.0) / top_rank, 4),
+            )
             for (file, line), (kind, name, snippet, score) in hits.items()
         ]
-        frame = pd.DataFrame(rows, columns=["file", "line", "kind", "name", "snippet", "score"])
+        frame = pd.DataFrame(rows, columns=["file", "role", "line", "kind", "name", "snippet", "score"])
         return _top(frame, ["score", "file", "line"], [False, True, True], limit)
 
     def cluster_by_file(self, matches: pd.DataFrame) -> pd.DataFrame:
@@ -298,18 +359,22 @@ class QueryMixin:
 
     # listings
 
-    def list_files(self) -> pd.DataFrame:
-        """Indexed files: file, language, loc, symbols, status (indexed, or partial after syntax errors)."""
+    def list_files(self, roles: str | Iterable[str] = "all") -> pd.DataFrame:
+        """Indexed files: file, role, language, loc, symbols, status (indexed, or partial after syntax errors).
+
+        A listing, not a ranking: every role by default; ``roles`` narrows it as for :meth:`top_files`.
+        """
         import pandas as pd
 
-        self.wait_ready()
+        wanted = select_roles(roles)
+        role_of = self.file_roles()
         with self._lock:
             rows = [
-                (rel, r["language"], r["loc"], len(r["symbols"]), r["status"])
+                (rel, role_of[rel], r["language"], r["loc"], len(r["symbols"]), r["status"])
                 for rel, r in self._records.items()
-                if r["status"] != "skipped"
+                if r["status"] != "skipped" and role_of[rel] in wanted
             ]
-        return pd.DataFrame(rows, columns=["file", "language", "loc", "symbols", "status"])
+        return pd.DataFrame(rows, columns=["file", "role", "language", "loc", "symbols", "status"])
 
     def skipped(self) -> pd.DataFrame:
         """Every file skipped (binary, not UTF-8, too large, unreadable, symlink loop...) or only partly indexed."""
@@ -360,6 +425,21 @@ class QueryMixin:
 def _top(frame: pd.DataFrame, by: list[str], ascending: list[bool], limit: int | None) -> pd.DataFrame:
     frame = frame.sort_values(by, ascending=ascending, kind="stable").reset_index(drop=True)
     return frame.head(limit).reset_index(drop=True) if limit is not None else frame
+
+
+def _role_of(root: Path, rel: str) -> str:
+    role = file_role(rel)
+    # Only a file the path calls fixture cannot change role by its header (see roles.py for the order).
+    return role if role == "fixture" else file_role(rel, read_header(root, rel))
+
+
+def _module_name(rel: str) -> str:
+    """The module a file defines: its name without extension, or its folder's for ``__init__.py``/``index.js``."""
+    folder, name = posixpath.split(rel)
+    stem = name.split(".", 1)[0]
+    if stem in _PACKAGE_FILES and folder:
+        return posixpath.basename(folder)
+    return stem
 
 
 def _name_score(name: str, needle: str, words: list[str]) -> float:
