@@ -3,12 +3,17 @@
 The kernel (or ``%load_ext aries_kernel``) creates one :class:`AriesContext` per IPython shell. The codebase is
 built at start in a background thread; the vault, the model router, ``rlm`` and the agent are built on first use,
 so a kernel with no key and no vault still starts at once.
+
+The root is, in order: the one given to the context, ``c.AriesSettings.root``, ``$ARIES_ROOT``, or else the one
+:func:`discover_root` finds from the working directory (JupyterLab starts a kernel in the notebook's folder, which
+is rarely the repository's root). :attr:`AriesContext.root_reason` says which, and why.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,9 +23,11 @@ from traitlets.config import Configurable
 if TYPE_CHECKING:
     from aries_kernel.codebase import Codebase
 
-__all__ = ["AriesContext", "AriesSettings", "get_context", "set_context"]
+__all__ = ["AriesContext", "AriesSettings", "FoundRoot", "discover_root", "get_context", "set_context"]
 
 _CONTEXT_ATTR = "_aries_context"
+# What marks a project root when no .git is found, nearest first (an existing .aries/ is one Aries made).
+_PROJECT_MARKERS = ("pyproject.toml", "package.json", ".aries")
 
 
 class AriesSettings(Configurable):
@@ -28,9 +35,59 @@ class AriesSettings(Configurable):
 
     root = Unicode(
         "",
-        help="The repository the codebase graph, project brain and sessions belong to. "
-        "Empty means the kernel's working directory (or $ARIES_ROOT when set).",
+        help="The repository the codebase graph, project brain and sessions belong to. Empty means "
+        "$ARIES_ROOT when set, else the repository found from the kernel's working directory: the nearest "
+        "folder with a .git, else the nearest with pyproject.toml, package.json or .aries/, else the working "
+        "directory itself.",
     ).tag(config=True)
+
+
+@dataclass(frozen=True)
+class FoundRoot:
+    """A project root and why it was chosen (shown by ``%aries status`` and ``codebase.status()``)."""
+
+    path: Path
+    reason: str
+
+
+def discover_root(start: str | os.PathLike[str], home: str | os.PathLike[str] | None = None) -> FoundRoot:
+    """The repository root that holds ``start``: the nearest folder at or above it with a ``.git`` (a folder, or
+    a file as in a worktree or submodule), else the nearest with ``pyproject.toml``, ``package.json`` or an
+    existing ``.aries/``, else ``start`` itself.
+
+    The walk stops below ``home`` (default: the user's home) when ``start`` is inside it: a home folder holds
+    the global ``~/.aries`` vault and often a dotfiles ``.git``, and indexing all of it is never what was meant.
+    Outside home it goes up to the filesystem root, as git does.
+    """
+    start_path = Path(start).expanduser().resolve()
+    ceiling = Path(home).expanduser().resolve() if home is not None else _home()
+    folders = [start_path, *start_path.parents]
+    if ceiling is not None and ceiling in folders:
+        folders = folders[: folders.index(ceiling)]
+    for markers in ((".git",), _PROJECT_MARKERS):
+        for level, folder in enumerate(folders):
+            found = next((m for m in markers if (folder / m).exists()), None)
+            if found is not None:
+                return FoundRoot(folder, f"found {found} in {folder}, {_levels(level)} {start_path}")
+    return FoundRoot(
+        start_path,
+        f"no .git, pyproject.toml, package.json or .aries/ in {start_path} or above it"
+        f"{f' (below {ceiling})' if ceiling is not None and ceiling in start_path.parents else ''}; "
+        "using the working directory",
+    )
+
+
+def _home() -> Path | None:
+    try:
+        return Path.home().resolve()
+    except (RuntimeError, KeyError):  # no HOME and no passwd entry (some containers)
+        return None
+
+
+def _levels(level: int) -> str:
+    if level == 0:
+        return "the working directory"
+    return f"{level} level{'s' if level > 1 else ''} up from the working directory"
 
 
 class AriesContext:
@@ -40,8 +97,16 @@ class AriesContext:
         self.shell = shell
         self.config = shell.config if shell is not None else None
         settings = AriesSettings(config=self.config)
-        chosen = root or settings.root or os.environ.get("ARIES_ROOT") or os.getcwd()
-        self.root = Path(chosen).expanduser().resolve()
+        if root:
+            found = FoundRoot(Path(root), "given explicitly")
+        elif settings.root:
+            found = FoundRoot(Path(settings.root), "set by c.AriesSettings.root")
+        elif os.environ.get("ARIES_ROOT"):
+            found = FoundRoot(Path(os.environ["ARIES_ROOT"]), "set by $ARIES_ROOT")
+        else:
+            found = discover_root(os.getcwd())
+        self.root = found.path.expanduser().resolve()
+        self.root_reason = found.reason
         self._cache: dict[str, Any] = {}
         self._lock = threading.RLock()  # re-entrant: one pillar's factory may build another (rlm -> models)
         self.hooks: dict[str, Any] = {}  # IPython event callbacks registered for this context, by event name
@@ -79,7 +144,7 @@ class AriesContext:
 def _start_codebase(context: AriesContext) -> Codebase:
     from aries_kernel.codebase import Codebase
 
-    codebase = Codebase(context.root, config=context.config)
+    codebase = Codebase(context.root, config=context.config, root_reason=context.root_reason)
     codebase.index_in_background()
     return codebase
 

@@ -54,5 +54,8 @@ def codebase_status(context: AriesContext) -> str | None:
     """Root and state of the index."""
     codebase = context.built("codebase")
     if codebase is None:
-        return f"{context.root}: not started yet (indexing begins in the background once the kernel is up)"
+        return (
+            f"{context.root}: not started yet (indexing begins in the background once the kernel is up)\n"
+            f"root: {context.root_reason}"
+        )
     return f"{codebase.root}: {codebase.status()}"

@@ -51,8 +51,9 @@ class Codebase(QueryMixin, JudgmentMixin):
     >>> codebase.top_files(5)          # waits for the index, with a progress bar
     """
 
-    def __init__(self, root: str | os.PathLike[str], *, config: Any = None) -> None:
+    def __init__(self, root: str | os.PathLike[str], *, config: Any = None, root_reason: str = "") -> None:
         self.root = Path(root).expanduser().resolve()
+        self.root_reason = root_reason  # why this folder is the root (found .git ...), shown by status()
         if not self.root.is_dir():
             raise CodebaseError(f"{self.root} is not a folder; give the repository's root folder.")
         self.settings = AriesCodebase(config=config)
@@ -112,7 +113,11 @@ class Codebase(QueryMixin, JudgmentMixin):
         return self._ready.is_set()
 
     def status(self) -> str:
-        """One line: how far indexing is, or what the index holds."""
+        """How far indexing is, or what the index holds; then, when known, why :attr:`root` is the root."""
+        state = self._state()
+        return f"{state}\nroot: {self.root_reason}" if self.root_reason else state
+
+    def _state(self) -> str:
         if self._error is not None:
             return f"failed: {self._error}"
         if not self._ready.is_set():
@@ -129,7 +134,7 @@ class Codebase(QueryMixin, JudgmentMixin):
         )
 
     def __repr__(self) -> str:
-        return f"<Codebase {self.root} — {self.status()}>"
+        return f"<Codebase {self.root} — {self._state()}>"
 
     def _repr_markdown_(self) -> str:
         lines = [f"**codebase** `{self.root}`: {self.status()}"]
