@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
 import sys
 
 __all__ = ["main"]
@@ -29,7 +27,7 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser(
         "console",
         help="install the kernelspec into this environment if needed and open "
-        "`jupyter console --kernel aries` in the current directory",
+        "a jupyter console on the Aries kernel in the current directory (extra arguments go to the console)",
     )
     return parser
 
@@ -47,19 +45,19 @@ def main(argv: list[str] | None = None) -> None:
 
     from aries_kernel.kernelspec import install_kernelspec, uninstall_kernelspec
 
+    if argv[0] == "console":
+        install_kernelspec(prefix=sys.prefix)
+        from aries_kernel.console import AriesConsoleApp
+
+        AriesConsoleApp.launch_instance(argv=["--kernel", "aries", *argv[1:]])
+        return
     args = _parser().parse_args(argv)
     if args.command == "install":
         prefix = sys.prefix if args.sys_prefix else args.prefix
         path = install_kernelspec(user=args.user, prefix=prefix, name=args.name)
         print(f"Installed kernelspec {args.name!r} in {path}")
-    elif args.command == "uninstall":
+    else:
         try:
             print(f"Removed kernelspec {args.name!r} from {uninstall_kernelspec(args.name)}")
         except KeyError as exc:
             sys.exit(str(exc.args[0]))
-    else:
-        install_kernelspec(prefix=sys.prefix)
-        jupyter = shutil.which("jupyter", path=os.path.dirname(sys.executable)) or shutil.which("jupyter")
-        if jupyter is None:
-            sys.exit("`jupyter` was not found; install jupyter-console (pip install jupyter-console).")
-        os.execv(jupyter, [jupyter, "console", "--kernel", "aries"])

@@ -120,30 +120,37 @@ def test_install_and_uninstall_kernelspec(tmp_path: Path) -> None:
     assert again.returncode != 0 and f"No kernelspec named {name!r}" in again.stderr
 
 
-def test_jupyter_console_runs_lines_from_stdin(small_repo: Path, tmp_path: Path) -> None:
+def test_console_runs_lines_from_stdin(small_repo: Path, tmp_path: Path) -> None:
+    """``aries-kernel console`` reads cells from a pipe; it waits for IOPub before the first, so none hangs."""
     env = dict(os.environ, ARIES_VAULT=str(tmp_path / "vault"), ARIES_LOG_DIR=str(tmp_path / "logs"))
     lines = "x = 6 * 7\nx\nprint('files', len(codebase.list_files()) > 0)\n"
-    hung = 0
-    while True:
-        try:
-            done = subprocess.run(
-                [JUPYTER, "console", "--kernel", "aries", "--simple-prompt"],
-                input=lines,
-                cwd=small_repo,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=90,  # a run takes about 2 s
-            )
-            break
-        except subprocess.TimeoutExpired:
-            # Seen once in dozens of runs: jupyter_console waited forever for an idle status on IOPub while
-            # the kernel sat idle (a stack dump showed it so). That is the client's subscription race, not the
-            # kernel's answer, so one more try is allowed; the kernel exits with its killed parent.
-            hung += 1
-            assert hung < 2, "jupyter console hung twice"
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("aries-kernel")), "console", "--simple-prompt"],
+        input=lines,
+        cwd=small_repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,  # a run takes about 2 s; the bound only keeps a hang from stalling the suite
+    )
     assert "Out[2]: 42" in done.stdout, done.stdout + done.stderr
     assert "files True" in done.stdout, done.stdout + done.stderr
+
+
+def test_wait_for_iopub_sees_the_kernel(aries_kernel: tuple) -> None:
+    """The console's readiness probe returns once IOPub carries a reply, leaving both queues empty."""
+    from queue import Empty
+
+    from aries_kernel.console import wait_for_iopub
+
+    _, kc = aries_kernel
+    wait_for_iopub(kc, timeout=60)
+    for get in (kc.get_iopub_msg, kc.get_shell_msg):
+        try:
+            message = get(timeout=0.2)
+        except Empty:
+            continue
+        raise AssertionError(f"left in a queue: {message['header']['msg_type']}")
 
 
 def test_usr1_dumps_every_thread_stack(small_repo: Path, tmp_path: Path) -> None:
