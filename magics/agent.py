@@ -7,7 +7,6 @@ section of ``%aries status``. The ``model`` subcommand lives in :mod:`.model`.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
@@ -15,9 +14,9 @@ from IPython.core.error import UsageError
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from aries_kernel.agent import Agent, agent_for
-from aries_kernel.agent.events import ApprovalRequested, Event
+from aries_kernel.agent.events import ApprovalRequested, Waiting
 from aries_kernel.agent.phases import LEAN, schema_tokens
-from aries_kernel.agent.render import TextRenderer, ask_on_stdin
+from aries_kernel.agent.render import Renderer, TextRenderer
 from aries_kernel.agent.repl import format_value, truncate
 from aries_kernel.agent.session import list_sessions
 from aries_kernel.agent.tools import TOOLS
@@ -92,16 +91,15 @@ def _agent(magics: Any) -> Agent:
     return agent_for(magics.context)
 
 
-def _renderer(magics: Any, agent: Agent) -> Callable[[Event], None]:
+def _renderer(magics: Any, agent: Agent) -> Renderer:
     """The widget panel where the frontend can show it (see ``AriesAgent.display``), else the text renderer."""
     choice = agent.settings.display
     kernel = getattr(magics.shell, "kernel", None)
     if choice == "widgets" or (choice == "auto" and getattr(kernel, "frontend_has_widgets", False)):
         from aries_kernel.widgets import AgentPanel
-        from IPython.display import display
 
         panel = AgentPanel(window=agent.router.client("primary").context_window)
-        display(panel)
+        panel.show()
         return panel
     return TextRenderer()
 
@@ -128,14 +126,23 @@ def run_prompt(magics: Any, text: str, cell: str | None) -> None:
         auto_approve=True if args.yes else None,
         mode="bare" if args.bare else None,
     )
+    ended, stopping = "error", False
     try:
         for event in run:
             renderer(event)
             if isinstance(event, ApprovalRequested):
-                ask_on_stdin(event)
+                renderer.answer(event)  # the one door for approvals: buttons in the panel, stdin in text
+            if renderer.stop_requested and not stopping:
+                if not isinstance(event, Waiting):
+                    raise KeyboardInterrupt  # Stop outside a model wait ends the run as an interrupt does
+                event.stop()  # the loop raises the interrupt inside the run and says how it ended
+                stopping = True
+        ended = "done"
     except KeyboardInterrupt:
         run.close()  # the loop settles the transcript (partial text kept, pending calls answered)
-        print("\n[interrupted; the transcript so far is kept]")
+        ended = "interrupted"
+    finally:
+        renderer.finish(ended)  # the panel leaves a static record of the run in the notebook
 
 
 @subcommand("tools", "the agent's tools: phase, approval, schema tokens")

@@ -1,17 +1,24 @@
-"""The agent panel: the event stream of one ``%aries`` run rendered as ipywidgets.
+"""The agent panel: the event stream of one ``%aries`` run rendered as ipywidgets, and its static record.
 
-Streamed text, a card per tool call (arguments, result, a diff for edits), approvals and their decisions, a
-context meter (tokens used of the window, phase, cost) and a memory strip (notes retrieved, echoed, fizzled).
-It is a consumer of :mod:`aries_kernel.agent.events`, exactly like the text renderer: call the panel with each
-event. In a frontend without widgets (``jupyter console``) use the text renderer instead.
+Live, the panel shows streamed text, a card per tool call (arguments, result, a diff for edits), approvals with
+Approve / Deny / Allow for this run buttons on the card that asks, a Stop button, a waiting indicator while the
+model is silent, a context meter (tokens used of the window, phase, cost) and a memory strip. It is a consumer
+of :mod:`aries_kernel.agent.events`, exactly like the text renderer: call the panel with each event, and
+:meth:`AgentPanel.answer` with each :class:`ApprovalRequested`.
+
+When the run ends, :meth:`AgentPanel.finish` replaces the live output by a :class:`TranscriptRecord` (HTML with
+a plain-text fallback, no widget), so a saved notebook, ``nbconvert`` and a plain viewer show the whole run
+without the kernel. In a frontend without widgets (``jupyter console``) use the text renderer instead.
 """
 
 from __future__ import annotations
 
 import difflib
 import html
+import io
 import json
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 import ipywidgets as w
@@ -32,12 +39,20 @@ from aries_kernel.agent.events import (
     ToolCallFinished,
     ToolCallStarted,
     TurnFinished,
+    Waiting,
 )
+from aries_kernel.agent.render import TextRenderer, ask_on_stdin, decision_text
 
-__all__ = ["AgentPanel", "ContextMeter", "MemoryStrip", "edit_diff_html"]
+from .ui_events import can_process_ui_events, process_ui_events
+
+__all__ = ["AgentPanel", "ContextMeter", "MemoryStrip", "TranscriptRecord", "edit_diff_html"]
 
 _TEXT_FLUSH_SECONDS = 0.1  # one widget update per this interval while text streams, not one per token
+_POLL_SECONDS = 0.1  # how often widget messages (clicks) are handled while events stream
+_CLICK_WAIT_SECONDS = 0.05  # sleep between looks for a click while an approval waits
 _RESULT_CHARS = 4000
+_WRITE_LINES = 60  # lines of a Write's new content shown as its diff
+_PRE = "margin:0;white-space:pre-wrap"
 
 
 def edit_diff_html(old: str, new: str, path: str = "") -> str:
@@ -47,7 +62,87 @@ def edit_diff_html(old: str, new: str, path: str = "") -> str:
     for line in lines:
         colour = "#1a7f37" if line.startswith("+") else "#cf222e" if line.startswith("-") else "#57606a"
         styled.append(f'<span style="color:{colour}">{html.escape(line)}</span>')
-    return '<pre style="margin:0">' + "\n".join(styled) + "</pre>"
+    return f'<pre style="{_PRE}">' + "\n".join(styled) + "</pre>"
+
+
+def call_body_html(name: str, arguments: dict[str, Any]) -> str:
+    """What a tool call is about to do: a diff for Edit and Write, the code or command, else the arguments."""
+    path = str(arguments.get("file_path", ""))
+    if name == "Edit" and {"old_string", "new_string"} <= arguments.keys():
+        return edit_diff_html(str(arguments["old_string"]), str(arguments["new_string"]), path)
+    if name == "Write" and "content" in arguments:
+        lines = str(arguments["content"]).splitlines()
+        more = f"\n… {len(lines) - _WRITE_LINES} more lines" if len(lines) > _WRITE_LINES else ""
+        return edit_diff_html("", "\n".join(lines[:_WRITE_LINES]) + more, path)
+    for key in ("code", "command"):
+        if key in arguments and isinstance(arguments[key], str):
+            return f"<pre style='{_PRE}'>{html.escape(arguments[key])}</pre>"
+    return f"<pre style='{_PRE}'>{html.escape(json.dumps(arguments, indent=2, default=str))}</pre>"
+
+
+def _result_html(output: str, is_error: bool) -> str:
+    shown = output if len(output) <= _RESULT_CHARS else output[:_RESULT_CHARS] + "\n…"
+    colour = "#cf222e" if is_error else "inherit"
+    return f"<pre style='{_PRE};color:{colour};border-top:1px solid #d0d7de'>{html.escape(shown)}</pre>"
+
+
+def _note_html(text: str, colour: str) -> str:
+    return f'<div style="background:{colour};padding:2px 6px"><small>{html.escape(text)}</small></div>'
+
+
+def _decision(event: ApprovalRequested) -> str:
+    return "waiting for your answer" if event.decision is None else decision_text(event)
+
+
+def _footer(event: RunFinished) -> str:
+    return (
+        f"{event.reason} · {event.turns} turn(s) · {event.input_tokens:,} in / {event.output_tokens:,} out "
+        f"tokens · ${event.cost_usd:.4f}"
+    )
+
+
+@dataclass
+class _Card:
+    """One tool call (or a standalone approval) as the panel knows it."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any]
+    state: str = "…"  # "…", "✓ 1.2s", "✗ 0.1s", "interrupted"
+    output: str | None = None
+    is_error: bool = False
+    approvals: list[ApprovalRequested] = field(default_factory=list)
+    widget: w.Accordion | None = None
+    body: w.VBox | None = None
+
+    def title(self) -> str:
+        asked = f" · {_decision(self.approvals[-1])}" if self.approvals else ""
+        return f"{self.name} {self.state}{asked}"
+
+    def html(self) -> str:
+        parts = [call_body_html(self.name, self.arguments)]
+        for approval in self.approvals:
+            parts.append(_note_html(f"approval: {approval.summary} → {_decision(approval)}", "#fff4ce"))
+        if self.output is not None:
+            parts.append(_result_html(self.output, self.is_error))
+        return (
+            f'<details open style="border:1px solid #d0d7de;border-radius:4px;margin:2px 0;padding:2px 6px">'
+            f"<summary><code>{html.escape(self.title())}</code></summary>{''.join(parts)}</details>"
+        )
+
+
+@dataclass
+class TranscriptRecord:
+    """The finished run as static output: ``text/html`` and a ``text/plain`` transcript, no widget."""
+
+    html: str
+    text: str
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        return {"text/html": self.html, "text/plain": self.text}
+
+    def __repr__(self) -> str:
+        return self.text
 
 
 class ContextMeter(w.HBox):
@@ -56,7 +151,7 @@ class ContextMeter(w.HBox):
     def __init__(self, window: int = 0) -> None:
         self.window = window
         self.bar = w.FloatProgress(value=0.0, min=0.0, max=1.0, layout=w.Layout(width="14em"))
-        self.label = w.Label("no turns yet")
+        self.label = w.Label("")
         super().__init__([self.bar, self.label])
 
     def update(self, tokens: int, phase: str, cost_usd: float) -> None:
@@ -102,17 +197,78 @@ class AgentPanel(w.VBox):
     """A live view of one agent run; call it with each event (``panel(event)``)."""
 
     def __init__(self, title: str = "Aries", window: int = 0) -> None:
+        self.title = title
         self.meter = ContextMeter(window)
         self.memory = MemoryStrip()
+        self.status = w.Label("starting…")
+        self.stop_button = w.Button(description="Stop", button_style="danger", icon="stop")
+        self.stop_button.on_click(lambda _: self._request_stop())
         self.transcript = w.VBox([])
         self.footer = w.HTML("")
+        self.stop_requested = False
+        self._items: list[str | _Card | tuple[str, str]] = []  # text, cards and notes, in order
+        self._events: list[Event] = []  # for the plain-text record
+        self._cards: dict[str, _Card] = {}
+        self._questions: dict[int, tuple[_Card, w.HTML, w.HBox]] = {}  # by id() of the ApprovalRequested
         self._text: w.HTML | None = None
         self._text_buffer = ""
         self._last_flush = 0.0
-        self._cards: dict[str, tuple[w.Accordion, dict[str, Any]]] = {}
+        self._last_poll = 0.0
         self._cost = 0.0
-        header = w.HBox([w.HTML(f"<b>{html.escape(title)}</b>"), self.meter])
+        self._turns = [0, 0, 0]  # turns, input tokens, output tokens seen in TurnFinished events
+        self._finished: RunFinished | None = None
+        self._handle: Any = None
+        header = w.HBox([w.HTML(f"<b>{html.escape(title)}</b>"), self.meter, self.status, self.stop_button])
         super().__init__([header, self.memory, self.transcript, self.footer])
+
+    # -- showing and ending ------------------------------------------------------------------------------
+    def show(self) -> None:
+        """Display the live panel in the running cell, under a display id that :meth:`finish` replaces."""
+        from IPython.display import display
+
+        self._handle = display(self, display_id=True)
+
+    def finish(self, reason: str = "interrupted") -> TranscriptRecord:
+        """End the live view: open cards say how the run stopped, and the output becomes the static record.
+
+        ``reason`` is used when the run stopped without a :class:`RunFinished` (closed by an interrupt).
+        """
+        if self._finished is None:
+            turns, tokens_in, tokens_out = self._turns
+            self(RunFinished(reason, turns, tokens_in, tokens_out, self._cost))
+        record = self.record()
+        if self._handle is not None:
+            self._handle.update(record)
+            self._handle = None
+            self._close_widgets(self)
+        return record
+
+    def _close_widgets(self, widget: w.Widget) -> None:
+        for child in getattr(widget, "children", ()):
+            self._close_widgets(child)
+        widget.close()
+
+    def record(self) -> TranscriptRecord:
+        """The run so far as a static transcript (HTML and plain text)."""
+        parts = [f"<div><b>{html.escape(self.title)}</b></div>"]
+        for item in self._items:
+            if isinstance(item, _Card):
+                parts.append(item.html())
+            elif isinstance(item, tuple):
+                parts.append(_note_html(*item))
+            else:
+                parts.append(f'<div style="white-space:pre-wrap">{html.escape(item)}</div>')
+        if self._text_buffer:
+            parts.append(f'<div style="white-space:pre-wrap">{html.escape(self._text_buffer)}</div>')
+        if self._finished is not None:
+            parts.append(f"<div><small>{html.escape(_footer(self._finished))}</small></div>")
+        body = "".join(parts)
+        page = f'<div class="aries-transcript" style="border-left:3px solid #8250df;padding-left:8px">{body}</div>'
+        out = io.StringIO()
+        text = TextRenderer(out=out, result_lines=40)
+        for event in self._events:
+            text(event)
+        return TranscriptRecord(page, out.getvalue())
 
     # -- text -------------------------------------------------------------------------------------------
     def _append(self, child: w.Widget) -> None:
@@ -125,40 +281,67 @@ class AgentPanel(w.VBox):
 
     def _end_text(self) -> None:
         self._flush_text()
+        if self._text is not None:
+            self._items.append(self._text_buffer)
         self._text, self._text_buffer = None, ""
 
     def text(self) -> str:
         """Everything the model said in this run, as plain text (for tests and copying)."""
-        return "".join(getattr(child, "_aries_text", "") for child in self.transcript.children)
+        said = [item for item in self._items if isinstance(item, str)]
+        return "".join(said) + self._text_buffer
 
     # -- events -----------------------------------------------------------------------------------------
     def __call__(self, event: Event) -> None:
         """Render one event."""
-        if isinstance(event, TextDelta):
+        self._keep(event)
+        if isinstance(event, Waiting):
+            self.status.value = f"waiting for the model… {event.seconds:.1f} s"
+        elif isinstance(event, TextDelta):
+            self.status.value = ""
             if self._text is None:
                 self._text = w.HTML("")
                 self._append(self._text)
             self._text_buffer += event.text
-            self._text._aries_text = self._text_buffer  # type: ignore[attr-defined]
             if time.monotonic() - self._last_flush >= _TEXT_FLUSH_SECONDS:
                 self._flush_text()
+        else:
+            self.status.value = ""
+            self._end_text()
+            self._render(event)
+        self.poll()
+
+    def _keep(self, event: Event) -> None:
+        if isinstance(event, Waiting):
             return
-        self._end_text()
+        last = self._events[-1] if self._events else None
+        if isinstance(event, TextDelta) and isinstance(last, TextDelta):
+            self._events[-1] = TextDelta(last.text + event.text, turn=last.turn)
+        else:
+            self._events.append(event)
+
+    def _render(self, event: Event) -> None:
         if isinstance(event, ToolCallStarted):
-            self._tool_started(event)
+            self._card(event.id, event.name, event.arguments)
         elif isinstance(event, ToolCallFinished):
             self._tool_finished(event)
         elif isinstance(event, ApprovalRequested):
-            self._note(f"approval needed: {event.summary}", "#fff4ce")
+            self._ask(event)
         elif isinstance(event, TurnFinished):
             self._cost += event.cost_usd
+            self._turns = [
+                self._turns[0] + 1,
+                self._turns[1] + event.input_tokens,
+                self._turns[2] + event.output_tokens,
+            ]
             self.meter.update(event.context_tokens, event.phase, self._cost)
         elif isinstance(event, MemoryRetrieved):
             self.memory.retrieved, self.memory.echoed, self.memory.fizzled = list(event.titles), [], []
             self.memory.show()
+            self._note(f"memory retrieved: {'; '.join(event.titles)}", "#dbe9ff", live=False)
         elif isinstance(event, MemoryEchoed):
             self.memory.echoed = list(event.titles)
             self.memory.show()
+            self._note(f"memory echoed: {'; '.join(event.titles)}", "#d4f8d4", live=False)
         elif isinstance(event, MemoryFizzled):
             self.memory.fizzled = list(event.titles)
             self.memory.show()
@@ -176,40 +359,114 @@ class AgentPanel(w.VBox):
         elif isinstance(event, Notice):
             self._note(event.text, "#fff4ce")
         elif isinstance(event, RunFinished):
-            self.footer.value = (
-                f"<small>{html.escape(event.reason)} · {event.turns} turn(s) · {event.input_tokens:,} in / "
-                f"{event.output_tokens:,} out tokens · ${event.cost_usd:.4f}</small>"
-            )
+            self._run_finished(event)
 
-    def _note(self, text: str, colour: str) -> None:
-        self._append(
-            w.HTML(
-                f'<div style="background:{colour};padding:2px 6px"><small>{html.escape(text)}</small></div>'
-            )
-        )
+    def _note(self, text: str, colour: str, live: bool = True) -> None:
+        self._items.append((text, colour))
+        if live:
+            self._append(w.HTML(_note_html(text, colour)))
 
-    def _tool_started(self, event: ToolCallStarted) -> None:
-        args = event.arguments
-        if event.name == "Edit" and {"old_string", "new_string"} <= args.keys():
-            body = edit_diff_html(
-                str(args["old_string"]), str(args["new_string"]), str(args.get("file_path", ""))
-            )
-        elif event.name == "Repl" and "code" in args:
-            body = f"<pre style='margin:0'>{html.escape(str(args['code']))}</pre>"
-        else:
-            body = f"<pre style='margin:0'>{html.escape(json.dumps(args, indent=2, default=str))}</pre>"
-        content = w.HTML(body)
-        card = w.Accordion(children=[w.VBox([content])], titles=(f"{event.name} …",))
-        self._cards[event.id] = (card, {"name": event.name, "body": content})
-        self._append(card)
+    # -- cards ------------------------------------------------------------------------------------------
+    def _card(self, call_id: str, name: str, arguments: dict[str, Any]) -> _Card:
+        card = _Card(call_id, name, arguments)
+        card.body = w.VBox([w.HTML(call_body_html(name, arguments))])
+        card.widget = w.Accordion(children=[card.body], titles=(card.title(),))
+        self._cards[call_id] = card
+        self._items.append(card)
+        self._append(card.widget)
+        return card
+
+    def _retitle(self, card: _Card) -> None:
+        if card.widget is not None:
+            card.widget.set_title(0, card.title())
 
     def _tool_finished(self, event: ToolCallFinished) -> None:
-        card, parts = self._cards.get(event.id, (None, {}))
-        if card is None:
+        card = self._cards.get(event.id) or self._card(event.id, event.name, {})
+        card.output, card.is_error = event.output, event.is_error
+        card.state = f"{'✗' if event.is_error else '✓'} {event.seconds:.1f}s"
+        if card.body is not None:
+            card.body.children = (*card.body.children, w.HTML(_result_html(event.output, event.is_error)))
+        self._retitle(card)
+
+    def _run_finished(self, event: RunFinished) -> None:
+        self._finished = event
+        for card in self._cards.values():
+            if card.state == "…":
+                card.state = "interrupted" if event.reason == "interrupted" else f"stopped ({event.reason})"
+                self._retitle(card)
+        self.stop_button.disabled = True
+        self.status.value = ""
+        self.footer.value = f"<small>{html.escape(_footer(event))}</small>"
+
+    # -- approvals and Stop ------------------------------------------------------------------------------
+    def _ask(self, event: ApprovalRequested) -> None:
+        """Put the question on the card of the call that asks (a card of its own if there is none), expanded,
+        with its three buttons."""
+        card = self._cards.get(event.tool_call_id)
+        if card is None:  # a question from inside a step (the guarded Repl), or from a call shown nowhere
+            card = self._card(event.tool_call_id or f"approval-{len(self._items)}", event.name, event.arguments)
+        card.approvals.append(event)
+        question = w.HTML(_note_html(f"Allow {event.summary}?", "#fff4ce"))
+        buttons = {
+            "approve": w.Button(description="Approve", button_style="success"),
+            "deny": w.Button(description="Deny", button_style="danger"),
+            "run": w.Button(description="Allow for this run"),
+        }
+        row = w.HBox(list(buttons.values()))
+
+        def decide(choice: str) -> None:
+            if event.decision is not None:
+                return
+            if choice == "deny":
+                event.deny()
+            else:
+                event.approve(for_run=choice == "run")
+            self._decided(event)
+
+        for choice, button in buttons.items():
+            button.on_click(lambda _, choice=choice: decide(choice))
+        self._questions[id(event)] = (card, question, row)
+        if card.body is not None:
+            card.body.children = (*card.body.children, question, row)
+        if card.widget is not None:
+            card.widget.selected_index = 0
+        self._retitle(card)
+
+    def _decided(self, event: ApprovalRequested) -> None:
+        if id(event) not in self._questions:
             return
-        output = event.output if len(event.output) <= _RESULT_CHARS else event.output[:_RESULT_CHARS] + "\n…"
-        colour = "#cf222e" if event.is_error else "inherit"
-        result = w.HTML(f"<pre style='margin:0;color:{colour}'>{html.escape(output)}</pre>")
-        card.children = (w.VBox([parts["body"], result]),)
-        mark = "✗" if event.is_error else "✓"
-        card.set_title(0, f"{event.name} {mark} {event.seconds:.1f}s")
+        card, question, row = self._questions.pop(id(event))
+        for button in row.children:
+            button.disabled = True
+        question.value = _note_html(f"{event.summary}: {_decision(event)}", "#fff4ce")
+        self._retitle(card)
+
+    def answer(self, event: ApprovalRequested) -> None:
+        """Wait for a click on the event's buttons (widget messages are handled meanwhile); Stop denies.
+
+        Where clicks cannot be seen (not the main thread of an ipykernel 7), the question goes to stdin.
+        """
+        if event.decision is not None:
+            return
+        if not can_process_ui_events():
+            ask_on_stdin(event)
+        else:
+            while event.decision is None and not self.stop_requested:
+                process_ui_events()
+                if event.decision is None:
+                    time.sleep(_CLICK_WAIT_SECONDS)
+            if event.decision is None:
+                event.deny("The user stopped the run.")
+        self._decided(event)
+
+    def _request_stop(self) -> None:
+        self.stop_requested = True
+        self.stop_button.disabled = True
+        self.status.value = "stopping…"
+
+    def poll(self) -> None:
+        """Handle pending widget messages (a Stop click), at most every tenth of a second."""
+        now = time.monotonic()
+        if now - self._last_poll >= _POLL_SECONDS:
+            self._last_poll = now
+            process_ui_events()

@@ -15,6 +15,7 @@ from typing import Any
 __all__ = [
     "Event",
     "TextDelta",
+    "Waiting",
     "ToolCallStarted",
     "ToolCallFinished",
     "ApprovalRequested",
@@ -43,6 +44,22 @@ class TextDelta(Event):
     """A piece of the model's text, as it streams."""
 
     text: str
+
+
+@dataclass
+class Waiting(Event):
+    """Nothing has come from the model for ``seconds`` (sent about every quarter second while it is silent).
+
+    A consumer may call :meth:`stop` to end the run the way a kernel interrupt does; a watcher with buttons
+    also gets a moment here to handle its clicks.
+    """
+
+    seconds: float
+    stopped: bool = False
+
+    def stop(self) -> None:
+        """End the run now, as an interrupt would (the transcript so far is kept)."""
+        self.stopped = True
 
 
 @dataclass

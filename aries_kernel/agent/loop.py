@@ -35,6 +35,7 @@ from aries_kernel.agent.events import (
     ToolCallFinished,
     ToolCallStarted,
     TurnFinished,
+    Waiting,
 )
 from aries_kernel.agent.phases import PhaseState, estimate_tokens, schema_tokens
 from aries_kernel.agent.prompt import build_system_prompt, orientation
@@ -318,14 +319,22 @@ class Agent:
     def _stream(
         self, client: Any, request: mt.ModelRequest, turn: int
     ) -> Generator[Event, None, mt.Completion]:
-        """Stream one model call, yielding text as it comes; returns the Completion."""
+        """Stream one model call, yielding text as it comes and :class:`Waiting` while the model is silent;
+        returns the Completion. The stream is read in a worker thread so that silence is seen (and a Stop
+        clicked in it honoured) instead of blocking the kernel."""
+        from aries_kernel.agent.streaming import Silence, read_in_thread
         from aries_kernel.models.errors import ModelError
 
         completion: mt.Completion | None = None
-        stream = client.stream(request)
+        stream = read_in_thread(client.stream(request))
         try:
             for item in stream:
-                if isinstance(item, mt.TextDelta):
+                if isinstance(item, Silence):
+                    waiting = Waiting(item.seconds, turn=turn)
+                    yield waiting
+                    if waiting.stopped:
+                        raise KeyboardInterrupt  # a Stop button ends the run exactly as an interrupt does
+                elif isinstance(item, mt.TextDelta):
                     self._partial_text += item.text
                     yield TextDelta(item.text, turn=turn)
                 elif isinstance(item, mt.Completion):
@@ -333,9 +342,7 @@ class Agent:
         except ModelError as exc:
             raise _Stopped(f"The model call failed: {exc}") from exc
         finally:
-            close = getattr(stream, "close", None)
-            if close is not None:
-                close()  # an interrupt mid-stream must close the HTTP response now, not at garbage collection
+            stream.close()  # an interrupt mid-stream tells the reader to close the HTTP response
         if completion is None:
             raise _Stopped("The model stream ended without a completion.")
         session = self.ensure_session()

@@ -3,13 +3,17 @@
 Text streams as it comes; tool calls show as one line with their arguments and a few lines of their result;
 the run ends with a line of usage and cost. Approvals are asked on stdin (in a kernel, ``input()`` goes
 through the frontend's stdin channel, so this works in a notebook and in the console).
+
+A renderer of a ``%aries`` run (this one, or the widget panel) is called with each event and answers each
+:class:`ApprovalRequested` through :meth:`TextRenderer.answer`; ``stop_requested`` says the user asked to stop,
+and :meth:`TextRenderer.finish` ends the run's output.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO
 
 from aries_kernel.agent.events import (
     ApprovalRequested,
@@ -28,7 +32,7 @@ from aries_kernel.agent.events import (
     ToolCallStarted,
 )
 
-__all__ = ["TextRenderer", "ask_on_stdin", "format_arguments"]
+__all__ = ["Renderer", "TextRenderer", "ask_on_stdin", "decision_text", "format_arguments"]
 
 _RESULT_LINES = 8
 _MEMORY_VERBS = {MemoryRetrieved: "retrieved", MemoryEchoed: "echoed", MemoryFizzled: "fizzled"}
@@ -47,13 +51,30 @@ def format_arguments(arguments: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
+class Renderer(Protocol):
+    """What ``%aries`` drives: the text renderer here, or the widget panel (``aries_kernel.widgets``)."""
+
+    stop_requested: bool
+
+    def __call__(self, event: Event) -> None:
+        """Show one event."""
+
+    def answer(self, event: ApprovalRequested) -> None:
+        """Answer ``event`` (approve or deny it), blocking until the user has; unanswered, the policy refuses."""
+
+    def finish(self, reason: str = "interrupted") -> Any:
+        """The run is over; ``reason`` says how when no RunFinished was rendered."""
+
+
 class TextRenderer:
     """Writes events to ``out`` (stdout by default) as they arrive."""
 
     def __init__(self, out: TextIO | None = None, result_lines: int = _RESULT_LINES) -> None:
         self.out = out
         self.result_lines = result_lines
+        self.stop_requested = False  # no Stop button in a terminal: a kernel interrupt stops the run
         self._in_text = False
+        self._finished = False
 
     def _write(self, text: str) -> None:
         out = self.out or sys.stdout  # looked up late: the kernel swaps sys.stdout per cell
@@ -82,6 +103,8 @@ class TextRenderer:
             self._line(body + (f"\n  | ... {more} more lines" if more > 0 else ""))
         elif isinstance(event, ApprovalRequested):
             self._line(f"? approval needed: {event.summary}")
+            if event.decision is not None:  # a transcript written after the fact says what was decided
+                self._line(f"  -> {decision_text(event)}")
         elif isinstance(event, PhaseWidened):
             self._line(f"[tools widened to the full set for {event.tool}]")
         elif isinstance(event, Compaction):
@@ -98,10 +121,32 @@ class TextRenderer:
         elif isinstance(event, Notice):
             self._line(f"[{event.text}]")
         elif isinstance(event, RunFinished):
+            self._finished = True
             self._line(
                 f"[{event.reason} · {event.turns} turn(s) · {event.input_tokens:,} in / "
                 f"{event.output_tokens:,} out tokens · ${event.cost_usd:.4f}]"
             )
+
+
+    def answer(self, event: ApprovalRequested) -> None:
+        """Answer an approval question: asked on stdin."""
+        if event.decision is None:
+            ask_on_stdin(event)
+
+    def finish(self, reason: str = "interrupted") -> None:
+        """End the run's output; says so when the run stopped without its closing line (an interrupt)."""
+        if not self._finished:
+            self._line(f"[{reason}; the transcript so far is kept]")
+            self._finished = True
+
+
+def decision_text(event: ApprovalRequested) -> str:
+    """What was decided on an approval: approved, allowed for this run, denied (with the reason)."""
+    if event.decision is None:
+        return "not answered"
+    if not event.decision:
+        return "denied" + (f" ({event.reason})" if event.reason else "")
+    return "allowed for this run" if event.for_run else "approved"
 
 
 def ask_on_stdin(event: ApprovalRequested) -> None:
