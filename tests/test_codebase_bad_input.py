@@ -43,10 +43,10 @@ def test_bad_files_are_listed_and_nothing_crashes(bad_repo: Path, monkeypatch: p
         # root reads a chmod 000 file anyway; simulate the permission error the owner of the file would get.
         real = extract.read_source
 
-        def read_source(path: str) -> bytes:
-            if path.endswith("locked.py"):
-                raise PermissionError(13, "Permission denied", path)
-            return real(path)
+        def read_source(root: str, rel: str, max_bytes: int) -> bytes:
+            if rel.endswith("locked.py"):
+                raise PermissionError(13, "Permission denied", rel)
+            return real(root, rel, max_bytes)
 
         monkeypatch.setattr(extract, "read_source", read_source)
     codebase = Codebase(bad_repo, config=Config({"AriesCodebase": {"workers": 1}}))
@@ -162,10 +162,10 @@ def test_unreadable_file_is_retried_once_readable(tmp_path: Path, monkeypatch: p
     # Simulated, so the test means the same as root and as a normal user: chmod does not bind root.
     blocked = {"locked.py"}
 
-    def read_source(path: str) -> bytes:
-        if Path(path).name in blocked:
-            raise PermissionError(13, "Permission denied", path)
-        return real(path)
+    def read_source(root: str, rel: str, max_bytes: int) -> bytes:
+        if Path(rel).name in blocked:
+            raise PermissionError(13, "Permission denied", rel)
+        return real(root, rel, max_bytes)
 
     monkeypatch.setattr(extract, "read_source", read_source)
     codebase = Codebase(root, config=Config({"AriesCodebase": {"workers": 1}}))

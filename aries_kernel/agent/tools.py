@@ -302,12 +302,9 @@ def write(env: ToolEnv, file_path: str, content: str) -> str:
 
 
 def _ignore_spec(root: Path) -> Any:
-    gitignore = root / ".gitignore"
-    if not gitignore.is_file():
-        return None
-    import pathspec
+    from aries_kernel.codebase.files import read_gitignore
 
-    return pathspec.PathSpec.from_lines("gitignore", gitignore.read_text(errors="replace").splitlines())
+    return read_gitignore(root, ".gitignore")[0]  # invalid lines are left out, as git does
 
 
 def iter_files(root: Path, start: Path) -> Iterator[Path]:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from aries_kernel.codebase import extract
 from aries_kernel.codebase.config import AriesCodebase
 from aries_kernel.codebase.extract import Record, content_hash
-from aries_kernel.codebase.files import Problem, SourceFile, Walk, indexable, walk
+from aries_kernel.codebase.files import Problem, Refused, SourceFile, Walk, indexable, read_regular, walk
 from aries_kernel.codebase.graph import FileGraph
 from aries_kernel.codebase.indexer import default_workers, plan, run_plan, too_large
 from aries_kernel.codebase.judgment import JudgmentMixin
@@ -27,7 +27,7 @@ from aries_kernel.codebase.languages import parse as parse_source
 from aries_kernel.codebase.progress import Progress
 from aries_kernel.codebase.queries import QueryMixin
 from aries_kernel.codebase.ranking import Rankings
-from aries_kernel.codebase.resolve import TsConfig, load_tsconfigs
+from aries_kernel.codebase.resolve import TSCONFIG_MAX_BYTES, TsConfig, load_tsconfigs
 from aries_kernel.codebase.store import IndexStore, ensure_aries_dir
 
 if TYPE_CHECKING:
@@ -70,6 +70,7 @@ class Codebase(QueryMixin, JudgmentMixin):
         self._graph = FileGraph(self.root.name)
         self._rankings = Rankings(self._graph, self._names_of)
         self._store: IndexStore | None = None
+        self._store_problems: list[Problem] = []  # index.db refused or moved aside: shown in skipped()
         self._texts: dict[str, str] = {}
         self._tables: dict[str, tuple[int, Any]] = {}
         self.last_run: dict[str, Any] = {}
@@ -157,14 +158,19 @@ class Codebase(QueryMixin, JudgmentMixin):
             self._ready.set()
 
     def _open_store(self) -> IndexStore | None:
+        self._store_problems = []
         if not self.settings.persist:
             return None
         try:
-            return IndexStore(ensure_aries_dir(self.root) / "index.db")
+            store = IndexStore(ensure_aries_dir(self.root) / "index.db")
         except (OSError, sqlite3.Error) as exc:
-            # A read-only checkout still gets an index, just not a persistent one.
+            # A read-only checkout, or a symlinked .aries or index.db, still gets an index in memory.
             log.warning("Not persisting the index under %s: %s", self.root, exc)
+            self._store_problems = [Problem(".aries/index.db", f"not used: {exc}")]
             return None
+        if store.notice:
+            self._store_problems = [Problem(".aries/index.db", store.notice)]
+        return store
 
     def _full_index(self) -> None:
         started = time.perf_counter()
@@ -174,6 +180,8 @@ class Codebase(QueryMixin, JudgmentMixin):
         self._store = self._open_store()
         found = walk(self.root, self.settings.ignore)
         stored = self._store.load() if self._store is not None else {}
+        if self._store is not None and self._store.notice and not self._store_problems:
+            self._store_problems = [Problem(".aries/index.db", self._store.notice)]
         max_bytes = self.settings.max_file_size
         work = plan(self.root, found.sources, stored, max_bytes)
         total = len(work.to_parse)
@@ -199,7 +207,7 @@ class Codebase(QueryMixin, JudgmentMixin):
         with self._lock:
             self._records = dict(sorted(records.items()))
             self._stat = stat
-            self._problems = found.problems + config_problems
+            self._problems = found.problems + config_problems + self._store_problems
             self._configs, self._tsconfigs = config_hashes, tsconfigs
             self._graph = FileGraph(self.root.name)
             self._graph.build((r for r in self._records.values() if r["status"] != "skipped"), tsconfigs)
@@ -218,19 +226,26 @@ class Codebase(QueryMixin, JudgmentMixin):
         problems: list[Problem] = []
         for rel in found.configs:
             try:
-                texts[rel] = (self.root / rel).read_text(encoding="utf-8")
+                texts[rel] = self._read_config(rel)
             except (OSError, UnicodeDecodeError) as exc:
                 problems.append(Problem(rel, f"tsconfig unreadable ({exc}); its paths/baseUrl are ignored"))
 
         def read(rel: str) -> str | None:
             try:
-                return (self.root / rel).read_text(encoding="utf-8")
+                return self._read_config(rel)
             except (OSError, UnicodeDecodeError):
                 return None
 
         configs, bad = load_tsconfigs(texts, read)
         problems += [Problem(rel, reason) for rel, reason in bad]
         return configs, {rel: content_hash(t.encode()) for rel, t in texts.items()}, problems
+
+    def _read_config(self, rel: str) -> str:
+        """A tsconfig's text: a regular file inside the root, at most TSCONFIG_MAX_BYTES."""
+        data = read_regular(self.root, rel, TSCONFIG_MAX_BYTES)
+        if len(data) > TSCONFIG_MAX_BYTES:
+            raise Refused(f"too large: over {TSCONFIG_MAX_BYTES:,} bytes")
+        return data.decode("utf-8")
 
     # incremental
 
@@ -253,7 +268,7 @@ class Codebase(QueryMixin, JudgmentMixin):
                 checked = set(self._stat) | set(candidates)
                 problems = found.problems
                 tsconfigs, config_hashes, config_problems = self._read_tsconfigs(found)
-                problems = problems + config_problems
+                problems = problems + config_problems + self._store_problems
             else:
                 candidates, checked = self._candidates(paths)
                 tsconfigs, config_hashes, problems = self._tsconfigs, self._configs, self._problems
@@ -333,7 +348,7 @@ class Codebase(QueryMixin, JudgmentMixin):
                 record = too_large(source, max_bytes)
             else:
                 try:
-                    data = extract.read_source(str(self.root / rel))
+                    data = extract.read_source(str(self.root), rel, max_bytes)
                 except OSError:
                     data = None
                 if old is not None and data is not None and old["hash"] == content_hash(data):
@@ -492,8 +507,9 @@ class Codebase(QueryMixin, JudgmentMixin):
             text = self._texts.get(rel)
         if text is None:
             try:
-                text = extract.read_source(str(self.root / rel)).decode("utf-8")
-            except (OSError, UnicodeDecodeError) as exc:
+                data = extract.read_source(str(self.root), rel, self.settings.max_file_size)
+                text = extract.decode_source(data, self._records[rel]["language"])
+            except (OSError, UnicodeError, LookupError) as exc:
                 raise CodebaseError(
                     f"Cannot read {rel}: {exc}. Run codebase.reindex() if it changed."
                 ) from exc

@@ -4,16 +4,27 @@ This module runs inside the indexer's worker processes, so it imports only tree-
 and returns dicts of str/int/tuple that pickle cheaply and store as-is in ``.aries/index.db``.
 
 A record has ``status`` "indexed", "partial" (parsed with syntax errors: what parsed is kept) or "skipped"
-(nothing usable: binary, not UTF-8, too large, unreadable), and a human ``reason`` for the last two.
+(nothing usable: binary, not decodable, too large, unreadable, not a regular file, not parsed), and a human
+``reason`` for the last two. Nothing a file holds makes extraction raise: every failure becomes such a record.
+
+Python files are decoded by their PEP 263 declaration (``# -*- coding: latin-1 -*-``) and parsed as UTF-8, so
+lines stay right and the text the index holds is Unicode. Text that could carry a credential (signatures,
+import specifiers, used names) is stored through :func:`aries_kernel.redact.redact`, so a key in a source file
+does not reach ``.aries/index.db``.
 """
 
 from __future__ import annotations
 
+import codecs
 import hashlib
+import io
 import re
+import tokenize
 from typing import TYPE_CHECKING, Any
 
+from aries_kernel.codebase.files import Refused, read_regular
 from aries_kernel.codebase.languages import get_parser, get_query
+from aries_kernel.redact import redact
 
 if TYPE_CHECKING:
     from tree_sitter import Node
@@ -21,6 +32,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Record",
     "content_hash",
+    "decode_source",
     "extract_batch",
     "extract_file",
     "extract_source",
@@ -78,15 +90,43 @@ def content_hash(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
-def read_source(path: str) -> bytes:
-    """Read a file's bytes (one seam, so tests can simulate an unreadable file when running as root)."""
-    with open(path, "rb") as handle:
-        return handle.read()
+def read_source(root: str, rel: str, max_bytes: int) -> bytes:
+    """Read at most ``max_bytes + 1`` bytes of the regular file ``rel`` under ``root`` (see
+    :func:`files.read_regular`; one seam, so tests can simulate an unreadable file when running as root)."""
+    return read_regular(root, rel, max_bytes)
+
+
+def decode_source(data: bytes, language: str) -> str:
+    """The text of a source file: UTF-8, or for Python the encoding its PEP 263 declaration names.
+
+    Raises :class:`UnicodeDecodeError` (or :class:`LookupError` for a declared codec that is not a text
+    encoding) when the bytes do not decode.
+    """
+    return _decode(data, language)[0]
+
+
+def _decode(data: bytes, language: str) -> tuple[str, bytes]:
+    """The text and its UTF-8 bytes (``data`` itself unless another encoding is declared), to parse."""
+    encoding = _declared_encoding(data) if language == "python" else None
+    if encoding is None:
+        return data.decode("utf-8"), data
+    text = data.decode(encoding)
+    return text, text.encode("utf-8")
+
+
+def _declared_encoding(data: bytes) -> str | None:
+    """The encoding a Python file declares, when it is not UTF-8 (None: read it as UTF-8)."""
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError:  # no valid declaration: the UTF-8 decode reports where the bytes go wrong
+        return None
+    name = codecs.lookup(encoding).name
+    return None if name in ("utf-8", "utf-8-sig") else name
 
 
 def extract_batch(items: list[tuple[str, str, str]], max_bytes: int, hashes: bool = False) -> list[Record]:
-    """Extract every ``(absolute path, relative path, language)`` of a batch (the worker-process entry point)."""
-    return [extract_file(path, rel, language, max_bytes, hashes) for path, rel, language in items]
+    """Extract every ``(root, relative path, language)`` of a batch (the worker-process entry point)."""
+    return [extract_file(root, rel, language, max_bytes, hashes) for root, rel, language in items]
 
 
 def needs_hashes(record: Record) -> bool:
@@ -94,16 +134,18 @@ def needs_hashes(record: Record) -> bool:
     return any(symbol[6] is None for symbol in record["symbols"])
 
 
-def extract_file(path: str, rel: str, language: str, max_bytes: int, hashes: bool = False) -> Record:
-    """Read and extract one file; problems become a skipped record instead of an exception."""
+def extract_file(root: str, rel: str, language: str, max_bytes: int, hashes: bool = False) -> Record:
+    """Read and extract the file ``rel`` under ``root``; problems become a skipped record, never an exception."""
     try:
-        data = read_source(path)
+        data = read_source(root, rel, max_bytes)
+    except Refused as exc:
+        return _skipped(rel, language, str(exc))
     except PermissionError:
         return _skipped(rel, language, "unreadable: permission denied")
     except OSError as exc:
         return _skipped(rel, language, f"unreadable: {exc.strerror or exc}")
     if len(data) > max_bytes:
-        return _skipped(rel, language, f"too large: {len(data):,} bytes (limit {max_bytes:,})", data)
+        return _skipped(rel, language, f"too large: over {max_bytes:,} bytes (limit {max_bytes:,})")
     return extract_source(rel, language, data, hashes)
 
 
@@ -116,33 +158,55 @@ def extract_source(rel: str, language: str, data: bytes, hashes: bool = False) -
     if b"\0" in data[:_BINARY_PROBE]:
         return _skipped(rel, language, "binary file (contains NUL bytes)", data)
     try:
-        text = data.decode("utf-8")
+        text, utf8 = _decode(data, language)
     except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
+        line = exc.object.count(b"\n", 0, exc.start) + 1
+        encoding = "UTF-8" if exc.encoding.replace("-", "").lower() == "utf8" else exc.encoding
         return _skipped(
             rel,
             language,
-            f"not UTF-8 text (byte 0x{data[exc.start]:02x} at line {line}); re-save it as UTF-8",
+            f"not {encoding} text (byte 0x{exc.object[exc.start]:02x} at line {line}); re-save it as UTF-8",
             data,
         )
+    except (LookupError, UnicodeError, ValueError) as exc:
+        return _skipped(rel, language, f"not decodable: {exc}", data)
+    try:
+        return _extract(rel, language, data, text, utf8, hashes)
+    except (RecursionError, MemoryError) as exc:
+        return _skipped(
+            rel, language, f"not parsed: {type(exc).__name__} (nested too deeply or too big)", data
+        )
+    except Exception as exc:  # one file's parse failure must not stop the index
+        return _skipped(rel, language, f"not parsed: {type(exc).__name__}: {exc}", data)
+
+
+def _extract(rel: str, language: str, raw: bytes, text: str, data: bytes, hashes: bool) -> Record:
+    """The record of a decoded file; ``data`` is its UTF-8 encoding (parsed), ``raw`` its bytes (hashed)."""
     tree = get_parser(language).parse(data)
     root = tree.root_node
     python = language == "python"
     captures = _python_captures(root, data) if python else get_query(language).captures(root)
-    symbols = _symbols(captures, data, python, hashes)
+    # Redacting the whole text once tells whether this file holds a credential; only then are the stored
+    # strings redacted one by one (before truncation, so no key prefix survives a cut signature).
+    clean = redact(text)
+    secret = clean != text
+    symbols = _symbols(captures, data, python, hashes, secret)
     imports = _python_imports(captures.get("import", ())) if python else _js_imports(captures)
-    uses = sorted(set(_IDENTIFIER.findall(text)))
+    uses = set(_IDENTIFIER.findall(text))
+    if secret:
+        uses &= set(_IDENTIFIER.findall(clean))  # drops a key's fragments, adds none of the markers' words
+        imports = tuple((redact(i[0]), tuple(redact(n) for n in i[1]), *i[2:]) for i in imports)
     record: Record = {
         "file": rel,
         "language": language,
         "status": "indexed",
         "reason": "",
-        "hash": content_hash(data),
-        "size": len(data),
+        "hash": content_hash(raw),
+        "size": len(raw),
         "loc": data.count(b"\n") + (0 if not data or data.endswith(b"\n") else 1),
         "symbols": symbols,
         "imports": imports,
-        "uses": tuple(uses),
+        "uses": tuple(sorted(uses)),
     }
     if root.has_error:
         line, column = _first_error(root)
@@ -211,10 +275,11 @@ def _first_error(root: Node) -> tuple[int, int]:
 
 
 def _symbols(
-    captures: dict[str, list[Node]], data: bytes, python: bool, hashes: bool
+    captures: dict[str, list[Node]], data: bytes, python: bool, hashes: bool, secret: bool = False
 ) -> tuple[tuple[Any, ...], ...]:
     """``(name, kind, line, end_line, signature, parent, shape_hash, exact_hash)`` for each definition; the
-    hashes are "" for kinds that get none, and None while pending (``hashes=False``)."""
+    hashes are "" for kinds that get none, and None while pending (``hashes=False``). ``secret``: the file
+    holds a credential, so signatures are redacted."""
     from aries_kernel.codebase.shapes import exact_hash, shape_hash
 
     def fingerprint(shape_node: Node, text_node: Node) -> tuple[str | None, str | None]:
@@ -235,7 +300,7 @@ def _symbols(
         if kind == "function" and parent:
             kind = "method"
         pair = fingerprint(node, node) if kind in _HASHED_KINDS else ("", "")
-        out.append((_text(name_node), kind, *_lines(node), _signature(node, data), parent, *pair))
+        out.append((_text(name_node), kind, *_lines(node), _signature(node, data, secret), parent, *pair))
     for node in captures.get("var", ()):
         if python:
             decl = node.parent or node  # a captured assignment target always has its assignment as parent
@@ -249,7 +314,7 @@ def _symbols(
             name = _text(name_node)
             kind = "function" if value is not None and value.type in _JS_FUNCTION_VALUES else "variable"
         pair = fingerprint(value, decl) if kind == "function" and value is not None else ("", "")
-        out.append((name, kind, *_lines(decl), _first_line(_declaration(decl), data), "", *pair))
+        out.append((name, kind, *_lines(decl), _first_line(_declaration(decl), data, secret), "", *pair))
     out.sort(key=lambda s: (s[2], s[0]))
     return tuple(out)
 
@@ -284,22 +349,22 @@ def _text(node: Node) -> str:
     return (node.text or b"").decode()
 
 
-def _signature(node: Node, data: bytes) -> str:
-    """The header of a definition: everything before its body, whitespace collapsed."""
+def _signature(node: Node, data: bytes, secret: bool = False) -> str:
+    """The header of a definition: everything before its body, whitespace collapsed (redacted if ``secret``)."""
     body = node.child_by_field_name("body")
     if body is None:
-        return _first_line(node, data)
+        return _first_line(node, data, secret)
     end = body.start_byte
     for child in node.children:  # Python: stop at the colon, so a comment after it stays out
         if child.type == ":":
             end = child.start_byte
-    header = data[node.start_byte : end].decode()
-    return " ".join(header.split()).rstrip(":{ ")[:_SIGNATURE_MAX]
+    header = " ".join(data[node.start_byte : end].decode().split())
+    return (redact(header) if secret else header).rstrip(":{ ")[:_SIGNATURE_MAX]
 
 
-def _first_line(node: Node, data: bytes) -> str:
-    text = data[node.start_byte : node.end_byte].split(b"\n", 1)[0].decode()
-    return " ".join(text.split())[:_SIGNATURE_MAX]
+def _first_line(node: Node, data: bytes, secret: bool = False) -> str:
+    text = " ".join(data[node.start_byte : node.end_byte].split(b"\n", 1)[0].decode().split())
+    return (redact(text) if secret else text)[:_SIGNATURE_MAX]
 
 
 def _python_imports(nodes: list[Node] | tuple[()]) -> tuple[tuple[Any, ...], ...]:

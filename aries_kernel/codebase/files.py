@@ -1,21 +1,46 @@
-"""Which files of a repository get indexed: the walk, the skip rules and .gitignore.
+"""Which files of a repository get indexed, and how they are read: the walk, the skip rules and .gitignore.
 
 Skipped without a word: VCS and virtualenv folders, node_modules, build output, caches, ``.aries/`` and whatever
 a ``.gitignore`` (at any level) ignores. Reported as skipped (a :class:`Problem`): symlink loops, broken symlinks,
-directory symlinks (not followed, so nothing is indexed twice or forever) and folders that cannot be listed.
-Files too large, binary, not UTF-8 or unreadable are found later, when they are read.
+directory symlinks (not followed, so nothing is indexed twice or forever), symlinks that point outside the root
+(never followed out of it), FIFOs, sockets and device files (never opened), file and folder names that are not
+UTF-8, folders nested deeper than :data:`MAX_DEPTH`, folders that cannot be listed and ``.gitignore`` lines that
+are not valid patterns (only that line is ignored). Files too large, binary, not decodable or unreadable are
+found later, when they are read.
+
+Every read goes through :func:`read_regular`: it opens the path one component at a time under the root with
+``O_NOFOLLOW`` (so a folder swapped for a symlink between the walk and the read cannot lead outside), follows a
+final symlink only to a target inside the root, opens with ``O_NONBLOCK`` (a FIFO cannot block it), reads only
+regular files and at most ``limit + 1`` bytes, whatever ``stat`` said.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+import re
+import stat
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from aries_kernel.codebase.languages import language_for_path
 
-__all__ = ["CONFIG_FILES", "SKIP_DIRS", "Problem", "SourceFile", "Walk", "indexable", "walk"]
+__all__ = [
+    "CONFIG_FILES",
+    "MAX_DEPTH",
+    "SKIP_DIRS",
+    "Problem",
+    "Refused",
+    "SourceFile",
+    "Walk",
+    "display_name",
+    "gitignore_spec",
+    "indexable",
+    "read_gitignore",
+    "read_regular",
+    "walk",
+]
 
 SKIP_DIRS = frozenset(
     {
@@ -50,6 +75,19 @@ SKIP_DIRS = frozenset(
 CONFIG_FILES = frozenset({"tsconfig.json", "jsconfig.json"})
 
 
+# Deeper folders are reported, not walked: no real repository nests this far outside skipped folders.
+MAX_DEPTH = 128
+# A .gitignore larger than this is reported and its rules ignored (real ones are a few KB).
+GITIGNORE_MAX_BYTES = 1 << 20
+# Python's regex engine backtracks on `a*a*a*a*b` against a long name (0.6 s per name at 4 stars, 250 chars);
+# patterns with more single stars in one path part than this are reported and ignored.
+_MAX_STARS = 3
+_STARS = re.compile(r"(?<!\\)\*+")
+_OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+_DIR_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0)
+_READ_CHUNK = 1 << 16
+
+
 @dataclass(frozen=True)
 class SourceFile:
     """A source file found by the walk: path relative to the root (POSIX), language and stat keys."""
@@ -77,15 +115,166 @@ class Walk:
     problems: list[Problem] = field(default_factory=list)
 
 
-def walk(root: Path, extra_ignores: list[str] | tuple[str, ...] = ()) -> Walk:
-    """Walk ``root`` and classify what is there; the result is sorted by path so indexing is deterministic."""
+class Refused(OSError):
+    """A path :func:`read_regular` does not read: not a regular file, or a symlink out of the root."""
+
+
+def display_name(rel: str) -> str:
+    """``rel`` printable and storable: bytes that are not UTF-8 (surrogate escapes) shown as ``\\xff``."""
+    return os.fsencode(rel).decode("utf-8", "backslashreplace")
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "folder"
+    if stat.S_ISFIFO(mode):
+        return "FIFO"
+    if stat.S_ISSOCK(mode):
+        return "socket"
+    if stat.S_ISCHR(mode):
+        return "character device"
+    if stat.S_ISBLK(mode):
+        return "block device"
+    if stat.S_ISLNK(mode):
+        return "symlink"
+    return "special file"
+
+
+def read_regular(root: str | os.PathLike[str], rel: str, limit: int) -> bytes:
+    """The bytes of the regular file ``rel`` under ``root``, at most ``limit + 1`` of them (so a caller sees
+    that a file is over the limit without reading all of it).
+
+    Raises :class:`Refused` for a FIFO, socket, device or folder, for a path through a symlinked folder and
+    for a symlink whose target is outside ``root``; other :class:`OSError` for what the system refuses.
+    """
+    fd = _open_beneath(os.fspath(root), rel, follow=True)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise Refused(f"not a regular file ({_kind(mode)}); not read")
+        chunks: list[bytes] = []
+        left = limit + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, _READ_CHUNK))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _open_beneath(root: str, rel: str, follow: bool) -> int:
+    parts = [p for p in rel.split("/") if p not in ("", ".")]
+    if not parts or ".." in parts:
+        raise Refused(f"{rel!r} is not a file path inside the repository")
+    fd = os.open(root, _DIR_FLAGS & ~os.O_NOFOLLOW)
+    try:
+        for part in parts[:-1]:
+            try:
+                child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            except OSError as exc:
+                mode = _lstat_mode(part, fd)
+                if mode is not None and stat.S_ISLNK(mode):
+                    raise Refused("path passes through a symlinked folder; not followed") from exc
+                raise
+            os.close(fd)
+            fd = child
+        try:
+            return os.open(parts[-1], _OPEN_FLAGS, dir_fd=fd)
+        except OSError as exc:
+            mode = _lstat_mode(parts[-1], fd)
+            if mode is None or stat.S_ISREG(mode):
+                raise
+            if not stat.S_ISLNK(mode):  # a socket or a device that refuses to open
+                raise Refused(f"not a regular file ({_kind(mode)}); not read") from exc
+            if not follow:
+                raise Refused("symlink changed while reading; not followed") from exc
+    finally:
+        os.close(fd)
+    # A symlinked file: followed only to a target inside the root, which is then opened without following.
+    target = os.path.realpath(os.path.join(root, rel))
+    inside = os.path.relpath(target, root)
+    if inside == ".." or inside.startswith("../") or os.path.isabs(inside):
+        raise Refused(f"symlink to outside the repository ({target}); not followed")
+    return _open_beneath(root, inside.replace(os.sep, "/"), follow=False)
+
+
+def _lstat_mode(name: str, dir_fd: int) -> int | None:
+    try:
+        return os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
+    except OSError:
+        return None
+
+
+def gitignore_spec(lines: Iterable[str]) -> tuple[Any, list[tuple[int, str]]]:
+    """A ``GitIgnoreSpec`` of the valid lines, and ``(line number, reason)`` for each line left out.
+
+    Git itself ignores a pattern it cannot use; pathspec raises on the whole file (a lone ``!``, a trailing
+    backslash), so each line is checked on its own.
+    """
     from pathspec import GitIgnoreSpec
 
+    good: list[str] = []
+    bad: list[tuple[int, str]] = []
+    for number, line in enumerate(lines, 1):
+        if _too_many_stars(line):
+            bad.append((number, f"more than {_MAX_STARS} '*' in one path part (matching could hang)"))
+            continue
+        try:
+            GitIgnoreSpec.from_lines([line])
+        except (ValueError, re.error) as exc:  # GitIgnorePatternError is a ValueError
+            bad.append((number, str(exc) or type(exc).__name__))
+            continue
+        good.append(line)
+    return GitIgnoreSpec.from_lines(good), bad
+
+
+def _too_many_stars(line: str) -> bool:
+    return any(part != "**" and len(_STARS.findall(part)) > _MAX_STARS for part in line.split("/"))
+
+
+def read_gitignore(root: Path, rel: str) -> tuple[Any, list[Problem]]:
+    """The spec of the .gitignore ``rel`` (None if it cannot be used) and the problems found reading it
+    (missing, unreadable, too large, bad lines: those lines are left out)."""
+    try:
+        data = read_regular(root, rel, GITIGNORE_MAX_BYTES)
+    except OSError as exc:
+        reason = str(exc) if isinstance(exc, Refused) else f"unreadable: {exc.strerror or exc}"
+        return None, [Problem(rel, f"{reason}; its rules are ignored")]
+    if len(data) > GITIGNORE_MAX_BYTES:
+        return None, [Problem(rel, f"too large (over {GITIGNORE_MAX_BYTES:,} bytes); its rules are ignored")]
+    lines = data.decode("utf-8", "replace").splitlines()
+    spec, bad = gitignore_spec(lines)
+    problems = [
+        Problem(
+            rel, f"line {number} ({lines[number - 1][:80]!r}) is not a valid pattern: {reason}; line ignored"
+        )
+        for number, reason in bad
+    ]
+    return spec, problems
+
+
+def walk(root: Path, extra_ignores: list[str] | tuple[str, ...] = ()) -> Walk:
+    """Walk ``root`` and classify what is there; the result is sorted by path so indexing is deterministic.
+
+    The walk is iterative (a deep tree cannot exhaust the stack) and bounded by :data:`MAX_DEPTH`.
+    """
     result = Walk()
-    extra = GitIgnoreSpec.from_lines(extra_ignores) if extra_ignores else None
-    # (directory relative to root, spec) for every .gitignore seen on the way down.
-    specs: list[tuple[str, GitIgnoreSpec]] = []
-    _walk_dir(root, "", specs, extra, result)
+    extra = gitignore_spec(extra_ignores)[0] if extra_ignores else None
+    # Folders still to list: (relative path, depth, [(folder relative to root, spec)] of the .gitignores above).
+    pending: list[tuple[str, int, Sequence[tuple[str, Any]]]] = [("", 0, [])]
+    while pending:
+        rel_dir, depth, specs = pending.pop()
+        if depth > MAX_DEPTH:
+            result.problems.append(
+                Problem(rel_dir, f"folder nested deeper than {MAX_DEPTH} levels; not indexed")
+            )
+            continue
+        for rel, is_dir, local_specs in _list_dir(root, rel_dir, specs, extra, result):
+            if is_dir:
+                pending.append((rel, depth + 1, local_specs))
     result.sources.sort(key=lambda s: s.rel)
     result.configs.sort()
     result.problems.sort(key=lambda p: p.rel)
@@ -97,11 +286,11 @@ def indexable(root: Path, rel: str, extra_ignores: list[str] | tuple[str, ...] =
 
     Used to re-index named paths without walking the whole repository.
     """
-    from pathspec import GitIgnoreSpec
-
     parts = rel.split("/")
-    extra = GitIgnoreSpec.from_lines(extra_ignores) if extra_ignores else None
-    specs: list[tuple[str, object]] = []
+    if len(parts) > MAX_DEPTH + 1 or not _utf8(rel) or not _regular_inside(root, rel):
+        return False
+    extra = gitignore_spec(extra_ignores)[0] if extra_ignores else None
+    specs: list[tuple[str, Any]] = []
     for depth in range(len(parts)):
         folder = "/".join(parts[:depth])
         if depth and (
@@ -111,73 +300,103 @@ def indexable(root: Path, rel: str, extra_ignores: list[str] | tuple[str, ...] =
             or _ignored(folder, True, specs, extra)
         ):
             return False
-        gitignore = root / folder / ".gitignore"
-        if gitignore.is_file():
-            try:
-                lines = gitignore.read_text(encoding="utf-8", errors="replace").splitlines()
-            except OSError:
-                continue
-            specs.append((folder, GitIgnoreSpec.from_lines(lines)))
+        gitignore = _join(folder, ".gitignore")
+        if (root / gitignore).is_file():
+            spec, _ = read_gitignore(root, gitignore)
+            if spec is not None:
+                specs.append((folder, spec))
     return not _ignored(rel, False, specs, extra)
 
 
-def _ignored(rel: str, is_dir: bool, specs: Sequence[tuple[str, object]], extra: object | None) -> bool:
+def _regular_inside(root: Path, rel: str) -> bool:
+    """A regular file, or a symlink to one inside the root (what the walk would index)."""
+    path = root / rel
+    try:
+        if path.is_symlink():
+            path = path.resolve(strict=True)
+            if not path.is_relative_to(root):
+                return False
+        return stat.S_ISREG(path.stat().st_mode)
+    except (OSError, RuntimeError):
+        return False
+
+
+def _ignored(rel: str, is_dir: bool, specs: Sequence[tuple[str, Any]], extra: Any | None) -> bool:
     candidate = rel + "/" if is_dir else rel
-    if extra is not None and extra.match_file(candidate):  # type: ignore[attr-defined]
+    if extra is not None and extra.match_file(candidate):
         return True
     for base, spec in specs:
         if base and not candidate.startswith(base + "/"):
             continue
-        if spec.match_file(candidate[len(base) + 1 :] if base else candidate):  # type: ignore[attr-defined]
+        if spec.match_file(candidate[len(base) + 1 :] if base else candidate):
             return True
     return False
 
 
-def _walk_dir(
-    root: Path, rel_dir: str, specs: Sequence[tuple[str, object]], extra: object | None, out: Walk
-) -> None:
-    from pathspec import GitIgnoreSpec
+def _utf8(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
+
+def _list_dir(
+    root: Path, rel_dir: str, specs: Sequence[tuple[str, Any]], extra: Any | None, out: Walk
+) -> list[tuple[str, bool, Sequence[tuple[str, Any]]]]:
+    """Classify one folder's entries into ``out``; returns its subfolders to walk, with the specs in force."""
     directory = root / rel_dir if rel_dir else root
     try:
-        entries = sorted(os.scandir(directory), key=lambda e: e.name)
+        with os.scandir(directory) as listing:
+            entries = sorted(listing, key=lambda e: e.name)
     except OSError as exc:
         out.problems.append(Problem(rel_dir or ".", f"cannot list folder: {exc.strerror or exc}"))
-        return
-    gitignore = next((e for e in entries if e.name == ".gitignore" and e.is_file()), None)
+        return []
     local_specs = specs
-    if gitignore is not None:
-        try:
-            with open(gitignore.path, encoding="utf-8", errors="replace") as handle:
-                local_specs = [*specs, (rel_dir, GitIgnoreSpec.from_lines(handle.read().splitlines()))]
-        except OSError as exc:
-            out.problems.append(Problem(_join(rel_dir, ".gitignore"), f"unreadable: {exc.strerror or exc}"))
+    if any(e.name == ".gitignore" for e in entries):
+        spec, problems = read_gitignore(root, _join(rel_dir, ".gitignore"))
+        out.problems += problems
+        if spec is not None:
+            local_specs = [*specs, (rel_dir, spec)]
+    folders: list[tuple[str, bool, Sequence[tuple[str, Any]]]] = []
     for entry in entries:
         rel = _join(rel_dir, entry.name)
-        if entry.is_symlink():
-            _symlink(root, entry, rel, local_specs, extra, out)
-            continue
         try:
-            is_dir = entry.is_dir(follow_symlinks=False)
+            mode = entry.stat(follow_symlinks=False).st_mode
         except OSError:
             continue
-        if is_dir:
-            if _skip_dir(entry) or _ignored(rel, True, local_specs, extra):
-                continue
-            _walk_dir(root, rel, local_specs, extra, out)
-        else:
+        if not _utf8(entry.name):
+            if stat.S_ISDIR(mode) or language_for_path(entry.name) is not None:
+                out.problems.append(
+                    Problem(display_name(rel), "name is not valid UTF-8; rename it to index it")
+                )
+            continue
+        if stat.S_ISLNK(mode):
+            _symlink(root, entry, rel, local_specs, extra, out)
+        elif stat.S_ISDIR(mode):
+            if not _skip_dir(entry) and not _ignored(rel, True, local_specs, extra):
+                folders.append((rel, True, local_specs))
+        elif stat.S_ISREG(mode):
             _file(entry, rel, local_specs, extra, out)
+        elif _wanted(entry.name) and not _ignored(rel, False, local_specs, extra):
+            out.problems.append(Problem(rel, f"not a regular file ({_kind(mode)}); not read"))
+    return folders
+
+
+def _wanted(name: str) -> bool:
+    return language_for_path(name) is not None or name in CONFIG_FILES
 
 
 def _symlink(
     root: Path,
     entry: os.DirEntry[str],
     rel: str,
-    specs: Sequence[tuple[str, object]],
-    extra: object | None,
+    specs: Sequence[tuple[str, Any]],
+    extra: Any | None,
     out: Walk,
 ) -> None:
-    """Symlinked files are indexed under the link's path; directory links are reported and not followed."""
+    """Symlinked files inside the root are indexed under the link's path; folder links and links out of the
+    root are reported and not followed."""
     try:
         target = Path(entry.path).resolve(strict=True)
     except RuntimeError:
@@ -186,22 +405,39 @@ def _symlink(
     except OSError as exc:
         if exc.errno == 40:  # ELOOP
             out.problems.append(Problem(rel, "symlink loop"))
-        elif language_for_path(rel) is not None:
+        elif _wanted(rel):
             out.problems.append(Problem(rel, f"broken symlink to {os.readlink(entry.path)}"))
         return
-    if target.is_dir():
-        if not _skip_dir(entry) and not _ignored(rel, True, specs, extra):
-            where = os.path.relpath(target, root)
-            loop = Path(entry.path).parent.resolve().is_relative_to(target)
-            out.problems.append(
-                Problem(rel, "symlink loop" if loop else f"symlink to a folder ({where}), not followed")
-            )
+    try:
+        is_dir = target.is_dir()
+        mode = target.stat().st_mode
+    except OSError as exc:
+        if _wanted(rel):
+            out.problems.append(Problem(rel, f"unreadable: {exc.strerror or exc}"))
         return
-    _file(entry, rel, specs, extra, out)
+    if (
+        (not is_dir and not _wanted(rel))
+        or _ignored(rel, is_dir, specs, extra)
+        or (is_dir and _skip_dir(entry))
+    ):
+        return
+    if not target.is_relative_to(root):
+        link = display_name(os.readlink(entry.path))
+        out.problems.append(Problem(rel, f"symlink to outside the repository ({link}); not followed"))
+    elif is_dir:
+        where = os.path.relpath(target, root)
+        loop = Path(entry.path).parent.resolve().is_relative_to(target)
+        out.problems.append(
+            Problem(rel, "symlink loop" if loop else f"symlink to a folder ({where}), not followed")
+        )
+    elif not stat.S_ISREG(mode):
+        out.problems.append(Problem(rel, f"symlink to a {_kind(mode)}; not read"))
+    else:
+        _file(entry, rel, specs, extra, out)
 
 
 def _file(
-    entry: os.DirEntry[str], rel: str, specs: Sequence[tuple[str, object]], extra: object | None, out: Walk
+    entry: os.DirEntry[str], rel: str, specs: Sequence[tuple[str, Any]], extra: Any | None, out: Walk
 ) -> None:
     name = entry.name
     language = language_for_path(name)
@@ -213,11 +449,11 @@ def _file(
         out.configs.append(rel)
         return
     try:
-        stat = entry.stat()
+        info = entry.stat()
     except OSError as exc:
         out.problems.append(Problem(rel, f"unreadable: {exc.strerror or exc}"))
         return
-    out.sources.append(SourceFile(rel, language, stat.st_size, stat.st_mtime_ns))
+    out.sources.append(SourceFile(rel, language, info.st_size, info.st_mtime_ns))
 
 
 def _skip_dir(entry: os.DirEntry[str]) -> bool:

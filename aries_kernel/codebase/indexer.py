@@ -72,7 +72,9 @@ def plan(root: Path, sources: list[SourceFile], stored: dict[str, StoredFile], m
             result.reused[source.rel] = record
             continue
         try:
-            unchanged = digest and content_hash(extract.read_source(str(root / source.rel))) == digest
+            unchanged = (
+                digest and content_hash(extract.read_source(str(root), source.rel, max_bytes)) == digest
+            )
         except OSError:
             unchanged = False
         if unchanged:
@@ -93,12 +95,12 @@ def run_plan(
 ) -> dict[str, Record]:
     """Parse ``to_parse``; ``on_progress(n)`` is called with the number of files done so far. ``hashes``
     also computes the definitions' shape and exact hashes (see :func:`extract.extract_source`)."""
-    items = [(str(root / s.rel), s.rel, s.language) for s in to_parse]
+    items = [(str(root), s.rel, s.language) for s in to_parse]
     total_bytes = sum(s.size for s in to_parse)
     out: dict[str, Record] = {}
     if workers <= 1 or total_bytes < POOL_MIN_BYTES:
-        for path, rel, language in items:
-            out[rel] = extract_file(path, rel, language, max_bytes, hashes)
+        for base, rel, language in items:
+            out[rel] = extract_file(base, rel, language, max_bytes, hashes)
             on_progress(len(out))
         return out
     import multiprocessing
@@ -119,9 +121,9 @@ def run_plan(
             "The indexing worker processes died (a script without a __main__ guard?); indexing "
             "the remaining files in this process."
         )
-        for path, rel, language in items:
+        for base, rel, language in items:
             if rel not in out:
-                out[rel] = extract_file(path, rel, language, max_bytes, hashes)
+                out[rel] = extract_file(base, rel, language, max_bytes, hashes)
                 on_progress(len(out))
     return out
 

@@ -23,18 +23,73 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Resolver", "TsConfig", "parse_jsonc"]
+__all__ = ["TSCONFIG_MAX_BYTES", "Resolver", "TsConfig", "parse_jsonc"]
 
 _JS_EXTENSIONS = (".ts", ".tsx", ".d.ts", ".mts", ".cts", ".js", ".jsx", ".mjs", ".cjs")
 _JS_TO_TS = {".js": (".ts", ".tsx"), ".jsx": (".tsx",), ".mjs": (".mts",), ".cjs": (".cts",)}
-_JSONC_TOKENS = re.compile(r'("(?:\\.|[^"\\])*")|//[^\n]*|/\*[\s\S]*?\*/')
-_TRAILING_COMMA = re.compile(r",(\s*[}\]])")
+# A tsconfig larger than this is reported and not parsed (real ones are a few KB).
+TSCONFIG_MAX_BYTES = 1 << 20
+# Where something other than plain JSON text may start: a string, a comment, a comma, a closing bracket.
+_JSONC_SPECIAL = re.compile(r'["/,}\]]')
+_STRING_REST = re.compile(r'(?:[^"\\]|\\.)*"', re.DOTALL)
 
 
 def parse_jsonc(text: str) -> Any:
-    """Parse JSON with comments and trailing commas, as tsconfig.json allows."""
-    stripped = _JSONC_TOKENS.sub(lambda m: m.group(1) or "", text)
-    return json.loads(_TRAILING_COMMA.sub(r"\1", stripped))
+    """Parse JSON with comments and trailing commas, as tsconfig.json allows.
+
+    Raises :class:`ValueError` for text that is not such JSON, including JSON nested too deeply to parse.
+    """
+    try:
+        return json.loads(strip_jsonc(text))
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+
+
+def strip_jsonc(text: str) -> str:
+    """``text`` without comments and trailing commas, in one pass (linear: every character is looked at once,
+    and an unterminated string or comment ends the scan instead of being retried further on)."""
+    out: list[str] = []
+    comma = -1  # index in out of a comma that a closing bracket would make trailing
+    pos = 0
+    while True:
+        match = _JSONC_SPECIAL.search(text, pos)
+        if match is None:
+            out.append(text[pos:])
+            break
+        start = match.start()
+        if text[pos:start].strip():
+            comma = -1
+        out.append(text[pos:start])
+        char = text[start]
+        if char == '"':
+            end = _STRING_REST.match(text, start + 1)
+            if end is None:  # unterminated: json.loads reports it
+                out.append(text[start:])
+                break
+            out.append(text[start : end.end()])
+            pos, comma = end.end(), -1
+        elif text.startswith("//", start):
+            newline = text.find("\n", start)
+            if newline < 0:
+                break
+            pos = newline
+        elif text.startswith("/*", start):
+            close = text.find("*/", start + 2)
+            if close < 0:
+                break
+            out.append(" ")
+            pos = close + 2
+        elif char == ",":
+            comma = len(out)
+            out.append(",")
+            pos = start + 1
+        else:
+            if char != "/" and comma >= 0:
+                out[comma] = ""
+            comma = -1
+            out.append(char)
+            pos = start + 1
+    return "".join(out)
 
 
 @dataclass(frozen=True)

@@ -1,57 +1,119 @@
 """The on-disk index cache, ``.aries/index.db``: one row per file with its stat keys, content hash and record.
 
-It is a cache and nothing more: a database with another schema version, or one that is not readable, is
-deleted and rebuilt from the files. Records are stored with :mod:`marshal` (they are plain tuples and dicts),
-which loads a large repository's index in a fraction of the time parsing it takes.
+It is a cache and nothing more. An index of an older schema version is emptied (in a transaction, since other
+kernels may have it open); a file that is not such an index (another schema, extra tables or triggers,
+malformed rows, not a database at all) is renamed aside to ``index.db.broken-<time>`` for inspection and a
+fresh index is built, with :attr:`IndexStore.notice` saying so. An ``index.db`` (or its journal) that is a
+symlink, or a ``.aries`` that is one, is refused: aries-kernel never writes through a link a repository
+brought. Records are stored with :mod:`marshal` (they are plain tuples and dicts), which loads a large
+repository's index in a fraction of the time parsing it takes; every row is checked before it is used.
 """
 
 from __future__ import annotations
 
 import logging
 import marshal
+import os
 import sqlite3
+import stat
 import threading
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SCHEMA_VERSION", "IndexStore", "StoredFile", "ensure_aries_dir"]
+__all__ = ["SCHEMA_VERSION", "IndexStore", "StoredFile", "UnsafePath", "ensure_aries_dir"]
 
-SCHEMA_VERSION = "4"  # bump when extraction or the symbol hashes change: old rows would be stale
+SCHEMA_VERSION = "5"  # bump when extraction or the symbol hashes change: old rows would be stale
 log = logging.getLogger(__name__)
 
 # The index and sessions stay out of version control; the project brain (memory/) travels with the repository.
 _ARIES_GITIGNORE = "# Written by aries-kernel: keep the index and sessions local, share the project brain.\n*\n!.gitignore\n!memory/\n!memory/**\n"
+_TABLES = {
+    "meta": ["key", "value"],
+    "files": ["path", "size", "mtime_ns", "hash", "record"],
+}
+_SIDE_FILES = ("-journal", "-wal", "-shm")
+_STATUSES = frozenset({"indexed", "partial", "skipped"})
+_TEXT_KEYS = ("file", "language", "status", "reason", "hash")
+_INT_KEYS = ("size", "loc")
 
 StoredFile = tuple[int, int, str, dict[str, Any]]  # size, mtime_ns, hash, record
 
 
+class UnsafePath(OSError):
+    """``.aries`` or the index is a symlink (or not a folder/file): refused rather than written through."""
+
+
+class _Broken(Exception):
+    """The index file is not an index of ours: renamed aside and rebuilt."""
+
+
 def ensure_aries_dir(root: Path) -> Path:
-    """Create ``root/.aries`` with its ``.gitignore`` (kept if the user already has one)."""
+    """Create ``root/.aries`` with its ``.gitignore`` (kept if the user already has one).
+
+    Raises :class:`UnsafePath` when ``.aries`` (or its ``.gitignore``) is a symlink or not a folder.
+    """
     folder = root / ".aries"
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        os.mkdir(folder)
+    except FileExistsError:
+        pass
+    mode = os.lstat(folder).st_mode
+    if not stat.S_ISDIR(mode):
+        kind = "a symlink" if stat.S_ISLNK(mode) else "not a folder"
+        raise UnsafePath(
+            f"{folder} is {kind}; aries-kernel does not write through it (remove it to continue)"
+        )
     gitignore = folder / ".gitignore"
-    if not gitignore.exists():
-        gitignore.write_text(_ARIES_GITIGNORE, encoding="utf-8")
+    try:
+        fd = os.open(gitignore, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    except FileExistsError:
+        if os.path.islink(gitignore):
+            raise UnsafePath(f"{gitignore} is a symlink; aries-kernel does not write through it") from None
+    else:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(_ARIES_GITIGNORE)
     return folder
 
 
 class IndexStore:
-    """Reads and writes ``index.db``; every method is safe to call from any thread."""
+    """Reads and writes ``index.db``; every method is safe to call from any thread.
+
+    Writes that fail (a full disk, a file changed under us) are logged and dropped: the index in memory stays
+    right, and the next start re-parses what was not stored.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._lock = threading.Lock()
         self.rebuilt_reason: str | None = None
+        # What the user should hear about: an index renamed aside. Shown in ``skipped()``.
+        self.notice: str | None = None
+        self._refuse_links()
         self._conn = self._open()
+
+    def _refuse_links(self) -> None:
+        for suffix in ("", *_SIDE_FILES):
+            candidate = Path(str(self.path) + suffix)
+            if candidate.is_symlink():
+                raise UnsafePath(
+                    f"{candidate} is a symlink; not opened, so nothing is written through it (the index is "
+                    "kept in memory; remove the link to persist it)"
+                )
 
     def _open(self) -> sqlite3.Connection:
         # Several kernels may open one repository's index at once, so a stale index is emptied inside a
-        # transaction, never deleted from under another connection; only an unreadable file is replaced.
+        # transaction, never deleted from under another connection; only a file that is not an index of ours
+        # is moved aside.
+        conn: sqlite3.Connection | None = None
         try:
             conn = self._connect()
+            self._check_schema(conn)
             with conn:
                 row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+                if row is None and conn.execute("SELECT 1 FROM files LIMIT 1").fetchone() is not None:
+                    raise _Broken("a files table without aries-kernel's schema version")
                 if row is None or row[0] != SCHEMA_VERSION:
                     if row is not None:
                         self.rebuilt_reason = f"schema version {row[0]} != {SCHEMA_VERSION}"
@@ -61,11 +123,21 @@ class IndexStore:
                         "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (SCHEMA_VERSION,)
                     )
             return conn
-        except sqlite3.DatabaseError as exc:
-            self.rebuilt_reason = f"unreadable ({exc})"
-        log.info("Rebuilding %s: %s", self.path, self.rebuilt_reason)
-        for suffix in ("", "-journal", "-wal", "-shm"):
-            Path(str(self.path) + suffix).unlink(missing_ok=True)
+        except (sqlite3.Error, _Broken) as exc:
+            if conn is not None:
+                conn.close()
+            return self._rebuild(str(exc) or type(exc).__name__)
+
+    def _rebuild(self, why: str) -> sqlite3.Connection:
+        """Move the bad file aside (never delete what may be someone's data) and start a fresh index."""
+        self.rebuilt_reason = f"unreadable ({why})"
+        aside = Path(f"{self.path}.broken-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
+        for suffix in ("", *_SIDE_FILES):
+            source = Path(str(self.path) + suffix)
+            if source.exists() and not source.is_symlink():
+                os.replace(source, str(aside) + suffix)
+        self.notice = f"{self.path} was not a usable index ({why}); moved aside to {aside.name} and rebuilt from the files"
+        log.warning("%s", self.notice)
         conn = self._connect()
         with conn:
             conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (SCHEMA_VERSION,))
@@ -73,40 +145,139 @@ class IndexStore:
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, timeout=30, check_same_thread=False)
-        with conn:
-            conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS files (path TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER, "
-                "hash TEXT, record BLOB)"
-            )
+        try:
+            # Deleted rows are zeroed on disk, so text an older index held does not linger in free pages; and
+            # no SQL a hostile schema declares (views, triggers) runs with our privileges.
+            conn.execute("PRAGMA secure_delete = ON")
+            conn.execute("PRAGMA trusted_schema = OFF")
+            with conn:
+                conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
+                conn.execute(
+                    "CREATE TABLE IF NOT EXISTS files (path TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER, "
+                    "hash TEXT, record BLOB)"
+                )
+        except BaseException:
+            conn.close()
+            raise
         return conn
 
-    def load(self) -> dict[str, StoredFile]:
-        """Every stored file; rows that do not decode are dropped (they will be re-parsed)."""
-        with self._lock:
-            rows = self._conn.execute("SELECT path, size, mtime_ns, hash, record FROM files").fetchall()
-        out: dict[str, StoredFile] = {}
-        for path, size, mtime_ns, digest, blob in rows:
-            try:
-                out[path] = (size, mtime_ns, digest, marshal.loads(blob))
-            except (EOFError, ValueError, TypeError):
+    @staticmethod
+    def _check_schema(conn: sqlite3.Connection) -> None:
+        """Only our two tables (and their automatic indexes), with our columns."""
+        for kind, name in conn.execute("SELECT type, name FROM sqlite_master"):
+            if kind == "table" and name in _TABLES:
                 continue
-        return out
+            if kind == "index" and name.startswith("sqlite_autoindex_"):
+                continue
+            raise _Broken(f"unexpected {kind} {name!r}")
+        for table, columns in _TABLES.items():
+            found = [row[1] for row in conn.execute(f"PRAGMA table_info({table})")]
+            if found != columns:
+                raise _Broken(f"table {table} has columns {found}, expected {columns}")
+
+    def load(self) -> dict[str, StoredFile]:
+        """Every stored file. A row that does not decode to a well-formed record means the file is not an index
+        we wrote (or is damaged): it is moved aside and an empty index is returned."""
+        try:
+            with self._lock:
+                rows = self._conn.execute("SELECT path, size, mtime_ns, hash, record FROM files").fetchall()
+            out: dict[str, StoredFile] = {}
+            for path, size, mtime_ns, digest, blob in rows:
+                out[path] = (size, mtime_ns, digest, _decode_row(path, size, mtime_ns, digest, blob))
+            return out
+        except (sqlite3.Error, _Broken) as exc:
+            with self._lock:
+                self._conn.close()
+                self._conn = self._rebuild(str(exc) or type(exc).__name__)
+            return {}
 
     def save(self, rows: Iterable[tuple[str, int, int, dict[str, Any]]]) -> None:
         """Store ``(path, size, mtime_ns, record)`` rows, replacing older ones."""
         data = [
             (rel, size, mtime, record["hash"], marshal.dumps(record)) for rel, size, mtime, record in rows
         ]
-        with self._lock, self._conn:
-            self._conn.executemany("INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?)", data)
+        self._write("INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?)", data)
 
     def delete(self, paths: Iterable[str]) -> None:
         """Forget files that are gone."""
-        with self._lock, self._conn:
-            self._conn.executemany("DELETE FROM files WHERE path = ?", [(p,) for p in paths])
+        self._write("DELETE FROM files WHERE path = ?", [(p,) for p in paths])
+
+    def _write(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
+        if not rows:
+            return
+        try:
+            with self._lock, self._conn:
+                self._conn.executemany(sql, rows)
+        except (sqlite3.Error, ValueError) as exc:
+            log.warning("Could not update %s (%s); the index in memory is unaffected", self.path, exc)
 
     def close(self) -> None:
         """Close the connection."""
         with self._lock:
             self._conn.close()
+
+
+def _decode_row(path: Any, size: Any, mtime_ns: Any, digest: Any, blob: Any) -> dict[str, Any]:
+    """The record of one row, checked field by field (a record feeds the graph, so a malformed one must not)."""
+    if not (
+        isinstance(path, str)
+        and isinstance(size, int)
+        and isinstance(mtime_ns, int)
+        and isinstance(digest, str)
+        and isinstance(blob, bytes)
+    ):
+        raise _Broken(f"malformed row for {path!r}")
+    try:
+        record = marshal.loads(blob)
+    except (EOFError, ValueError, TypeError, MemoryError, RecursionError) as exc:
+        raise _Broken(f"undecodable record for {path!r} ({exc})") from None
+    if not _well_formed(record, path, digest):
+        raise _Broken(f"malformed record for {path!r}")
+    return record
+
+
+def _well_formed(record: Any, path: str, digest: str) -> bool:
+    if not isinstance(record, dict) or record.get("file") != path or record.get("hash") != digest:
+        return False
+    if not all(isinstance(record.get(key), str) for key in _TEXT_KEYS):
+        return False
+    if record["status"] not in _STATUSES or not all(type(record.get(key)) is int for key in _INT_KEYS):
+        return False
+    symbols, imports, uses = record.get("symbols"), record.get("imports"), record.get("uses")
+    if not (isinstance(symbols, tuple) and isinstance(imports, tuple) and isinstance(uses, tuple)):
+        return False
+    return (
+        all(_symbol_ok(s) for s in symbols)
+        and all(_import_ok(i) for i in imports)
+        and all(isinstance(u, str) for u in uses)
+    )
+
+
+def _symbol_ok(symbol: Any) -> bool:
+    # (name, kind, line, end_line, signature, parent, shape_hash, exact_hash); hashes None while pending.
+    return (
+        isinstance(symbol, tuple)
+        and len(symbol) == 8
+        and isinstance(symbol[0], str)
+        and isinstance(symbol[1], str)
+        and type(symbol[2]) is int
+        and type(symbol[3]) is int
+        and isinstance(symbol[4], str)
+        and isinstance(symbol[5], str)
+        and (symbol[6] is None or isinstance(symbol[6], str))
+        and (symbol[7] is None or isinstance(symbol[7], str))
+    )
+
+
+def _import_ok(item: Any) -> bool:
+    # (module, names, level, type_only, line)
+    return (
+        isinstance(item, tuple)
+        and len(item) == 5
+        and isinstance(item[0], str)
+        and isinstance(item[1], tuple)
+        and all(isinstance(n, str) for n in item[1])
+        and type(item[2]) is int
+        and isinstance(item[3], bool)
+        and type(item[4]) is int
+    )
