@@ -1,93 +1,122 @@
-"""A graph view of the codebase's communities: one circle per community, sized by its files, joined by edges.
+"""The codebase's community graph as an interactive widget (anywidget + a bundled canvas script).
 
-Drawn as SVG (no JavaScript library needed, so it renders in JupyterLab, Notebook 7 and exported notebooks);
-the layout is rustworkx's spring layout over the community graph.
+:class:`CommunityGraph` syncs the layout of :class:`GraphLayout` to ``static/graph.js``, which draws it with
+zoom, pan, hover names and non-overlapping labels. A click on a community writes the synced ``expanded`` trait;
+the kernel answers with that community's files laid out inside its disc. anywidget's front end ships inside its
+pip package, so no JupyterLab extension has to be installed. The mime bundle also holds a static SVG
+(``text/html``), which nbconvert and viewers without the widget state show instead.
 """
 
 from __future__ import annotations
 
-import html
-import math
+from pathlib import Path
 from typing import Any
 
-import ipywidgets as w
-import rustworkx as rx
+import anywidget
+import pandas as pd
+import traitlets as t
 
-__all__ = ["community_graph_svg", "CommunityGraph"]
+from .graph_layout import GraphLayout
+from .graph_svg import graph_svg
 
-_PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f"]
+__all__ = ["CommunityGraph", "community_graph_svg"]
 
-
-def community_graph_svg(codebase: Any, size: int = 520, max_communities: int = 30) -> str:
-    """SVG of the community graph of ``codebase`` (its ``communities()`` and ``edges()`` frames)."""
-    members = codebase.communities()
-    edges = codebase.edges()
-    counts = members.groupby(["community", "label"]).size().sort_values(ascending=False).head(max_communities)
-    community_of = dict(zip(members["file"], members["community"], strict=True))
-    graph = rx.PyGraph()
-    index = {}
-    for (community, label), files in counts.items():
-        index[community] = graph.add_node((community, label, int(files)))
-    weights: dict[tuple[int, int], float] = {}
-    for source, target, weight in zip(edges["source"], edges["target"], edges["weight"], strict=True):
-        a, b = community_of.get(source), community_of.get(target)
-        if a in index and b in index and a != b:
-            key = (min(index[a], index[b]), max(index[a], index[b]))
-            weights[key] = weights.get(key, 0.0) + float(weight)
-    for (a, b), weight in weights.items():
-        graph.add_edge(a, b, weight)
-    if graph.num_nodes() == 0:
-        return "<svg xmlns='http://www.w3.org/2000/svg' width='200' height='30'><text y='20'>no communities</text></svg>"
-    layout = rx.spring_layout(graph, seed=7) if graph.num_nodes() > 1 else {0: (0.0, 0.0)}
-    xs = [p[0] for p in layout.values()]
-    ys = [p[1] for p in layout.values()]
-    span = max(max(xs) - min(xs), max(ys) - min(ys), 1e-9)
-    margin = 60
-
-    def place(node: int) -> tuple[float, float]:
-        x, y = layout[node]
-        return (
-            margin + (x - min(xs)) / span * (size - 2 * margin),
-            margin + (y - min(ys)) / span * (size - 2 * margin),
-        )
-
-    top = max(weights.values(), default=1.0)
-    parts = [
-        f"<svg xmlns='http://www.w3.org/2000/svg' width='{size}' height='{size}' font-family='sans-serif'>"
-    ]
-    for (a, b), weight in weights.items():
-        (x1, y1), (x2, y2) = place(a), place(b)
-        parts.append(
-            f"<line x1='{x1:.0f}' y1='{y1:.0f}' x2='{x2:.0f}' y2='{y2:.0f}' stroke='#999' "
-            f"stroke-opacity='0.6' stroke-width='{1 + 4 * weight / top:.1f}'/>"
-        )
-    for node in graph.node_indices():
-        community, label, files = graph[node]
-        x, y = place(node)
-        radius = 6 + 4 * math.sqrt(files)
-        colour = _PALETTE[community % len(_PALETTE)]
-        parts.append(
-            f"<circle cx='{x:.0f}' cy='{y:.0f}' r='{radius:.0f}' fill='{colour}' fill-opacity='0.8'>"
-            f"<title>{html.escape(str(label))}: {files} files</title></circle>"
-        )
-        parts.append(
-            f"<text x='{x:.0f}' y='{y + radius + 11:.0f}' font-size='10' text-anchor='middle'>"
-            f"{html.escape(str(label)[:28])}</text>"
-        )
-    parts.append("</svg>")
-    return "".join(parts)
+_SCRIPT = Path(__file__).with_name("static") / "graph.js"
 
 
-class CommunityGraph(w.VBox):
-    """A widget showing :func:`community_graph_svg`, with a button to redraw after re-indexing."""
+def community_graph_svg(codebase: Any, max_groups: int = 40, width: int = 960, height: int = 640) -> str:
+    """Static SVG of ``codebase``'s community graph, every group collapsed."""
+    return graph_svg(GraphLayout.from_codebase(codebase, max_groups=max_groups, width=width, height=height))
 
-    def __init__(self, codebase: Any) -> None:
+
+class CommunityGraph(anywidget.AnyWidget):
+    """Communities of ``codebase`` as coloured discs sized by PageRank; click one to see its files.
+
+    Repositories of at most ``expand_below`` files start with every group expanded.
+    """
+
+    # The script's text rather than its path: anywidget would watch a path with a background thread.
+    _esm = _SCRIPT.read_text(encoding="utf-8")
+
+    groups = t.List().tag(sync=True)
+    nodes = t.List().tag(sync=True)
+    edges = t.List().tag(sync=True)
+    expanded = t.List(t.Unicode()).tag(sync=True)
+    width = t.Int(960).tag(sync=True)
+    height = t.Int(640).tag(sync=True)
+
+    def __init__(
+        self,
+        codebase: Any,
+        *,
+        max_groups: int = 40,
+        width: int = 960,
+        height: int = 640,
+        expand_below: int = 40,
+    ) -> None:
+        super().__init__(width=width, height=height)
         self.codebase = codebase
-        self.view = w.HTML(community_graph_svg(codebase))
-        redraw = w.Button(description="Redraw", icon="refresh")
-        redraw.on_click(lambda _: self.refresh())
-        super().__init__([redraw, self.view])
+        self.max_groups = max_groups
+        self.expand_below = expand_below
+        self.refresh()
 
     def refresh(self) -> None:
-        """Draw the current graph again."""
-        self.view.value = community_graph_svg(self.codebase)
+        """Lay the graph out again from the codebase's current index (after a reindex), all groups collapsed."""
+        self.layout = GraphLayout.from_codebase(
+            self.codebase, max_groups=self.max_groups, width=self.width, height=self.height
+        )
+        files = sum(len(g.files) for g in self.layout.groups)
+        expanded = [g.key for g in self.layout.groups] if files <= self.expand_below else []
+        if expanded != self.expanded:
+            self.expanded = expanded  # drawn by the observer
+        else:
+            self._draw()
+
+    def expand(self, community: int | str) -> pd.DataFrame:
+        """Show a community's files (by community id or group key) and return them with their positions."""
+        key = self.layout.key_of(community)
+        if key not in self.expanded:
+            self.expanded = [*self.expanded, key]
+        return self.layout.expand(community)
+
+    def collapse(self, community: int | str | None = None) -> None:
+        """Draw a community (by id or group key) as one disc again; every community when none is given."""
+        key = None if community is None else self.layout.key_of(community)
+        self.expanded = [] if key is None else [k for k in self.expanded if k != key]
+
+    def svg(self) -> str:
+        """The graph as it is now, as a static SVG."""
+        return graph_svg(self.layout, self.expanded)
+
+    def static(self) -> Any:
+        """The graph as it is now as a static image (an IPython ``HTML`` object) that stays in a saved notebook."""
+        from IPython.display import HTML
+
+        return HTML(self.svg())
+
+    def text(self) -> str:
+        """One line per group, largest PageRank first: what a terminal shows."""
+        frame = self.layout.group_frame().sort_values("pagerank", ascending=False)
+        total = frame["pagerank"].sum() or 1.0
+        lines = [f"Community graph: {int(frame['files'].sum())} files in {len(frame)} groups"]
+        lines += [
+            f"  {r.files:5d} files  {100 * r.pagerank / total:5.1f}%  {r.label}" for r in frame.itertuples()
+        ]
+        return "\n".join(lines)
+
+    @t.observe("expanded")
+    def _on_expanded(self, change: dict[str, Any]) -> None:
+        self._draw()
+
+    def _draw(self) -> None:
+        view = self.layout.view(self.expanded)
+        with self.hold_sync():
+            self.groups = view["groups"]
+            self.nodes = view["nodes"]
+            self.edges = view["edges"]
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+        data, metadata = super()._repr_mimebundle_(**kwargs)
+        data["text/plain"] = self.text()
+        data["text/html"] = self.svg()
+        return data, metadata

@@ -1,0 +1,526 @@
+"""Layout of the community graph, computed in Python for the widget and the static SVG alike.
+
+Files are aggregated into groups: each community of two or more files is a group (the ``max_groups`` with the
+most PageRank), and every other file joins a group of its folder. A group is a disc whose radius grows with its
+PageRank; the discs are placed by igraph's Fruchterman-Reingold layout of the group graph and then pushed apart
+until none overlap. A group expanded into its files gets a local layout of its own subgraph inside its disc.
+Labels are placed greedily by descending PageRank and skipped where their box would cover a placed one.
+
+Coordinates are pixels of the view at its first zoom (``width`` x ``height``), so the label boxes estimated here
+are the boxes drawn.
+"""
+
+from __future__ import annotations
+
+import colorsys
+import math
+import posixpath
+import random
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "FONT_PX",
+    "Group",
+    "GraphLayout",
+    "Label",
+    "Mark",
+    "colour",
+    "place_labels",
+    "shade",
+    "short_label",
+]
+
+# Tableau 20 without its two greys, which are kept for the folder groups of loose files.
+PALETTE = [
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf",
+    "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94", "#f7b6d2", "#dbdb8d", "#9edae5",
+]  # fmt: skip
+LOOSE_COLOUR = "#9a9a9a"
+FONT_PX = 12
+# Estimated text width per character, as a share of the font size: wide for sans-serif, so boxes err large.
+CHAR_WIDTH = 0.6
+_R_MIN, _R_MAX = 12.0, 64.0  # disc radii before the layout is fitted to the view
+_PAD = 0.5  # gap kept between two discs, as a share of the mean radius: room for edges and labels
+_MARGIN = 36.0  # room at the view's edges for the labels of the outer discs
+_FILL = 0.45  # share of a disc's area its files' dots may cover, so they have room to separate
+_SHORT_LABEL = 34  # characters drawn on the canvas; the full label is on hover
+
+
+@dataclass
+class Group:
+    """One disc of the aggregated graph: a community, or a folder's loose files."""
+
+    key: str
+    label: str
+    short: str
+    kind: str  # "community" or "folder"
+    files: list[str]
+    pagerank: float
+    colour: str
+    x: float = 0.0
+    y: float = 0.0
+    r: float = 0.0
+
+
+@dataclass(frozen=True)
+class Label:
+    """A placed label: its text and the box it covers (top-left corner, width, height)."""
+
+    key: str
+    text: str
+    x: float
+    y: float
+    width: float
+    height: float
+    owner: str = ""  # the group the labelled disc belongs to
+
+    def overlaps(self, other: Label) -> bool:
+        """Whether the two boxes share any area."""
+        return (
+            self.x < other.x + other.width
+            and other.x < self.x + self.width
+            and self.y < other.y + other.height
+            and other.y < self.y + self.height
+        )
+
+
+def shade(hex_colour: str, dark: float = 0.45) -> str:
+    """``hex_colour`` mixed with black: label text keeps its group's hue but stays dark enough to read."""
+    value = int(hex_colour[1:], 16)
+    channels = [(value >> shift) & 255 for shift in (16, 8, 0)]
+    return "#" + "".join(f"{round(c * (1 - dark)):02x}" for c in channels)
+
+
+def colour(number: int) -> str:
+    """The colour of the ``number``-th community: the palette, then hues a golden angle apart."""
+    if number < len(PALETTE):
+        return PALETTE[number]
+    red, green, blue = colorsys.hls_to_rgb((number * 0.381966) % 1.0, 0.55, 0.55)
+    return f"#{round(red * 255):02x}{round(green * 255):02x}{round(blue * 255):02x}"
+
+
+def short_label(label: str, limit: int = _SHORT_LABEL) -> str:
+    """A community label as drawn: the last part of each folder, then as many whole names as fit in ``limit``.
+
+    ``aries_kernel/codebase + tests/fixtures/app: file, types`` becomes ``codebase + app: file, types``.
+    """
+    folders, _, names = label.partition(": ")
+    parts = [posixpath.basename(p.rstrip("/")) or p for p in folders.split(" + ")]
+    text = " + ".join(dict.fromkeys(parts))  # "src/a + src/b" draws as "src", not "src + src"
+    if len(text) > limit:
+        return text[: limit - 1] + "…"
+    for number, name in enumerate(n for n in names.split(", ") if n):
+        longer = f"{text}{': ' if number == 0 else ', '}{name}"
+        if len(longer) > limit:
+            break
+        text = longer
+    return text
+
+
+def label_box(text: str, font_px: float = FONT_PX) -> tuple[float, float]:
+    """Estimated (width, height) of ``text`` drawn at ``font_px``."""
+    return len(text) * font_px * CHAR_WIDTH + 4, font_px + 4
+
+
+def _box_hits_disc(box: Label, x: float, y: float, r: float) -> bool:
+    nearest_x = min(max(x, box.x), box.x + box.width)
+    nearest_y = min(max(y, box.y), box.y + box.height)
+    return (nearest_x - x) ** 2 + (nearest_y - y) ** 2 < r * r
+
+
+class Mark(NamedTuple):
+    """Something to label: a disc (a group, or a file's dot) and the group that owns it."""
+
+    key: str
+    text: str
+    x: float
+    y: float
+    r: float
+    owner: str
+    inside: bool = False  # the label may go in the middle of the disc when it fits there
+
+
+def place_labels(
+    marks: Iterable[Mark],
+    discs: Iterable[tuple[str, float, float, float]] = (),
+    bounds: tuple[float, float] | None = None,
+    font_px: float = FONT_PX,
+) -> list[Label]:
+    """Greedy placement of labels for ``marks``, in the order given (most important first).
+
+    A mark's label goes in the middle of its disc when ``inside`` is set and it fits. Otherwise, or when that
+    spot is taken, it tries below, above, right and left of the disc and takes the first box that covers no
+    placed label and none of the group ``discs`` ``(key, x, y, r)`` but its owner's, else the first that covers
+    no placed label; a label with no such box, or none inside ``bounds`` (width, height), is skipped (its name
+    stays on hover).
+    """
+    obstacles = list(discs)
+    placed: list[Label] = []
+    for mark in marks:
+        x, y, r = mark.x, mark.y, mark.r
+        width, height = label_box(mark.text, font_px)
+        fits = mark.inside and width <= 1.8 * r and height <= r
+        spots = [(x - width / 2, y - height / 2)] if fits else []
+        spots += [
+            (x - width / 2, y + r + 2),
+            (x - width / 2, y - r - 2 - height),
+            (x + r + 3, y - height / 2),
+            (x - r - 3 - width, y - height / 2),
+        ]
+        free = []
+        for left, top in spots:
+            box = Label(mark.key, mark.text, left, top, width, height, mark.owner)
+            inside_view = bounds is None or (
+                left >= 0 and top >= 0 and left + width <= bounds[0] and top + height <= bounds[1]
+            )
+            if inside_view and not any(box.overlaps(other) for other in placed):
+                free.append(box)
+        clear = [b for b in free if not any(k != mark.owner and _box_hits_disc(b, *d) for k, *d in obstacles)]
+        if clear or free:
+            placed.append((clear or free)[0])
+    return placed
+
+
+def _seeded_layout(n: int, pairs: list[tuple[int, int]], weights: list[float]) -> np.ndarray:
+    """Fruchterman-Reingold positions of an ``n``-vertex graph, the same for the same graph every time."""
+    import igraph
+
+    if n == 1:
+        return np.zeros((1, 2))
+    graph = igraph.Graph(n=n, edges=pairs)
+    # igraph's layouts draw from its random generator; a fixed seed makes every drawing of a graph the same.
+    igraph.set_random_number_generator(random.Random(0))
+    try:
+        coords = graph.layout_fruchterman_reingold(weights=weights or None, niter=1000, grid="nogrid").coords
+    finally:
+        igraph.set_random_number_generator(random)
+    return np.asarray(coords, dtype=float)
+
+
+def _overlaps(pos: np.ndarray, radii: np.ndarray, pad: float) -> np.ndarray:
+    """Matrix of how far each pair of discs is inside its wanted gap (0 when apart), and the pair vectors."""
+    diff = pos[:, None, :] - pos[None, :, :]
+    dist = np.hypot(diff[..., 0], diff[..., 1])
+    over = np.maximum(radii[:, None] + radii[None, :] + pad - dist, 0.0)
+    np.fill_diagonal(over, 0.0)
+    return over, diff, dist
+
+
+def _relax(
+    pos: np.ndarray,
+    radii: np.ndarray,
+    pad: float,
+    container: float | None = None,
+    aspect: float = 1.0,
+    steps: int = 300,
+) -> np.ndarray:
+    """Pull discs toward the centre and push overlapping ones apart, then settle with pushing alone.
+
+    ``container`` keeps every disc inside a circle of that radius around the origin; ``aspect`` (width over
+    height of the view) pulls less along x, so the discs spread to the view's shape. At most ``steps`` steps of
+    each kind.
+    """
+    n = len(pos)
+    pos = pos - pos.mean(axis=0)
+    if n < 2:
+        return pos
+    # Coincident points have no direction to be pushed in: spread them by a deterministic nudge.
+    angles = np.arange(n) * 2.399963  # the golden angle
+    pos = pos + 1e-3 * np.stack([np.cos(angles), np.sin(angles)], axis=1)
+    for step in range(steps * 2):
+        gravity = 0.03 * (1 - step / steps) if step < steps else 0.0
+        pos -= gravity * pos * np.array([1 / aspect, 1.0])
+        over, diff, dist = _overlaps(pos, radii, pad)
+        if gravity == 0.0 and not over.any():
+            break
+        unit = diff / np.where(dist > 0, dist, 1.0)[..., None]
+        # The smaller disc moves more, so big communities keep their place.
+        share = radii[None, :] ** 2 / (radii[:, None] ** 2 + radii[None, :] ** 2)
+        pos += ((0.5 * over * share)[..., None] * unit).sum(axis=1)
+        if container is not None:
+            pos = _contain(pos, radii, container)
+    return pos
+
+
+def _contain(pos: np.ndarray, radii: np.ndarray, container: float) -> np.ndarray:
+    """Move every disc that pokes out of the circle of radius ``container`` back inside it."""
+    dist = np.hypot(pos[:, 0], pos[:, 1])
+    room = np.maximum(container - radii, 0.0)
+    scale = np.where(dist > room, room / np.where(dist > 0, dist, 1.0), 1.0)
+    return pos * scale[:, None]
+
+
+@dataclass
+class GraphLayout:
+    """Groups, their discs and the file graph between them; ``view()`` gives what the widget draws."""
+
+    members: pd.DataFrame
+    edges: pd.DataFrame
+    max_groups: int = 40
+    width: int = 960
+    height: int = 640
+    groups: list[Group] = field(init=False)
+    group_of: dict[str, str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._pagerank = dict(zip(self.members["file"], self.members["pagerank"], strict=True))
+        self._community = dict(zip(self.members["file"], self.members["community"].astype(int), strict=True))
+        self._file_edges = self._undirected_edges()
+        self.groups = self._make_groups()
+        self.group_of = {f: g.key for g in self.groups for f in g.files}
+        self._by_key = {g.key: g for g in self.groups}
+        self._place_groups()
+        self._files_cache: dict[str, pd.DataFrame] = {}
+
+    @classmethod
+    def from_codebase(cls, codebase: Any, **options: Any) -> GraphLayout:
+        """The layout of ``codebase``'s ``communities()`` and ``edges()``."""
+        return cls(codebase.communities(), codebase.edges(), **options)
+
+    # building
+
+    def _undirected_edges(self) -> dict[tuple[str, str], float]:
+        known = self._pagerank
+        out: dict[tuple[str, str], float] = {}
+        for source, target, weight in zip(
+            self.edges["source"], self.edges["target"], self.edges["weight"], strict=True
+        ):
+            if source != target and source in known and target in known:
+                key = (source, target) if source < target else (target, source)
+                out[key] = out.get(key, 0.0) + float(weight)
+        return out
+
+    def _make_groups(self) -> list[Group]:
+        frame = self.members.sort_values(["pagerank", "file"], ascending=[False, True])
+        by_community = {int(c): part for c, part in frame.groupby("community", sort=False) if len(part) >= 2}
+        ranked = sorted(by_community, key=lambda c: (-by_community[c]["pagerank"].sum(), c))
+        kept = ranked[: self.max_groups]
+        groups = []
+        for number, community in enumerate(kept):
+            part = by_community[community]
+            label = str(part["label"].iloc[0])
+            groups.append(
+                Group(
+                    key=f"c{community}",
+                    label=label,
+                    short=short_label(label),
+                    kind="community",
+                    files=list(part["file"]),
+                    pagerank=float(part["pagerank"].sum()),
+                    colour=colour(number),
+                )
+            )
+        kept_set = set(kept)
+        loose = frame[~frame["community"].astype(int).isin(kept_set)]
+        # Loose files are the least of the picture: a few grey discs at most, however many folders hold them.
+        room = max(min(self.max_groups - len(kept), self.max_groups // 4), 1)
+        groups.extend(self._folder_groups(list(loose["file"]), room=room))
+        return groups
+
+    def _folder_groups(self, files: list[str], room: int) -> list[Group]:
+        """Files outside the kept communities, grouped by folder: two levels deep, fewer if that is too many."""
+        for depth in (2, 1, 0):
+            folders: dict[str, list[str]] = {}
+            for rel in files:
+                parts = posixpath.dirname(rel).split("/") if posixpath.dirname(rel) else []
+                folder = (
+                    "/".join(parts[:depth]) if parts and depth else ("(root)" if not parts else "(other)")
+                )
+                folders.setdefault(folder, []).append(rel)
+            if len(folders) <= room or depth == 0:
+                break
+        groups = []
+        for folder, members in sorted(folders.items()):
+            noun = "file" if len(members) == 1 else "files"
+            label = f"{folder}: {len(members)} loose {noun}"
+            groups.append(
+                Group(
+                    key=f"f:{folder}",
+                    label=label,
+                    short=short_label(label),
+                    kind="folder",
+                    files=members,
+                    pagerank=float(sum(self._pagerank[f] for f in members)),
+                    colour=LOOSE_COLOUR,
+                )
+            )
+        return groups
+
+    def _place_groups(self) -> None:
+        if not self.groups:
+            return
+        index = {g.key: i for i, g in enumerate(self.groups)}
+        top = max(g.pagerank for g in self.groups) or 1.0
+        radii = np.array([_R_MIN + (_R_MAX - _R_MIN) * math.sqrt(g.pagerank / top) for g in self.groups])
+        weights: dict[tuple[int, int], float] = {}
+        for (a, b), weight in self._file_edges.items():
+            i, j = index[self.group_of[a]], index[self.group_of[b]]
+            if i != j:
+                key = (min(i, j), max(i, j))
+                weights[key] = weights.get(key, 0.0) + weight
+        pairs = sorted(weights)
+        pos = _seeded_layout(len(self.groups), pairs, [math.log1p(weights[p]) for p in pairs])
+        # Scale the layout so neighbouring discs start about their own size apart, then separate them.
+        spread = np.median(np.hypot(*(pos - pos.mean(axis=0)).T)) if len(pos) > 1 else 1.0
+        pos = pos * (3 * radii.mean() / max(spread, 1e-9)) * math.sqrt(len(pos)) / 2
+        pad = _PAD * float(radii.mean())
+        pos[:, 0] *= self.width / self.height
+        pos = _relax(pos, radii, pad, aspect=self.width / self.height)
+        # The relaxation stops after a bounded number of steps; spreading the centres out always ends overlaps.
+        while _overlaps(pos, radii, pad)[0].any():
+            pos *= 1.05
+        # Fit discs (positions and radii together, so none overlap) into the view.
+        low = (pos - radii[:, None]).min(axis=0)
+        high = (pos + radii[:, None]).max(axis=0)
+        scale = min(
+            (self.width - 2 * _MARGIN) / (high[0] - low[0]), (self.height - 2 * _MARGIN) / (high[1] - low[1])
+        )
+        centre = (low + high) / 2
+        for group, (x, y), r in zip(self.groups, pos, radii, strict=True):
+            group.x = float((x - centre[0]) * scale + self.width / 2)
+            group.y = float((y - centre[1]) * scale + self.height / 2)
+            group.r = float(r * scale)
+
+    # queries
+
+    def key_of(self, community: int | str) -> str:
+        """The group key of a community id (the group that holds it) or of a key given as is."""
+        if isinstance(community, str):
+            if community not in self._by_key:
+                raise KeyError(f"No group {community!r}; the groups are {list(self._by_key)}.")
+            return community
+        holders = {self.group_of[f] for f, c in self._community.items() if c == int(community)}
+        if not holders:
+            raise KeyError(f"No community {community}.")
+        return min(holders)
+
+    def group(self, key: str) -> Group:
+        """The group with ``key``."""
+        return self._by_key[key]
+
+    def group_frame(self) -> pd.DataFrame:
+        """One row per group: key, label, kind, files, pagerank, x, y, r, colour."""
+        return pd.DataFrame(
+            [
+                (g.key, g.label, g.kind, len(g.files), g.pagerank, g.x, g.y, g.r, g.colour)
+                for g in self.groups
+            ],
+            columns=["key", "label", "kind", "files", "pagerank", "x", "y", "r", "colour"],
+        )
+
+    def group_edges(self) -> pd.DataFrame:
+        """Edges between groups: source, target (group keys, in key order) and the summed weight of file edges."""
+        return pd.DataFrame(self._view_edges(set()), columns=["source", "target", "weight"])
+
+    def files_of(self, key: str) -> pd.DataFrame:
+        """The files of group ``key`` laid out inside its disc: file, community, pagerank, x, y, r."""
+        if key not in self._files_cache:
+            self._files_cache[key] = self._layout_files(self._by_key[key])
+        return self._files_cache[key]
+
+    def expand(self, community: int | str) -> pd.DataFrame:
+        """The files of a community (an id, or a group key) with their positions inside its group's disc."""
+        frame = self.files_of(self.key_of(community))
+        if isinstance(community, str):
+            return frame
+        return frame[frame["community"] == int(community)].reset_index(drop=True)
+
+    def _layout_files(self, group: Group) -> pd.DataFrame:
+        files = group.files
+        position = {f: i for i, f in enumerate(files)}
+        pairs, weights = [], []
+        for (a, b), weight in self._file_edges.items():
+            if a in position and b in position:
+                pairs.append((position[a], position[b]))
+                weights.append(math.log1p(weight))
+        ranks = np.array([self._pagerank[f] for f in files])
+        # Dot radii by PageRank, scaled so the dots cover a fixed share of the disc whatever their number.
+        relative = 0.5 + np.sqrt(ranks / (ranks.max() or 1.0))
+        radii = relative * group.r * math.sqrt(_FILL / float((relative**2).sum()))
+        radii = np.minimum(radii, group.r * 0.3)
+        pos = _seeded_layout(len(files), pairs, weights)
+        pos = pos - pos.mean(axis=0)
+        extent = np.hypot(pos[:, 0], pos[:, 1]).max()
+        pos = pos * (0.7 * group.r / extent if extent > 0 else 0.0)
+        # Each step costs n^2: few steps for many files keeps a click quick (the dots may then touch).
+        steps = 80 if len(files) <= 300 else 20
+        pos = _relax(pos, radii, pad=radii.min() * 0.3, container=group.r, steps=steps)
+        pos = _contain(pos, radii, group.r)
+        return pd.DataFrame(
+            {
+                "file": files,
+                "community": [self._community[f] for f in files],
+                "pagerank": ranks,
+                "x": pos[:, 0] + group.x,
+                "y": pos[:, 1] + group.y,
+                "r": radii,
+            }
+        )
+
+    def _view_edges(self, expanded: set[str]) -> list[tuple[str, str, float]]:
+        """Edges between what is drawn: a file when its group is expanded, else its group."""
+        out: dict[tuple[str, str], float] = {}
+        for (a, b), weight in self._file_edges.items():
+            ga, gb = self.group_of[a], self.group_of[b]
+            end_a = a if ga in expanded else ga
+            end_b = b if gb in expanded else gb
+            if end_a != end_b:
+                key = (end_a, end_b) if end_a < end_b else (end_b, end_a)
+                out[key] = out.get(key, 0.0) + weight
+        return sorted(((a, b, w) for (a, b), w in out.items()), key=lambda e: (-e[2], e[0], e[1]))
+
+    def view(self, expanded: Iterable[str] = ()) -> dict[str, list[Any]]:
+        """What the widget draws: ``groups``, the ``nodes`` (files) of expanded groups, and ``edges``."""
+        open_keys = {k for k in expanded if k in self._by_key}
+        groups = [
+            {
+                "key": g.key,
+                "label": g.label,
+                "short": g.short,
+                "kind": g.kind,
+                "files": len(g.files),
+                "pagerank": g.pagerank,
+                "colour": g.colour,
+                "x": round(g.x, 2),
+                "y": round(g.y, 2),
+                "r": round(g.r, 2),
+                "expanded": g.key in open_keys,
+            }
+            for g in self.groups
+        ]
+        nodes = []
+        for g in self.groups:
+            if g.key in open_keys:
+                for row in self.files_of(g.key).itertuples(index=False):
+                    nodes.append(
+                        {
+                            "id": row.file,
+                            "group": g.key,
+                            "short": posixpath.basename(row.file),
+                            "pagerank": float(row.pagerank),
+                            "x": round(float(row.x), 2),
+                            "y": round(float(row.y), 2),
+                            "r": round(float(row.r), 3),
+                        }
+                    )
+        edges = [[a, b, round(w, 4)] for a, b, w in self._view_edges(open_keys)]
+        return {"groups": groups, "nodes": nodes, "edges": edges}
+
+    def labels(self, expanded: Iterable[str] = ()) -> list[Label]:
+        """Labels placed for the first zoom: groups by PageRank, then the files of expanded groups."""
+        open_keys = {k for k in expanded if k in self._by_key}
+        by_rank = sorted(self.groups, key=lambda g: (-g.pagerank, g.key))
+        marks = [Mark(g.key, g.short, g.x, g.y, g.r, g.key, g.key not in open_keys) for g in by_rank]
+        files = [
+            (row.pagerank, Mark(row.file, posixpath.basename(row.file), row.x, row.y, row.r, key))
+            for key in sorted(open_keys)
+            for row in self.files_of(key).itertuples(index=False)
+        ]
+        files.sort(key=lambda f: (-f[0], f[1].key))
+        discs = [(g.key, g.x, g.y, g.r) for g in self.groups]
+        return place_labels(marks + [m for _, m in files], discs, bounds=(self.width, self.height))
