@@ -1,7 +1,15 @@
-"""The Aries kernel: IPython's kernel with the REPL body and ``%aries`` loaded at start."""
+"""The Aries kernel: IPython's kernel with the REPL body and ``%aries`` loaded at start.
+
+In ``jupyter console`` the kernel is not a terminal but the console is, and the kernel's original stdout is that
+terminal: before each cell (and before a DataFrame is shown) pandas' ``display.width`` is set to its current
+width, so DataFrames use a wide terminal and follow a resize. Frontends that render widgets (JupyterLab,
+Notebook) show DataFrames as HTML and are left alone.
+"""
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Any
 
 from ipykernel.ipkernel import IPythonKernel
@@ -10,7 +18,21 @@ from traitlets import Float
 from aries_kernel import __version__
 from aries_kernel.extension import install
 
-__all__ = ["AriesKernel"]
+__all__ = ["AriesKernel", "terminal_columns"]
+
+
+def terminal_columns() -> int | None:
+    """The width of the terminal the kernel's original stdout or stderr is, or None when neither is one.
+
+    ipykernel replaces ``sys.stdout`` and points fd 1 at a pipe, but its stream's ``fileno()`` is a copy of the
+    original descriptor; without that capture, ``sys.__stdout__`` still is the original.
+    """
+    for stream in (sys.stdout, sys.__stdout__, sys.stderr, sys.__stderr__):
+        try:
+            return os.get_terminal_size(stream.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, OSError, ValueError):  # no stream, no fileno, or not a terminal
+            continue
+    return None
 
 
 class AriesKernel(IPythonKernel):
@@ -38,6 +60,29 @@ class AriesKernel(IPythonKernel):
         # console never does. The agent's panel is shown only where it can render.
         self.frontend_has_widgets = False
         install(self.shell, index_delay=self.index_delay)
+        if terminal_columns() is not None:
+            self.shell.events.register("pre_run_cell", self._fit_console_width)
+            # pandas may be imported by the cell itself: fit the width again when a frame is shown. Its classes
+            # say they are from "pandas" since pandas 3, from their own modules before.
+            plain = self.shell.display_formatter.formatters["text/plain"]
+            for module, name in (
+                ("pandas", "DataFrame"),
+                ("pandas", "Series"),
+                ("pandas.core.frame", "DataFrame"),
+                ("pandas.core.series", "Series"),
+            ):
+                plain.for_type_by_name(module, name, self._pretty_pandas)
+
+    def _fit_console_width(self, *_: Any) -> None:
+        """Set pandas' display.width to the console's width, if pandas is in use and the frontend is a terminal."""
+        pandas = sys.modules.get("pandas")
+        columns = terminal_columns()
+        if pandas is not None and columns is not None and not self.frontend_has_widgets:
+            pandas.set_option("display.width", columns)
+
+    def _pretty_pandas(self, obj: Any, printer: Any, cycle: bool) -> None:
+        self._fit_console_width()
+        printer.text(repr(obj))
 
     async def comm_info_request(self, stream: Any, ident: Any, parent: dict[str, Any]) -> None:
         """Answer as ipykernel does, noting whether the frontend speaks the widget protocol."""
