@@ -1,0 +1,236 @@
+"""Issue 9 in a real browser: JupyterLab 4 and Debian's Chromium, driven by Playwright as a person would.
+
+The keyless notebooks are opened from their own folder and run all; ``%aries`` runs against the loopback model
+server with Approve, Deny and Stop clicked in its panel; the saved notebook shows its runs again after a reload
+with a fresh kernel. Each step leaves a screenshot in the test's output folder (printed at the start).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+from playwright.sync_api import Browser, Page, sync_playwright
+
+from tests.browser_support import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    Lab,
+    Notebook,
+    copy_tracked,
+    environment_for_kernels,
+    start_lab,
+    wait_until,
+)
+from tests.loopback import Reply, ScriptedModelServer, echo_responder
+
+pytestmark = [pytest.mark.browser, pytest.mark.kernel]
+
+REPO = Path(__file__).resolve().parents[1]
+KEYLESS = ["01-quick-start.ipynb", "02-codebase-tour.ipynb", "03-memory-walkthrough.ipynb"]
+AGENT_NOTEBOOK = "notebooks/agent-in-the-browser.ipynb"
+
+# The three agent runs, told apart by their prompts; the model's side of each is scripted in `_respond`.
+APPROVE = "set VALUE to 2 in sandbox/approve.txt"
+DENY = "set VALUE to 3 in sandbox/deny.txt"
+SLOW = "think about this slowly"
+APPROVED_REPLY = "Set VALUE to 2 as asked."
+DENIED_REPLY = "Understood, sandbox/deny.txt stays as it is."
+SLOW_SECONDS = (
+    120.0  # far longer than the test takes to click Stop; the run must end by Stop, not by the reply
+)
+ORIGINAL = "VALUE = 1\n"
+
+
+def _text(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    return "".join(block.get("text", "") for block in content or [] if isinstance(block, dict))
+
+
+def _respond(body: dict[str, Any]) -> Reply:
+    """The scripted model: an Edit for each edit prompt, a closing line once its result comes back, and a
+    reply that takes ``SLOW_SECONDS`` to start for the slow prompt. Other calls (no tools: memory, summaries)
+    get the loopback's echo, so they cannot take a reply meant for the agent."""
+    if not body.get("tools"):
+        return echo_responder(body)
+    messages = body["messages"]
+    last = messages[-1]
+    answered = isinstance(last.get("content"), list) and any(
+        isinstance(block, dict) and block.get("type") == "tool_result" for block in last["content"]
+    )
+    prompt = next((_text(m) for m in reversed(messages) if m["role"] == "user" and _text(m)), "")
+    if SLOW in prompt:
+        return Reply(text="Too late.", delay=SLOW_SECONDS)
+    for task, path, new, closing in (
+        (APPROVE, "sandbox/approve.txt", "VALUE = 2", APPROVED_REPLY),
+        (DENY, "sandbox/deny.txt", "VALUE = 3", DENIED_REPLY),
+    ):
+        if task in prompt:
+            if answered:
+                return Reply(text=closing)
+            return Reply(
+                tool_calls=[("Edit", {"file_path": path, "old_string": "VALUE = 1", "new_string": new})]
+            )
+    return echo_responder(body)
+
+
+@pytest.fixture(scope="module")
+def model() -> Iterator[ScriptedModelServer]:
+    with ScriptedModelServer() as server:
+        server.responder = _respond
+        yield server
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of this repository (its tracked files, in a fresh git repository), with two files for the agent
+    to edit and a notebook of agent runs in notebooks/."""
+    root = copy_tracked(REPO, tmp_path_factory.mktemp("browser") / "project")
+    (root / "sandbox").mkdir()
+    for name in ("approve.txt", "deny.txt"):
+        (root / "sandbox" / name).write_text(ORIGINAL)
+    book = nbformat.v4.new_notebook(
+        cells=[nbformat.v4.new_code_cell(f"%aries {prompt}") for prompt in (APPROVE, DENY, SLOW)]
+        + [nbformat.v4.new_code_cell("1+1")],
+        metadata={"kernelspec": {"name": "aries", "display_name": "Aries", "language": "python"}},
+    )
+    nbformat.write(book, root / AGENT_NOTEBOOK)
+    return root
+
+
+@pytest.fixture(scope="module")
+def lab(project: Path, model: ScriptedModelServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    home = tmp_path_factory.mktemp("lab-home")
+    running = start_lab(project, home, environment_for_kernels(model.anthropic_url, home))
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    if not CHROMIUM.exists():
+        pytest.fail(
+            f"{CHROMIUM} is missing: install Debian's chromium (`apt-get install -y chromium`; .ci/run does)"
+        )
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("screenshots")
+    print(f"browser screenshots: {folder}")
+    return folder
+
+
+@pytest.fixture
+def page(browser: Browser, lab: Lab) -> Iterator[Page]:
+    """A fresh browser context and page; afterwards the notebooks' kernels are shut down (2 cores)."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    try:
+        yield context.new_page()
+    finally:
+        context.close()
+        lab.shut_down_kernels()
+
+
+@pytest.mark.parametrize("name", KEYLESS)
+def test_a_keyless_notebook_runs_all_from_its_own_folder(
+    name: str, lab: Lab, page: Page, shots: Path
+) -> None:
+    book = Notebook(page, lab, f"notebooks/{name}", shots)
+    book.open()
+    assert (book.kernel() or {}).get("name") == "aries"
+    book.screenshot("opened")
+    book.run_all()
+    book.screenshot("ran")
+    assert not book.error_outputs(), book.error_outputs()
+    assert not book.unrun_cells(), f"code cells not run: {book.unrun_cells()}"
+    table = page.locator("table.dataframe").first
+    book.wait_visible(table, "a rendered DataFrame table", timeout=10)
+    table.scroll_into_view_if_needed()
+    book.screenshot("table")
+    book.save()
+    saved = book.saved_book()
+    errors = [o for c in saved["cells"] for o in c.get("outputs", []) if o["output_type"] == "error"]
+    assert not errors, errors
+    assert all(c["execution_count"] for c in saved["cells"] if c["cell_type"] == "code")
+
+
+def test_agent_runs_are_approved_denied_stopped_and_kept_after_a_reload(
+    lab: Lab, page: Page, shots: Path, model: ScriptedModelServer, project: Path
+) -> None:
+    book = Notebook(page, lab, AGENT_NOTEBOOK, shots)
+    book.open()
+
+    # Approve: the Edit card asks with its diff in view; after the click the file has changed.
+    cell = book.run_cell(0)
+    approve = book.wait_visible(
+        cell.get_by_role("button", name="Approve", exact=True), "the Approve button of the Edit call"
+    )
+    book.wait_visible(cell.get_by_role("button", name="Deny", exact=True), "the Deny button", timeout=5)
+    book.wait_visible(
+        cell.get_by_role("button", name="Allow for this run", exact=True), "the Allow for this run button", 5
+    )
+    book.wait_visible(cell.get_by_text("+VALUE = 2").first, "the Edit's diff while it waits", timeout=5)
+    book.screenshot("approval-asked")
+    approve.click()
+    book.wait_cell_done(0)
+    assert (project / "sandbox" / "approve.txt").read_text() == "VALUE = 2\n"
+    book.wait_visible(cell.get_by_text(APPROVED_REPLY).first, "the model's closing reply", timeout=10)
+    book.screenshot("approved")
+
+    # Deny: the file stays as it was and the model hears no.
+    cell = book.run_cell(1)
+    deny = book.wait_visible(cell.get_by_role("button", name="Deny", exact=True), "the Deny button")
+    book.screenshot("deny-asked")
+    deny.click()
+    book.wait_cell_done(1)
+    assert (project / "sandbox" / "deny.txt").read_text() == ORIGINAL
+    book.wait_visible(cell.get_by_text(DENIED_REPLY).first, "the model's reply to the denial", timeout=10)
+    book.screenshot("denied")
+
+    # Stop while the model has not answered: the run ends as interrupted, the kernel lives on.
+    cell = book.run_cell(2)
+    wait_until(
+        lambda: any(SLOW in _text(r.body["messages"][-1]) for r in model.requests if r.body.get("tools")),
+        "the slow prompt's request at the model server",
+    )
+    stop = book.wait_visible(cell.get_by_role("button", name="Stop", exact=True), "the Stop button")
+    book.screenshot("waiting")
+    stop.click()
+    book.wait_cell_done(2, timeout=60)
+    assert "interrupted" in book.output_text(2).lower()
+    book.screenshot("stopped")
+    book.run_cell(3)
+    book.wait_cell_done(3, timeout=60)
+    assert book.output_text(3).strip() == "2"
+
+    # Saved, the kernel gone, the page reloaded: each run is still there as its static record.
+    book.save()
+    saved = book.saved_book()["cells"]
+    html = ["".join(o.get("data", {}).get("text/html", "")) for o in saved[0]["outputs"] if "data" in o]
+    assert any(APPROVED_REPLY in part and "VALUE = 2" in part for part in html), saved[0]["outputs"]
+    lab.shut_down_kernels()
+    book.open()
+    cell = book.code_cell(0)
+    book.wait_visible(cell.get_by_text(APPROVED_REPLY).first, "the transcript after the reload", timeout=30)
+    book.wait_visible(cell.get_by_text("-VALUE = 1").first, "the diff after the reload", timeout=5)
+    book.wait_visible(cell.get_by_text("+VALUE = 2").first, "the diff after the reload", timeout=5)
+    assert "interrupted" in book.output_text(2).lower()
+    # A widget view with no model behind it is what shows "Error displaying widget"; the record has none.
+    views = page.locator('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.widget-view+json"]')
+    assert views.count() == 0
+    assert "Error displaying widget" not in page.locator(".jp-Notebook").inner_text()
+    book.screenshot("reloaded")
