@@ -104,7 +104,7 @@ def _renderer(magics: Any, agent: Agent) -> Renderer:
     return TextRenderer()
 
 
-@prompt_handler
+@prompt_handler(options=_prompt_options)
 def run_prompt(magics: Any, text: str, cell: str | None) -> None:
     """Run the agent on the prompt: the line after options, then the cell body ({var} interpolated)."""
     options, prompt = _split_options(text)

@@ -2,11 +2,13 @@
 
 A subcommand is a function ``(magics, args, cell) -> object`` registered with :func:`subcommand`; its return
 value becomes the cell's ``Out[]``. Text that is not a subcommand (or follows ``--``) is a prompt for the agent,
-handled by the function registered with :func:`prompt_handler`.
+handled by the function registered with :func:`prompt_handler`, whose ``@magic_arguments`` options ``%aries help``
+lists from the parser itself.
 """
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import re
 import shlex
@@ -42,6 +44,7 @@ class Subcommand:
 SUBCOMMANDS: dict[str, Subcommand] = {}
 STATUS_SECTIONS: dict[str, StatusFunc] = {}
 _prompt_handler: list[SubcommandFunc] = []
+_prompt_options: list[argparse.ArgumentParser] = []
 
 
 def subcommand(name: str, summary: str) -> Callable[[SubcommandFunc], SubcommandFunc]:
@@ -64,10 +67,16 @@ def status_section(title: str) -> Callable[[StatusFunc], StatusFunc]:
     return register
 
 
-def prompt_handler(func: SubcommandFunc) -> SubcommandFunc:
-    """Register the function that runs the agent on a free-text prompt."""
-    _prompt_handler[:] = [func]
-    return func
+def prompt_handler(options: Any) -> Callable[[SubcommandFunc], SubcommandFunc]:
+    """Register the function that runs the agent on a free-text prompt; ``options`` is the
+    ``@magic_arguments`` function that parses its options (listed by ``%aries help``)."""
+
+    def register(func: SubcommandFunc) -> SubcommandFunc:
+        _prompt_handler[:] = [func]
+        _prompt_options[:] = [options.parser]
+        return func
+
+    return register
 
 
 def _load_subcommand_modules(word: str | None = None) -> None:
@@ -154,6 +163,9 @@ class AriesMagics(Magics):
         ]
         for name in sorted(SUBCOMMANDS):
             lines.append(f"%aries {name:<20} {SUBCOMMANDS[name].summary}")
+        if _prompt_options:
+            lines += ["", "Options of %aries <prompt> and %%aries, before the prompt:"]
+            lines += [f"  {flags:<26} {text}" for flags, text in option_lines(_prompt_options[0])]
         return HelpText("\n".join(lines))
 
     def _status(self) -> HelpText:
@@ -177,6 +189,20 @@ class HelpText(str):
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
         printer.text(str(self))
+
+
+def option_lines(parser: argparse.ArgumentParser) -> list[tuple[str, str]]:
+    """(flags, help) for each option of ``parser``, e.g. ``("--max-turns MAX_TURNS", "Most model turns ...")``."""
+    lines = []
+    for action in parser._actions:  # argparse keeps no public list of its actions
+        if not action.option_strings:
+            continue
+        flags = ", ".join(action.option_strings)
+        if action.nargs != 0:
+            choices = "{" + ",".join(map(str, action.choices)) + "}" if action.choices else None
+            flags += f" {choices or action.metavar or action.dest.upper()}"
+        lines.append((flags, action.help or ""))
+    return lines
 
 
 def split_args(args: str) -> list[str]:
