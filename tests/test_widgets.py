@@ -57,17 +57,56 @@ def test_agent_panel_renders_the_event_stream_as_widget_state(aries_kernel: tupl
     assert any("Edit ✓ 0.2s" in str(s.get("titles", "")) for s in states)
 
 
-def test_community_graph_draws_every_community(aries_kernel: tuple) -> None:
+SHOW_GRAPH = """
+from IPython.display import display
+from aries_kernel.widgets import CommunityGraph
+graph = CommunityGraph(codebase, expand_below=0)
+display(graph)
+[g.key for g in graph.graph_layout.groups]
+"""
+
+
+def test_community_graph_syncs_its_layout_and_expands_on_a_frontend_request(aries_kernel: tuple) -> None:
     _, kc = aries_kernel
-    code = (
-        "from aries_kernel.widgets import community_graph_svg\n"
-        "svg = community_graph_svg(codebase)\n"
-        "svg.count('<circle'), codebase.communities()['community'].nunique()"
-    )
-    out = run_cell(kc, code)
+    out = run_cell(kc, SHOW_GRAPH)
     assert out.error is None, out.error
-    circles, communities = eval(out.result or "(0, -1)")  # a tuple of two ints printed by the kernel
-    assert circles == min(communities, 30) and circles > 0
+    keys = eval(out.result or "[]")  # the group keys, printed by the kernel as a list of strings
+    assert keys
+    bundle = next(d for d in out.displays if "application/vnd.jupyter.widget-view+json" in d)
+    assert bundle["text/html"].startswith("<svg") and bundle["text/html"].count("<circle") == len(keys)
+    assert bundle["text/plain"].startswith("Community graph:"), "a terminal gets a summary, not a repr"
+    comm_id = bundle["application/vnd.jupyter.widget-view+json"]["model_id"]
+    synced = {}
+    for msg in out.messages:
+        if msg["msg_type"] in ("comm_open", "comm_msg") and msg["content"]["comm_id"] == comm_id:
+            synced.update(msg["content"]["data"].get("state", {}))
+    assert "export default" in synced["_esm"], "the bundled script travels with the widget"
+    assert [g["key"] for g in synced["groups"]] == keys
+    assert synced["nodes"] == [] and synced["expanded"] == []
+
+    # What the script does on a click: an update of the synced `expanded` trait, sent as a comm message.
+    request = kc.session.msg(
+        "comm_msg",
+        {
+            "comm_id": comm_id,
+            "data": {"method": "update", "state": {"expanded": [keys[0]]}, "buffer_paths": []},
+        },
+    )
+    kc.shell_channel.send(request)
+    answer: dict[str, Any] = {}
+    while True:
+        msg = kc.get_iopub_msg(timeout=60)
+        if msg["parent_header"].get("msg_id") != request["header"]["msg_id"]:
+            continue
+        if msg["msg_type"] == "comm_msg" and msg["content"]["comm_id"] == comm_id:
+            answer.update(msg["content"]["data"].get("state", {}))
+        if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+            break
+    assert answer["nodes"], "the kernel answered with the community's files"
+    assert {n["group"] for n in answer["nodes"]} == {keys[0]}
+    assert next(g for g in answer["groups"] if g["key"] == keys[0])["expanded"] is True
+    check = run_cell(kc, f"graph.expanded, len(graph.nodes) == len(graph.graph_layout.group({keys[0]!r}).files)")
+    assert check.result == f"([{keys[0]!r}], True)"
 
 
 def test_kernel_notes_a_frontend_with_widget_support(aries_kernel: tuple) -> None:

@@ -62,11 +62,11 @@ class CommunityGraph(anywidget.AnyWidget):
 
     def refresh(self) -> None:
         """Lay the graph out again from the codebase's current index (after a reindex), all groups collapsed."""
-        self.layout = GraphLayout.from_codebase(
+        self.graph_layout = GraphLayout.from_codebase(
             self.codebase, max_groups=self.max_groups, width=self.width, height=self.height
         )
-        files = sum(len(g.files) for g in self.layout.groups)
-        expanded = [g.key for g in self.layout.groups] if files <= self.expand_below else []
+        files = sum(len(g.files) for g in self.graph_layout.groups)
+        expanded = [g.key for g in self.graph_layout.groups] if files <= self.expand_below else []
         if expanded != self.expanded:
             self.expanded = expanded  # drawn by the observer
         else:
@@ -74,19 +74,19 @@ class CommunityGraph(anywidget.AnyWidget):
 
     def expand(self, community: int | str) -> pd.DataFrame:
         """Show a community's files (by community id or group key) and return them with their positions."""
-        key = self.layout.key_of(community)
+        key = self.graph_layout.key_of(community)
         if key not in self.expanded:
             self.expanded = [*self.expanded, key]
-        return self.layout.expand(community)
+        return self.graph_layout.expand(community)
 
     def collapse(self, community: int | str | None = None) -> None:
         """Draw a community (by id or group key) as one disc again; every community when none is given."""
-        key = None if community is None else self.layout.key_of(community)
+        key = None if community is None else self.graph_layout.key_of(community)
         self.expanded = [] if key is None else [k for k in self.expanded if k != key]
 
     def svg(self) -> str:
         """The graph as it is now, as a static SVG."""
-        return graph_svg(self.layout, self.expanded)
+        return graph_svg(self.graph_layout, self.expanded)
 
     def static(self) -> Any:
         """The graph as it is now as a static image (an IPython ``HTML`` object) that stays in a saved notebook."""
@@ -96,7 +96,7 @@ class CommunityGraph(anywidget.AnyWidget):
 
     def text(self) -> str:
         """One line per group, largest PageRank first: what a terminal shows."""
-        frame = self.layout.group_frame().sort_values("pagerank", ascending=False)
+        frame = self.graph_layout.group_frame().sort_values("pagerank", ascending=False)
         total = frame["pagerank"].sum() or 1.0
         lines = [f"Community graph: {int(frame['files'].sum())} files in {len(frame)} groups"]
         lines += [
@@ -109,7 +109,7 @@ class CommunityGraph(anywidget.AnyWidget):
         self._draw()
 
     def _draw(self) -> None:
-        view = self.layout.view(self.expanded)
+        view = self.graph_layout.view(self.expanded)
         with self.hold_sync():
             self.groups = view["groups"]
             self.nodes = view["nodes"]

@@ -48,7 +48,7 @@ _R_MIN, _R_MAX = 12.0, 64.0  # disc radii before the layout is fitted to the vie
 _PAD = 0.5  # gap kept between two discs, as a share of the mean radius: room for edges and labels
 _MARGIN = 36.0  # room at the view's edges for the labels of the outer discs
 _FILL = 0.45  # share of a disc's area its files' dots may cover, so they have room to separate
-_SHORT_LABEL = 34  # characters drawn on the canvas; the full label is on hover
+_SHORT_LABEL = 36  # characters drawn on the canvas; the full label is on hover
 
 
 @dataclass

@@ -86,6 +86,7 @@ function render({ model, el: host }) {
   let size = { w: model.get("width"), h: model.get("height") };
   let hovered = null;
   let drag = null;
+  let focus = null; // a group just clicked open
 
   function load() {
     const groups = model.get("groups") || [];
@@ -287,10 +288,20 @@ function render({ model, el: host }) {
   }
 
   function toggle(item) {
-    const key = item.type === "group" ? item.key : item.group;
+    if (item.type !== "group") return;
     const open = model.get("expanded") || [];
-    if (item.type === "group" && !item.expanded) setExpanded([...open, key]);
-    else if (item.type === "group") setExpanded(open.filter((k) => k !== key));
+    if (item.expanded) {
+      setExpanded(open.filter((k) => k !== item.key));
+    } else {
+      focus = item.key; // zoom to it once its files arrive
+      setExpanded([...open, item.key]);
+    }
+  }
+
+  function zoomTo(group) {
+    // The expanded disc fills most of the view, unless it is already large on screen.
+    const k = Math.max(view.k, (0.42 * Math.min(size.w, size.h)) / group.r);
+    view = { k, tx: size.w / 2 - k * group.x, ty: size.h / 2 - k * group.y };
   }
 
   const onWheel = (event) => {
@@ -352,14 +363,26 @@ function render({ model, el: host }) {
   });
   collapseButton.addEventListener("click", () => setExpanded([]));
 
+  // Fit the view again only when the discs themselves moved (a new layout), not when one opened or closed.
+  const placement = () => JSON.stringify((model.get("groups") || []).map((g) => [g.key, g.x, g.y, g.r]));
+  let placed = placement();
   const refresh = () => {
     load();
+    const opened = focus && data.byId.get(focus);
+    if (opened && opened.expanded && data.nodes.some((n) => n.group === focus)) {
+      zoomTo(opened);
+      focus = null;
+    }
     draw();
   };
   const relayout = () => {
-    load();
-    fit();
-    draw();
+    const now = placement();
+    if (now !== placed) {
+      placed = now;
+      load();
+      fit();
+      draw();
+    } else refresh();
   };
   model.on("change:groups", relayout);
   model.on("change:nodes", refresh);
