@@ -12,16 +12,27 @@ with ``[REDACTED:<kind>]``. The patterns are a small fixed set rather than a gen
 means hashes and test data): here a false positive would corrupt the user's code in the index and transcripts.
 
 :func:`scrubbed_env` is the environment handed to subprocesses the agent starts: a copy of ``os.environ``
-without the key variables, unless the user allowed them by name.
+without the key variables, unless the user allowed them by name. :func:`withheld_keys` takes them out of this
+process's own ``os.environ`` for a block (an agent Repl step) and puts them back after; meanwhile
+:func:`environ_value` (what the model router reads keys with) and :func:`redact` still know them.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Mapping
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 
-__all__ = ["KEY_VARIABLES", "is_key_variable", "redact", "scrubbed_env"]
+__all__ = [
+    "KEY_VARIABLES",
+    "environ_value",
+    "is_key_variable",
+    "redact",
+    "scrubbed_env",
+    "withheld_keys",
+]
 
 # The provider key variables aries-kernel knows by name (models/shortnames.py), plus the usual cloud ones.
 KEY_VARIABLES = frozenset(
@@ -54,17 +65,20 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
             r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
         ),
     ),
-    ("anthropic", re.compile(r"\bsk-ant-[A-Za-z0-9_\-]{20,}")),
-    ("openai", re.compile(r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}")),
-    ("github", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})")),
-    ("aws-access-key", re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA)[A-Z0-9]{16}\b")),
+    # Each pattern starts with a literal and checks the word boundary before it with a lookbehind: the same
+    # matches as a leading \b, but the regex engine can jump to the literal (20-40x faster on source code,
+    # which the indexer redacts whole).
+    ("anthropic", re.compile(r"sk-ant-(?<!\wsk-ant-)[A-Za-z0-9_\-]{20,}")),
+    ("openai", re.compile(r"sk-(?<!\wsk-)(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}")),
+    ("github", re.compile(r"g(?<!\wg)(?:h[pousr]_[A-Za-z0-9]{36,}|ithub_pat_[A-Za-z0-9_]{22,})")),
+    ("aws-access-key", re.compile(r"A(?<!\wA)(?:KIA|SIA|GPA|IDA|ROA|NPA)[A-Z0-9]{16}\b")),
     (
         "aws-secret",
         re.compile(r"(?i)(aws_secret_access_key\s*[=:]\s*[\"']?)[A-Za-z0-9/+=]{40}"),
     ),
-    ("slack", re.compile(r"\bxox[abposr]-[A-Za-z0-9\-]{10,}")),
+    ("slack", re.compile(r"xox(?<!\wxox)[abposr]-[A-Za-z0-9\-]{10,}")),
     ("slack-webhook", re.compile(r"https://hooks\.slack\.com/services/[A-Za-z0-9/_\-]{20,}")),
-    ("google", re.compile(r"\bAIza[0-9A-Za-z_\-]{35}")),
+    ("google", re.compile(r"AIza(?<!\wAIza)[0-9A-Za-z_\-]{35}")),
 ]
 
 
@@ -77,7 +91,7 @@ def is_key_variable(name: str) -> bool:
 def _secret_values(environ: Mapping[str, str]) -> list[str]:
     values = {
         value
-        for name, value in environ.items()
+        for name, value in [*environ.items(), *_WITHHELD.items()]
         if is_key_variable(name) and len(value.strip()) >= _MIN_VALUE_CHARS
     }
     return sorted(values, key=len, reverse=True)  # longest first, so a key containing another goes whole
@@ -107,3 +121,31 @@ def scrubbed_env(allow: Iterable[str] = (), environ: Mapping[str, str] | None = 
         for name, value in source.items()
         if not is_key_variable(name) or name.upper() in allowed
     }
+
+
+# Key variables taken out of os.environ by withheld_keys, by name, until the block that took them ends.
+_WITHHELD: dict[str, str] = {}
+_WITHHELD_LOCK = threading.Lock()
+
+
+def environ_value(name: str, default: str = "") -> str:
+    """The environment variable ``name``, including a key withheld from ``os.environ`` for a Repl step."""
+    return os.environ.get(name) or _WITHHELD.get(name, default)
+
+
+@contextmanager
+def withheld_keys(allow: Iterable[str] = ()) -> Iterator[list[str]]:
+    """Remove the credential variables (except those in ``allow``) from ``os.environ`` for the block, so code
+    run in this process and the processes it starts do not see them; yields their names and restores them
+    (their original values) when the block ends."""
+    allowed = {name.upper() for name in allow}
+    with _WITHHELD_LOCK:
+        names = [name for name in os.environ if is_key_variable(name) and name.upper() not in allowed]
+        for name in names:
+            _WITHHELD[name] = os.environ.pop(name)
+    try:
+        yield names
+    finally:
+        with _WITHHELD_LOCK:
+            for name in names:
+                os.environ[name] = _WITHHELD.pop(name)
