@@ -139,7 +139,7 @@ def test_a_failing_tool_is_reported_to_the_model_and_the_loop_goes_on(repo: Path
     )
     events = run_all(agent, "go")
     results = [m for m in primary.requests[1].messages if m.role == "tool"]
-    assert results[0].is_error and "Read failed: ValueError" in results[0].content
+    assert results[0].is_error and "offset must be an integer" in results[0].content
     assert results[1].is_error and "no tool named 'NoSuchTool'" in results[1].content
     repl_result = [m for m in primary.requests[2].messages if m.role == "tool"][-1]
     assert "ValueError: boom" in repl_result.content

@@ -18,7 +18,7 @@ from aries_kernel.agent.phases import LEAN, PhaseState, schema_tokens
 from aries_kernel.agent.repl import format_value, truncate
 from aries_kernel.agent.safety import OutsideRootError, confine
 from aries_kernel.agent.settings import AriesAgent
-from aries_kernel.agent.tools import TOOLS, ToolEnv, html_to_text, run_tool
+from aries_kernel.agent.tools import TOOLS, Tool, ToolEnv, html_to_text, run_tool
 
 
 @pytest.fixture
@@ -130,7 +130,15 @@ def test_a_raising_tool_becomes_an_error_result(env: ToolEnv) -> None:
     output, is_error = call(env, "Repl", code="1/0")
     assert not is_error and "ZeroDivisionError" in output  # code errors are output of a run that worked
     output, is_error = call(env, "Read", file_path="pkg/core.py", offset="x")
-    assert is_error and "Read failed: ValueError" in output
+    assert is_error and output == "Read: offset must be an integer, not str ('x')."
+    output, is_error = call(env, "Read", file_path="pkg/core.py", offset="2", limit=1.0)
+    assert not is_error and output.startswith("     2\t")  # numbers sent as strings or floats are fine
+
+    def boom(env: ToolEnv) -> str:
+        raise RuntimeError("a bug")
+
+    broken = Tool("Boom", "", {"type": "object", "properties": {}, "required": []}, boom)
+    assert run_tool(broken, env, {}) == ("Boom failed: RuntimeError: a bug", True)
     output, is_error = call(env, "Edit", file_path="pkg/core.py")
     assert is_error and "missing old_string, new_string" in output
 
@@ -220,6 +228,9 @@ def web_server() -> Iterator[str]:
 
 def test_web_fetch_returns_page_text_from_a_loopback_server(env: ToolEnv, web_server: str) -> None:
     os.environ.setdefault("NO_PROXY", "127.0.0.1")
+    output, is_error = call(env, "WebFetch", url=f"{web_server}/page")
+    assert is_error and "Refused: 127.0.0.1 resolves to 127.0.0.1" in output  # loopback, refused by default
+    env.settings.web_allow_private = True
     output, is_error = call(env, "WebFetch", url=f"{web_server}/page")
     assert not is_error and "Title" in output and "Body text" in output and "var x" not in output
     output, is_error = call(env, "WebFetch", url=f"{web_server}/missing")

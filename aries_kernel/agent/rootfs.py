@@ -26,6 +26,7 @@ import os
 import secrets
 import stat
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,6 +42,7 @@ __all__ = [
     "read_at",
     "require_real_folders",
     "resolve",
+    "within_root",
     "write_bytes",
 ]
 
@@ -79,9 +81,15 @@ def normalize(root: Path, path: object) -> list[str]:
         raise RootPathError(
             f"the path {path!r} contains a backslash; separate folders with / (paths are POSIX here)."
         )
+    try:
+        os.fsencode(path)
+    except UnicodeEncodeError as exc:
+        raise RootPathError(
+            f"the path {path!r} has a character that cannot be in a file name (position {exc.start})."
+        ) from None
     text = os.path.expanduser(path) if path.startswith("~") else path
     if text.startswith("/"):
-        text = _strip_root(root, text, path)
+        text = within_root(root, text)
     parts: list[str] = []
     for part in text.split("/"):
         if part in ("", "."):
@@ -98,8 +106,8 @@ def normalize(root: Path, path: object) -> list[str]:
     return parts
 
 
-def _strip_root(root: Path, absolute: str, shown: str) -> str:
-    """The part of an absolute path below the root (as given or resolved), or refused."""
+def within_root(root: Path, absolute: str) -> str:
+    """The part of an absolute path below the root (as given or resolved), refused when it is not below."""
     clean = os.path.normpath(absolute)
     for prefix in {os.path.abspath(root), os.path.realpath(root)}:
         if clean == prefix:
@@ -107,7 +115,7 @@ def _strip_root(root: Path, absolute: str, shown: str) -> str:
         if clean.startswith(prefix.rstrip("/") + "/"):
             return clean[len(prefix.rstrip("/")) + 1 :]
     raise OutsideRootError(
-        f"Refused: {shown} is outside the project root {os.path.realpath(root)}. "
+        f"Refused: {absolute} is outside the project root {os.path.realpath(root)}. "
         "Only files inside the project root can be read or changed; give a path relative to it."
     )
 
@@ -141,37 +149,56 @@ def _locate(root: Path, root_fd: int, path: str, *, create_folders: bool = False
     """
     pending = normalize(root, path)
     stack = [os.dup(root_fd)]
-    folder: list[str] = []
-    links = 0
     try:
-        while pending:
-            part = pending.pop(0)
-            if part == "..":  # only from a link's target: back to the folder handle already held
-                if not folder:
-                    raise OutsideRootError(
-                        f"Refused: {path} leads outside the project root {root} through a symlink. "
-                        "Only files inside the project root can be read or changed."
-                    )
-                os.close(stack.pop())
-                folder.pop()
-                continue
-            if part == ".":
-                continue
-            target = _link_target(part, stack[-1])
-            if target is not None:
-                links += 1
-                if links > MAX_LINKS:
-                    raise RootPathError(f"{path}: too many levels of symlinks (a loop?).")
-                pending[:0] = _link_parts(root, path, "/".join([*folder, part]), target)
-                continue
-            if not pending:  # the final name: the caller opens it, with O_NOFOLLOW
-                return _Place(stack.pop(), folder, part)
-            stack.append(_open_folder(root, path, stack[-1], folder, part, create_folders))
-            folder.append(part)
-        return _Place(stack.pop(), folder, None)
+        with _reported(path):
+            return _walk_parts(root, path, pending, stack, create_folders)
     finally:
         for fd in stack:
             os.close(fd)
+
+
+@contextmanager
+def _reported(path: str) -> Iterator[None]:
+    """Any other OS error (a name too long, no permission) as a RootPathError naming the path."""
+    try:
+        yield
+    except OSError as exc:
+        raise RootPathError(f"{path}: {exc.strerror or exc}.") from None
+
+
+def _walk_parts(root: Path, path: str, pending: list[str], stack: list[int], create: bool) -> _Place:
+    """Consume ``pending`` from the folder ``stack[-1]``; ``stack`` holds the handles of the folders walked, and
+    the one handed back in the place is taken off it."""
+    folder: list[str] = []
+    links = 0
+    via = ""  # the last symlink followed, for the message
+    while pending:
+        part = pending.pop(0)
+        if part == "..":  # only from a link's target: back to the folder handle already held
+            if not folder:
+                raise OutsideRootError(
+                    f"Refused: {path} leads outside the project root {root} through a symlink{via}. "
+                    "Only files inside the project root can be read or changed."
+                )
+            os.close(stack.pop())
+            folder.pop()
+            continue
+        if part == ".":
+            continue
+        target = _link_target(part, stack[-1])
+        if target is not None:
+            links += 1
+            if links > MAX_LINKS:
+                raise RootPathError(f"{path}: too many levels of symlinks (a loop?).")
+            link = "/".join([*folder, part])
+            pending[:0] = _link_parts(root, path, link, target)
+            via = f" ({link} -> {target})"
+            continue
+        if not pending:  # the final name: the caller opens it, with O_NOFOLLOW
+            return _Place(stack.pop(), folder, part)
+        stack.append(_open_folder(root, path, stack[-1], folder, part, create))
+        folder.append(part)
+    return _Place(stack.pop(), folder, None)
 
 
 def _link_target(name: str, dir_fd: int) -> str | None:
@@ -202,9 +229,7 @@ def _link_parts(root: Path, path: str, link: str, target: str) -> list[str]:
     )
 
 
-def _open_folder(
-    root: Path, path: str, dir_fd: int, folder: list[str], part: str, create: bool
-) -> int:
+def _open_folder(root: Path, path: str, dir_fd: int, folder: list[str], part: str, create: bool) -> int:
     shown = "/".join([*folder, part])
     for _ in range(2):
         try:
@@ -220,7 +245,9 @@ def _open_folder(
             raise RootPathError(f"{path}: {shown} is a file, not a folder.") from None
         except OSError as exc:
             if exc.errno == errno.ELOOP:  # swapped for a symlink since we looked: refuse rather than chase
-                raise RootPathError(f"{path}: {shown} changed while it was being opened; try again.") from None
+                raise RootPathError(
+                    f"{path}: {shown} changed while it was being opened; try again."
+                ) from None
             raise RootPathError(f"{path}: cannot open folder {shown}: {exc.strerror or exc}.") from None
     raise RootPathError(f"{path}: cannot create folder {shown}.")
 
@@ -268,7 +295,9 @@ def read_at(dir_fd: int, name: str, limit: int, shown: str) -> bytes:
         raise MissingPathError(f"{shown} does not exist.") from None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise RootPathError(f"{shown} changed into a symlink while it was being opened; try again.") from None
+            raise RootPathError(
+                f"{shown} changed into a symlink while it was being opened; try again."
+            ) from None
         raise RootPathError(f"{shown} cannot be read: {exc.strerror or exc}.") from None
     try:
         info = os.fstat(fd)
@@ -277,7 +306,9 @@ def read_at(dir_fd: int, name: str, limit: int, shown: str) -> bytes:
         if not stat.S_ISREG(info.st_mode):
             raise RootPathError(f"{shown} is not a regular file ({_kind(info.st_mode)}); it is not read.")
         if info.st_size > limit:
-            raise RootPathError(f"{shown} is {info.st_size:,} bytes, over the {limit:,}-byte limit for this tool.")
+            raise RootPathError(
+                f"{shown} is {info.st_size:,} bytes, over the {limit:,}-byte limit for this tool."
+            )
         chunks = []
         size = 0
         while size <= limit:  # the file may grow after fstat: read at most limit + 1 bytes
@@ -344,10 +375,13 @@ def _replace(place: _Place, data: bytes, shown: str) -> bool:
         info = os.stat(place.name, dir_fd=place.dir_fd, follow_symlinks=False)
     except FileNotFoundError:
         info = None
+    except OSError as exc:
+        raise RootPathError(f"{shown} cannot be written: {exc.strerror or exc}.") from None
     if info is not None and stat.S_ISDIR(info.st_mode):
         raise RootPathError(f"{shown} is a folder; give a file path.")
     temp = f".{secrets.token_hex(6)}.aries-tmp"
-    fd = os.open(temp, _TEMP_FLAGS, 0o666, dir_fd=place.dir_fd)
+    with _reported(shown):
+        fd = os.open(temp, _TEMP_FLAGS, 0o666, dir_fd=place.dir_fd)
     try:
         try:
             if info is not None and stat.S_ISREG(info.st_mode):
