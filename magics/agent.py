@@ -15,6 +15,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 
 from aries_kernel.agent import Agent, agent_for
 from aries_kernel.agent.events import ApprovalRequested, Waiting
+from aries_kernel.agent.permissions import MODES
 from aries_kernel.agent.phases import LEAN, schema_tokens
 from aries_kernel.agent.render import Renderer, TextRenderer
 from aries_kernel.agent.repl import format_value, truncate
@@ -26,7 +27,7 @@ from .aries import HelpText, prompt_handler, split_args, status_section, subcomm
 __all__ = ["run_prompt", "interpolate"]
 
 _VARIABLE = re.compile(r"(?<!\{)\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)\}(?!\})")
-_FLAGS_WITH_VALUE = ("--model", "--max-turns")
+_FLAGS_WITH_VALUE = ("--model", "--max-turns", "--mode")
 _FLAGS = ("--yes", "--bare")
 
 
@@ -37,10 +38,29 @@ _FLAGS = ("--yes", "--bare")
 @argument("--bare", action="store_true", help="Bare tools for this run: Read, Grep and Glob instead of Repl.")
 @argument("--max-turns", type=int, default=None, help="Most model turns for this run.")
 @argument(
-    "--yes", action="store_true", help="Allow Edit, Write, Bash and NotebookEdit without asking, this run."
+    "--mode",
+    choices=MODES,
+    default=None,
+    help="Permission mode for this run: default (ask before edits and commands), acceptEdits (edits run, "
+    "commands asked), plan (read-only), bypassPermissions (everything runs).",
+)
+@argument(
+    "--yes",
+    action="store_true",
+    help="Allow edits and commands without asking, this run (the same as --mode bypassPermissions).",
 )
 def _prompt_options(line: str) -> None:
-    """%aries [--model M] [--bare] [--max-turns N] [--yes] <prompt>"""
+    """%aries [--model M] [--bare] [--max-turns N] [--mode MODE | --yes] <prompt>"""
+
+
+def _check_run(agent: Agent, args: Any) -> None:
+    """Refuse a run while one is in progress (the agent's own code asking), and --yes with another mode."""
+    if agent.running:
+        raise UsageError(
+            "An agent run is in progress: only the user starts runs and chooses their permission mode."
+        )
+    if args.yes and args.mode not in (None, "bypassPermissions"):
+        raise UsageError("--yes means --mode bypassPermissions; give one of them.")
 
 
 def _split_options(text: str) -> tuple[str, str]:
@@ -117,6 +137,7 @@ def run_prompt(magics: Any, text: str, cell: str | None) -> None:
     if args.max_turns is not None and args.max_turns < 1:
         raise UsageError("--max-turns must be at least 1.")
     agent = _agent(magics)
+    _check_run(agent, args)
     if args.model:
         agent.router.set_slot("primary", args.model)
     renderer = _renderer(magics, agent)
@@ -125,6 +146,8 @@ def run_prompt(magics: Any, text: str, cell: str | None) -> None:
         max_turns=args.max_turns,
         auto_approve=True if args.yes else None,
         mode="bare" if args.bare else None,
+        permission_mode=args.mode,
+        approver=renderer.answer,  # the Repl guard's questions, asked in the middle of a step
     )
     ended, stopping = "error", False
     try:
@@ -272,7 +295,13 @@ def config_command(magics: Any, args: str, cell: str | None) -> Any:
     agent = _agent(magics)
     settings = agent.settings
     traits = settings.traits(config=True)
-    for assignment in split_args(args):
+    assignments = split_args(args)
+    if assignments and agent.running:
+        raise UsageError(
+            "Settings cannot be changed while an agent run is in progress: only the user changes them "
+            "(the permission mode and approval settings above all), between runs."
+        )
+    for assignment in assignments:
         name, sep, value = assignment.partition("=")
         if not sep or name not in traits:
             raise UsageError(f"Use name=value with a name among: {', '.join(sorted(traits))}.")
@@ -291,20 +320,36 @@ def config_command(magics: Any, args: str, cell: str | None) -> Any:
 
 @status_section("Agent")
 def agent_status(context: Any) -> str:
-    """Session, turns, context use, phase and cost, then what the hooks (memory) report."""
+    """Session, turns, context use, phase, permission mode and cost, then what the hooks (memory) report."""
     agent = agent_for(context)
     session = agent.session
-    approvals = "allowed (auto_approve)" if agent.settings.auto_approve else "asked"
+    permissions = _permissions_line(agent)
     if session is None:
-        lines = [f"No session yet ({agent.settings.mode} mode; edits and commands {approvals})."]
+        lines = [f"No session yet ({agent.settings.mode} mode).", permissions]
     else:
         lines = [
             f"Session {session.id}: {session.prompts} prompt(s), {session.turns} turn(s), "
             f"{len(session.messages)} messages",
             f"Context: ~{agent.last_request_tokens:,} tokens in the last request; phase {agent.phase.phase}, "
             f"{agent.phase.mode} mode",
-            f"Cost: ${session.cost_usd:.4f}; edits and commands {approvals}",
+            permissions,
+            f"Cost: ${session.cost_usd:.4f}",
             f"File: {session.path}",
         ]
     lines.extend(text for hook in agent.hooks if (text := hook.status(agent)))
     return "\n".join(lines)
+
+
+_MODE_MEANS = {
+    "default": "edits and commands asked",
+    "acceptEdits": "edits inside the root allowed, commands asked",
+    "plan": "read-only: edits and commands refused",
+    "bypassPermissions": "edits and commands allowed",
+}
+
+
+def _permissions_line(agent: Agent) -> str:
+    mode = agent.permission_mode
+    alias = " (auto_approve)" if agent.settings.auto_approve and not agent.running else ""
+    run = " for the run in progress" if agent.running else ""
+    return f"Permission mode: {mode}{alias}{run}; {_MODE_MEANS[mode]}"

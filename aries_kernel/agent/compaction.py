@@ -10,7 +10,8 @@ Two stages, run only at a turn boundary (never between a tool call and its resul
    tail is kept word for word. Without a working cheap model the summary is built mechanically from the
    transcript.
 
-The system prompt is never part of the history, so it always survives.
+The system prompt is never part of the history, so it always survives. The transcript sent to the summarizer
+and the summary it returns are redacted (:func:`aries_kernel.redact.redact`): a key never rides along.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from dataclasses import replace
 from aries_kernel.agent.phases import estimate_tokens
 from aries_kernel.agent.repl import truncate
 from aries_kernel.models.types import Message, ModelRequest, ToolCall
+from aries_kernel.redact import redact
 
 __all__ = [
     "message_tokens",
@@ -184,12 +186,12 @@ def mechanical_summary(messages: Sequence[Message]) -> str:
 
 
 def summarize(older: Sequence[Message], summarizer: Summarizer | None, limit_chars: int) -> tuple[str, str]:
-    """A structured summary of ``older``: (text, how it was made: "model" or the reason it fell back)."""
+    """A structured summary of ``older``, redacted: (text, how it was made: "model" or the reason it fell
+    back)."""
     if summarizer is not None:
+        transcript = redact(render_transcript(older, limit_chars))
         request = ModelRequest(
-            messages=[
-                Message("user", "Summarize this session history:\n\n" + render_transcript(older, limit_chars))
-            ],
+            messages=[Message("user", "Summarize this session history:\n\n" + transcript)],
             system=_SUMMARY_SYSTEM,
             max_tokens=2048,
         )
@@ -198,10 +200,10 @@ def summarize(older: Sequence[Message], summarizer: Summarizer | None, limit_cha
         except (KeyboardInterrupt, SystemExit):
             raise
         except Exception as exc:  # a failed summary must not lose the session; fall back and say why
-            return mechanical_summary(older), f"{type(exc).__name__}: {exc}"
+            return redact(mechanical_summary(older)), f"{type(exc).__name__}: {exc}"
         if text:
-            return text, "model"
-    return mechanical_summary(older), "no summary model"
+            return redact(text), "model"
+    return redact(mechanical_summary(older)), "no summary model"
 
 
 def with_summary(summary: str, tail: Sequence[Message]) -> list[Message]:

@@ -14,6 +14,7 @@ from typing import Any
 
 __all__ = [
     "Event",
+    "RunStarted",
     "TextDelta",
     "Waiting",
     "ToolCallStarted",
@@ -37,6 +38,16 @@ class Event:
     """Base of every event; ``turn`` is the 1-based model turn of the session it belongs to."""
 
     turn: int = field(default=0, kw_only=True)
+
+
+@dataclass
+class RunStarted(Event):
+    """A run begins: its prompt, its permission mode (default, acceptEdits, plan, bypassPermissions) and its
+    tool mode (repl or bare)."""
+
+    prompt: str
+    permission_mode: str
+    tool_mode: str
 
 
 @dataclass
@@ -84,12 +95,17 @@ class ToolCallFinished(Event):
 
 @dataclass
 class ApprovalRequested(Event):
-    """A tool that changes things wants to run; answer with :meth:`approve` or :meth:`deny`."""
+    """A tool that changes things wants to run; answer with :meth:`approve` or :meth:`deny`.
+
+    ``effect`` is "edit" or "command". Asked by the Repl guard in the middle of a Repl step, the request is not
+    on the stream (the step cannot pause for it): the run's ``approver`` answers it in place; ``name`` is then
+    "Repl" and ``summary`` says what the code is about to do."""
 
     tool_call_id: str
     name: str
     summary: str
     arguments: dict[str, Any]
+    effect: str = "edit"
     decision: bool | None = None
     reason: str = ""
     for_run: bool = False

@@ -9,9 +9,19 @@ Memory (issue 6) plugs in through :class:`AgentHook`: system prompt sections (wa
 turn (preflight, which may offer notes through :attr:`Agent.turn_context`), after a response (echo/fizzle) and
 after a turn (reflection). Listeners see every event.
 
+Each run has a permission mode (:mod:`~aries_kernel.agent.permissions`): the settings' unless the run names
+one. It decides, per effect, whether a tool call runs, is asked for (an :class:`ApprovalRequested` on the
+stream) or is refused. A ``Repl`` step runs under the Repl guard (:mod:`~aries_kernel.agent.guard`): the file
+writes and processes of the agent's code are weighed by the same mode, and what must be asked is put to the
+run's *approver*, a callable the consumer passes to :meth:`Agent.run` that answers an
+:class:`ApprovalRequested` in place (the step cannot pause the stream). The provider keys are withheld from
+``os.environ`` during the step, and every tool result is redacted before the model or the session sees it.
+The permission settings are locked while a run is in progress; a Repl step that changed them behind the lock
+has them set back.
+
 A ``KeyboardInterrupt`` (kernel interrupt) stops the run at once: what the model said so far is kept, tool
-calls that did not run get a result saying so, and everything is already on disk because the session is
-written as it goes.
+calls that did not run get a result saying so (a Repl step cut short says it ran partly), and everything is
+already on disk because the session is written as it goes.
 """
 
 from __future__ import annotations
@@ -31,23 +41,30 @@ from aries_kernel.agent.events import (
     PhaseWidened,
     Reindexed,
     RunFinished,
+    RunStarted,
     TextDelta,
     ToolCallFinished,
     ToolCallStarted,
     TurnFinished,
     Waiting,
 )
+from aries_kernel.agent.guard import Ask, Verdict, guarded
+from aries_kernel.agent.permissions import MODES, Decision, decide, effective_mode, refusal
 from aries_kernel.agent.phases import PhaseState, estimate_tokens, schema_tokens
 from aries_kernel.agent.prompt import build_system_prompt, orientation
 from aries_kernel.agent.safety import describe_call
 from aries_kernel.agent.session import Session, list_sessions
 from aries_kernel.agent.settings import AriesAgent
-from aries_kernel.agent.tools import TOOLS, ToolEnv, iter_files, run_tool
+from aries_kernel.agent.tools import TOOLS, Tool, ToolEnv, iter_files, run_tool
 from aries_kernel.models import types as mt
+from aries_kernel.redact import redact, withheld_keys
 
-__all__ = ["Agent", "AgentHook", "Listener"]
+__all__ = ["Agent", "AgentHook", "Approver", "Listener", "RunInProgressError"]
 
 Listener = Callable[[Event], None]
+# Answers an ApprovalRequested in place (approve or deny), synchronously: how a Repl step's questions reach
+# the user (stdin, the widget panel); also asked for a request on the stream that was left unanswered.
+Approver = Callable[[ApprovalRequested], None]
 # Tools after which files may have changed without the agent knowing which (so the root is re-scanned).
 _OPAQUE_TOOLS = frozenset({"Repl", "Bash"})
 
@@ -89,6 +106,10 @@ class _Stopped(Exception):
     """The model layer failed; the run ends with its message."""
 
 
+class RunInProgressError(RuntimeError):
+    """A run was asked for while another is in progress (from the agent's own Repl code, say)."""
+
+
 class Agent:
     """The coding agent of one kernel: its session, tools, phase and model access."""
 
@@ -121,6 +142,22 @@ class Agent:
         self._snapshot: dict[str, tuple[int, int]] | None = None
         self._partial_text = ""
         self._pending: list[mt.ToolCall] = []
+        self._running = False
+        self._run_mode: str | None = None
+        self._allow_all = False  # the user allowed the rest of this run ("a" at an approval)
+        self._approver: Approver | None = None
+        self._permissions: dict[str, Any] = {}  # the permission settings as the run started
+        self._running_call: tuple[str, float] | None = None  # (tool call id, start) while a tool runs
+
+    @property
+    def running(self) -> bool:
+        """Whether a run is in progress (its permission settings are locked)."""
+        return self._running
+
+    @property
+    def permission_mode(self) -> str:
+        """The permission mode of the run in progress, else the one the next run takes from the settings."""
+        return self._run_mode or effective_mode(self.settings.permission_mode, self.settings.auto_approve)
 
     # ------------------------------------------------------------------------------------------ model access
 
@@ -220,30 +257,65 @@ class Agent:
         max_turns: int | None = None,
         auto_approve: bool | None = None,
         mode: str | None = None,
+        permission_mode: str | None = None,
+        approver: Approver | None = None,
     ) -> Generator[Event, None, None]:
         """Answer ``prompt``: yield events until the model is done, ``max_turns`` is hit, or an interrupt.
 
-        ``max_turns``, ``auto_approve`` and ``mode`` ("repl" or "bare") override the settings for this run.
+        ``max_turns``, ``mode`` ("repl" or "bare") and ``permission_mode`` override the settings for this run;
+        ``auto_approve=True`` is ``permission_mode="bypassPermissions"``. ``approver`` answers the questions
+        of the Repl guard (unanswered, they are refused). Refused with :class:`RunInProgressError` while a
+        run is in progress.
         """
-        self.phase.mode = mode or self.settings.mode
-        for event in self._run(
+        if self._running:
+            raise RunInProgressError(
+                "An agent run is in progress: a run cannot start another, nor change its permission mode."
+            )
+        if permission_mode is not None and permission_mode not in MODES:
+            raise ValueError(f"Unknown permission mode {permission_mode!r}; modes are {', '.join(MODES)}.")
+        if auto_approve and permission_mode not in (None, "bypassPermissions"):
+            raise ValueError("auto_approve (--yes) means bypassPermissions; give it or a permission mode.")
+        if permission_mode is None:
+            allow = self.settings.auto_approve if auto_approve is None else auto_approve
+            permission_mode = effective_mode(self.settings.permission_mode, allow)
+        return self._events(
             prompt,
             max_turns or self.settings.max_turns,
-            self.settings.auto_approve if auto_approve is None else auto_approve,
-        ):
-            for listener in self.listeners:
-                listener(event)
-            yield event
+            mode or self.settings.mode,
+            permission_mode,
+            approver,
+        )
 
-    def _run(self, prompt: str, max_turns: int, auto_approve: bool) -> Generator[Event, None, None]:
+    def _events(
+        self, prompt: str, max_turns: int, mode: str, permission_mode: str, approver: Approver | None
+    ) -> Generator[Event, None, None]:
+        self.phase.mode = mode
+        self._running, self._run_mode, self._allow_all, self._approver = (
+            True,
+            permission_mode,
+            False,
+            approver,
+        )
+        try:
+            with self.settings.locked() as permissions:
+                self._permissions = permissions
+                for event in self._run(prompt, max_turns):
+                    for listener in self.listeners:
+                        listener(event)
+                    yield event
+        finally:
+            self._running, self._run_mode, self._approver = False, None, None
+
+    def _run(self, prompt: str, max_turns: int) -> Generator[Event, None, None]:
         session = self.ensure_session()
         self.phase.reset()
         totals = [0, 0, 0.0]
         turns = 0
         reason, detail = "done", ""
         try:
+            yield RunStarted(prompt, self.permission_mode, self.phase.mode, turn=session.turns)
             yield from self._reindex_changes(session.turns)
-            session.add_prompt(prompt)
+            session.add_prompt(prompt, permission_mode=self.permission_mode)
             session.add_message(mt.Message("user", prompt))
             while True:
                 if turns >= max_turns:
@@ -271,7 +343,7 @@ class Agent:
                     yield from hook.after_response(self, turn, message)
                 gated = set(self.phase.gated_names())
                 for call in message.tool_calls:
-                    auto_approve = yield from self._call_tool(call, turn, auto_approve)
+                    yield from self._call_tool(call, turn)
                 if any(call.name in _OPAQUE_TOOLS for call in message.tool_calls) or self.env.changed:
                     yield from self._reindex_changes(turn)
                 for hook in self.hooks:
@@ -363,14 +435,30 @@ class Agent:
                 mt.Message("assistant", text + ("" if not self._partial_text else f"\n[{why}]"))
             )
         for call in self._pending:
-            session.add_message(mt.Message("tool", f"Not run: {why}.", tool_call_id=call.id, is_error=True))
+            session.add_message(
+                mt.Message("tool", self._cut_short(call, why), tool_call_id=call.id, is_error=True)
+            )
         self._pending = []
         self._partial_text = ""
+        self._running_call = None
+
+    def _cut_short(self, call: mt.ToolCall, why: str) -> str:
+        """The result of a call the stop left unanswered: not run, or (the one running) run partly."""
+        if self._running_call is None or self._running_call[0] != call.id:
+            return f"Not run: {why}."
+        seconds = time.monotonic() - self._running_call[1]
+        when = (
+            f"Interrupted after {seconds:.1f} s"
+            if why == "interrupted by the user"
+            else (f"Stopped after {seconds:.1f} s ({why})")
+        )
+        what = "the code ran partly" if call.name == "Repl" else f"{call.name} was stopped while it ran"
+        return f"{when}: {what}; its effects so far are kept."
 
     # ------------------------------------------------------------------------------------------------- tools
 
-    def _call_tool(self, call: mt.ToolCall, turn: int, auto_approve: bool) -> Generator[Event, None, bool]:
-        """Run one call (asking first if it must); returns whether the rest of the run is allowed."""
+    def _call_tool(self, call: mt.ToolCall, turn: int) -> Generator[Event, None, None]:
+        """Run one call if the permission mode allows it (asking first if it says so)."""
         session = self.ensure_session()
         started = time.monotonic()
         tool = TOOLS.get(call.name)
@@ -380,16 +468,37 @@ class Agent:
         else:
             if self.phase.admit(call.name):
                 yield PhaseWidened(call.name, turn=turn)
-            approved, reason = True, ""
-            if tool.needs_approval:
-                approved, reason, auto_approve = yield from self._approve(call, turn, auto_approve)
-            if approved:
-                output, is_error = run_tool(tool, self.env, call.arguments)
-            else:
-                output, is_error = (
-                    f"The user did not allow this {call.name} call.{' ' + reason if reason else ''}",
-                    True,
+            decision = self._decision(tool.effect)
+            approved, refused = True, ""
+            if decision == "refuse":
+                approved, refused = (
+                    False,
+                    f"{call.name} was not run: {refusal(self.permission_mode, tool.effect)}.",
                 )
+                session.add_approval(call.id, call.name, False, "policy", refused)
+            elif decision == "ask":
+                approved, reason = yield from self._approve(call, turn)
+                refused = f"The user did not allow this {call.name} call.{' ' + reason if reason else ''}"
+            elif tool.needs_approval:
+                session.add_approval(
+                    call.id, call.name, True, "policy", f"permission mode {self.permission_mode}"
+                )
+            if approved:
+                self._running_call = (call.id, started)
+                if tool.effect == "repl":
+                    output, is_error, changed = self._run_repl(tool, call, turn)
+                    if changed:
+                        yield Notice(
+                            f"The agent's Repl code changed {', '.join(changed)}; set back (only you change "
+                            "the permission mode and approval settings).",
+                            turn=turn,
+                        )
+                else:
+                    output, is_error = run_tool(tool, self.env, call.arguments)
+                self._running_call = None
+                output = redact(output)
+            else:
+                output, is_error = refused, True
         seconds = time.monotonic() - started
         session.add_tool_call(
             {
@@ -405,29 +514,81 @@ class Agent:
         session.add_message(mt.Message("tool", output, tool_call_id=call.id, is_error=is_error))
         self._pending.remove(call)
         yield ToolCallFinished(call.id, call.name, output, is_error, seconds, turn=turn)
-        return auto_approve
 
-    def _approve(
-        self, call: mt.ToolCall, turn: int, auto_approve: bool
-    ) -> Generator[Event, None, tuple[bool, str, bool]]:
-        """Ask whoever watches the stream; returns (approved, reason, allow the rest of the run)."""
+    def _decision(self, effect: str) -> Decision:
+        return "allow" if self._allow_all else decide(self.permission_mode, effect)
+
+    def _approve(self, call: mt.ToolCall, turn: int) -> Generator[Event, None, tuple[bool, str]]:
+        """Ask whoever watches the stream (else the approver); returns (approved, reason)."""
         session = self.ensure_session()
-        if auto_approve:
-            session.add_approval(call.id, call.name, True, "policy")
-            return True, "", True
         request = ApprovalRequested(
-            call.id, call.name, describe_call(call.name, call.arguments), call.arguments, turn=turn
+            call.id,
+            call.name,
+            describe_call(call.name, call.arguments),
+            call.arguments,
+            effect=TOOLS[call.name].effect,
+            turn=turn,
         )
         yield request
+        if request.decision is None and self._approver is not None:
+            self._approver(request)
         if request.decision is None:
             reason = (
-                "Nobody answered the approval request; the user can allow edits and commands with "
-                "`%aries --yes` or c.AriesAgent.auto_approve = True."
+                f"Nobody answered the approval request (permission mode {self.permission_mode}); the user can "
+                "allow edits and commands with `%aries --yes`, edits alone with `%aries --mode acceptEdits`, "
+                "or set c.AriesAgent.permission_mode."
             )
             session.add_approval(call.id, call.name, False, "nobody", reason)
-            return False, reason, False
+            return False, reason
         session.add_approval(call.id, call.name, request.decision, "user", request.reason)
-        return request.decision, request.reason, request.decision and request.for_run
+        self._allow_all = self._allow_all or (request.decision and request.for_run)
+        return request.decision, request.reason
+
+    def _run_repl(self, tool: Tool, call: mt.ToolCall, turn: int) -> tuple[str, bool, list[str]]:
+        """One Repl step: keys withheld, effects guarded; returns (output, is_error, settings set back)."""
+        with (
+            withheld_keys(self._permissions.get("pass_env_keys", ())),
+            guarded(self.root, self._guard_ask(call, turn)) as report,
+        ):
+            output, is_error = run_tool(tool, self.env, call.arguments)
+        changed = self.settings.restore(self._permissions)
+        if report.refused:
+            output += "\n[Refused by the Repl guard: " + "; ".join(report.refused) + "]"
+        if changed:
+            output += (
+                f"\n[This code changed {', '.join(changed)}; it was set back: only the user changes the "
+                "permission mode and approval settings.]"
+            )
+        return output, is_error, changed
+
+    def _guard_ask(self, call: mt.ToolCall, turn: int) -> Ask:
+        """The Repl guard's question, answered by the permission mode and, when it says ask, the approver."""
+        session = self.ensure_session()
+
+        def ask(effect: str, summary: str) -> Verdict:
+            mode = self.permission_mode
+            decision = self._decision(effect)
+            if decision != "ask":
+                reason = f"permission mode {mode}" if decision == "allow" else refusal(mode, effect)
+                session.add_approval(call.id, call.name, decision == "allow", "policy", reason, summary)
+                return Verdict(decision == "allow", reason)
+            request = ApprovalRequested(
+                call.id, call.name, summary, {"effect": effect}, effect=effect, turn=turn
+            )
+            if self._approver is not None:
+                self._approver(request)
+            if request.decision is None:
+                reason = f"permission mode {mode}; nobody answered the approval request"
+                session.add_approval(call.id, call.name, False, "nobody", reason, summary)
+                return Verdict(False, reason)
+            session.add_approval(call.id, call.name, request.decision, "user", request.reason, summary)
+            if not request.decision:
+                said = f": {request.reason}" if request.reason else ""
+                return Verdict(False, f"permission mode {mode}; the user denied{said}")
+            self._allow_all = self._allow_all or request.for_run
+            return Verdict(True)
+
+        return ask
 
     # ------------------------------------------------------------------------------------------- re-indexing
 

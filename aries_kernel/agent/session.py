@@ -4,6 +4,9 @@ Every record is appended the moment it happens (a message, a tool call with its 
 of a model call, a compaction), so an interrupt or a crash keeps everything said so far, and ``%aries resume``
 replays the file to continue. A compaction writes the whole new message list, which replaces the old one on
 replay.
+
+Every record passes through :func:`aries_kernel.redact.redact` on its way to the file, so a key that reached a
+message, a tool result or an argument is on disk only as ``[REDACTED:<kind>]``.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from aries_kernel.models.types import Message, ToolCall
+from aries_kernel.redact import redact
 
 __all__ = ["Session", "SlotUsage", "sessions_dir", "list_sessions", "message_to_dict", "message_from_dict"]
 
@@ -105,8 +109,9 @@ class Session:
             self.messages = [message_from_dict(item) for item in record["messages"]]
 
     def _append(self, record: dict[str, Any]) -> None:
+        line = json.dumps(_redacted(record), default=str)
         with self.path.open("a", encoding="utf-8") as handle:
-            handle.write(json.dumps(record, default=str) + "\n")
+            handle.write(line + "\n")
 
     def _add_usage(self, record: dict[str, Any]) -> None:
         slot = self.usage.setdefault(record["slot"], SlotUsage())
@@ -117,10 +122,11 @@ class Session:
         if record["slot"] == "primary":
             self.turns += 1
 
-    def add_prompt(self, text: str) -> None:
-        """Note that a new prompt starts a run (its user message is added separately)."""
+    def add_prompt(self, text: str, **meta: Any) -> None:
+        """Note that a new prompt starts a run (its user message is added separately); ``meta`` (the run's
+        permission mode) goes with it."""
         self.prompts += 1
-        self._append({"kind": "prompt", "text": text, "time": time.time()})
+        self._append({"kind": "prompt", "text": text, **meta, "time": time.time()})
 
     def add_message(self, message: Message) -> None:
         """Append ``message`` to the transcript and the file."""
@@ -133,8 +139,11 @@ class Session:
         self.tool_calls.append(record)
         self._append(record)
 
-    def add_approval(self, tool_call_id: str, name: str, approved: bool, by: str, reason: str = "") -> None:
-        """Record who allowed or refused a tool call."""
+    def add_approval(
+        self, tool_call_id: str, name: str, approved: bool, by: str, reason: str = "", summary: str = ""
+    ) -> None:
+        """Record who ("user", "policy" or "nobody") allowed or refused a tool call, or one effect of a Repl
+        step (``summary`` says which)."""
         record = {
             "kind": "approval",
             "tool_call_id": tool_call_id,
@@ -144,6 +153,8 @@ class Session:
             "reason": reason,
             "time": time.time(),
         }
+        if summary:
+            record["summary"] = summary
         self.approvals.append(record)
         self._append(record)
 
@@ -185,6 +196,17 @@ class Session:
     def cost_usd(self) -> float:
         """Total cost of the session over every slot."""
         return sum(slot.cost_usd for slot in self.usage.values())
+
+
+def _redacted(value: Any) -> Any:
+    """``value`` (a record) with every string in it redacted, keys of dicts included."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {_redacted(key): _redacted(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_redacted(item) for item in value]
+    return value
 
 
 def list_sessions(root: Path) -> list[Path]:

@@ -3,19 +3,43 @@ name=value``."""
 
 from __future__ import annotations
 
-from traitlets import Bool, Enum, Float, Int
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from traitlets import Bool, Enum, Float, Int, List, TraitError, Unicode, validate
 from traitlets.config import Configurable
 
-__all__ = ["AriesAgent"]
+from aries_kernel.agent.permissions import MODES
+
+__all__ = ["AriesAgent", "PERMISSION_SETTINGS"]
+
+# Settings that decide what the agent may do unasked: only the user changes them, never while a run is in
+# progress (so never from the agent's own Repl or Bash code).
+PERMISSION_SETTINGS = ("permission_mode", "auto_approve", "pass_env_keys")
 
 
 class AriesAgent(Configurable):
     """Settings of the ``%aries`` agent loop."""
 
     max_turns = Int(25, help="Model turns per prompt before the loop stops and says so.").tag(config=True)
+    permission_mode = Enum(
+        list(MODES),
+        "default",
+        help="What runs without asking: default (asks before edits and commands), acceptEdits (edits inside "
+        "the root run, commands are asked), plan (read-only: edits and commands refused), bypassPermissions "
+        "(everything runs). `%aries --mode <mode>` sets it for one run.",
+    ).tag(config=True)
     auto_approve = Bool(
         False,
-        help="Run Edit, Write, Bash and NotebookEdit without asking (as `%aries --yes` does for one run).",
+        help="An alias of permission_mode = bypassPermissions: edits and commands run without asking (as "
+        "`%aries --yes` does for one run).",
+    ).tag(config=True)
+    pass_env_keys = List(
+        Unicode(),
+        [],
+        help="Credential variables (ANTHROPIC_API_KEY, GITHUB_TOKEN, ...) that Bash and the Repl may see; every "
+        "other one is withheld from them.",
     ).tag(config=True)
     mode = Enum(
         ["repl", "bare"], "repl", help="repl: the lean tool set has Repl; bare: Read, Grep and Glob instead."
@@ -59,3 +83,48 @@ class AriesAgent(Configurable):
         help="How %aries shows a run: text, the widget panel, or auto (the panel where the frontend renders "
         "widgets, as JupyterLab and Notebook 7 do; text in jupyter console).",
     ).tag(config=True)
+
+    _locked: dict[str, Any] | None = None
+
+    @validate(*PERMISSION_SETTINGS)
+    def _only_between_runs(self, proposal: Any) -> Any:
+        if self._locked is not None:
+            raise TraitError(
+                f"{proposal.trait.name} cannot be changed while an agent run is in progress: only the user "
+                "changes the permission mode and approval settings, between runs."
+            )
+        return proposal.value
+
+    def permissions(self) -> dict[str, Any]:
+        """The current values of :data:`PERMISSION_SETTINGS` (lists copied)."""
+        return {name: _copied(getattr(self, name)) for name in PERMISSION_SETTINGS}
+
+    @contextmanager
+    def locked(self) -> Iterator[dict[str, Any]]:
+        """Refuse changes to the permission settings for the block (an agent run); yields their values.
+
+        Validation stops ordinary assignment; :meth:`restore` puts back what was changed behind its back (a
+        list mutated in place, a value written into the trait storage), and runs again when the block ends.
+        """
+        snapshot = self.permissions()
+        self._locked = snapshot
+        try:
+            yield snapshot
+        finally:
+            self.restore(snapshot)
+            self._locked = None
+
+    def restore(self, snapshot: dict[str, Any]) -> list[str]:
+        """Set the permission settings back to ``snapshot``; returns the names that had changed."""
+        changed = [name for name, value in snapshot.items() if getattr(self, name) != value]
+        locked, self._locked = self._locked, None
+        try:
+            for name in changed:
+                setattr(self, name, _copied(snapshot[name]))
+        finally:
+            self._locked = locked
+        return changed
+
+
+def _copied(value: Any) -> Any:
+    return list(value) if isinstance(value, list) else value

@@ -40,6 +40,7 @@ from aries_kernel.agent.rootfs import FileWalk, RootPathError
 from aries_kernel.agent.safety import TOOL_EFFECTS, confine
 from aries_kernel.agent.settings import AriesAgent
 from aries_kernel.codebase.files import gitignore_spec
+from aries_kernel.redact import scrubbed_env
 
 __all__ = ["Tool", "ToolEnv", "ToolError", "TOOLS", "run_tool", "tool_schema_dict"]
 
@@ -651,6 +652,7 @@ def bash(env: ToolEnv, command: str, timeout: float = 0) -> str:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         start_new_session=True,
+        env=scrubbed_env(env.settings.pass_env_keys),  # provider keys stay out of `env` output and child tools
     )
     try:
         output, _ = process.communicate(timeout=limit)

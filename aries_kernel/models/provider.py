@@ -13,7 +13,7 @@ import json
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Generator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from importlib.metadata import entry_points
 from typing import Any, ClassVar
@@ -49,7 +49,7 @@ class Endpoint:
     provider: str  # the ProviderInfo name ("openai", "groq", "ollama", ...)
     model: str
     base_url: str
-    api_key: str
+    api_key: str = field(repr=False)  # a repr (a log line, a traceback) must never show the key
     timeout: float
 
 

@@ -45,6 +45,7 @@ from aries_kernel.models.shortnames import (
 )
 from aries_kernel.models.tokens import TokenEstimator
 from aries_kernel.models.types import Completion, ModelRequest, StreamEvent
+from aries_kernel.redact import environ_value
 
 __all__ = ["SLOTS", "AriesModels", "ModelRouter", "SlotClient", "SlotUsage"]
 
@@ -165,7 +166,7 @@ class SlotClient:
     def key_status(self) -> str:
         """'set', 'missing (VAR)' or 'not needed', for the slot table."""
         p = self.provider_info
-        if p.key_env and os.environ.get(p.key_env):
+        if p.key_env and environ_value(p.key_env):
             return "set"
         return f"missing ({p.key_env})" if p.key_required else "not needed"
 
@@ -225,7 +226,7 @@ class SlotClient:
 
     def _endpoint(self) -> Endpoint:
         p = self.provider_info
-        key = os.environ.get(p.key_env, "") if p.key_env else ""
+        key = environ_value(p.key_env) if p.key_env else ""
         if p.key_required and not key:
             raise MissingKeyError(
                 f"The {self.slot} slot uses {p.label} ({self.shortname}), which needs an API key: "

@@ -1,0 +1,383 @@
+"""The Repl guard: the agent's Python runs freely, but its effects pass the same gate as the other tools.
+
+While an agent ``Repl`` step runs (:func:`guarded`), a Python audit hook (PEP 578) watches the events the
+interpreter raises before it changes the world:
+
+- *edits*: opening a file for writing, appending or creating (``open``, ``os.open``, ``io``, ``pathlib``,
+  ``tempfile``), ``os.remove``/``unlink``, ``os.rename``/``replace``, ``os.mkdir``/``rmdir``, ``os.truncate``,
+  ``os.chmod``/``chown``/``utime``, ``os.link``/``symlink``, extended attributes, ``shutil.rmtree``/``move``/
+  ``copytree``, and ``sqlite3.connect`` to a database file. A path outside the project root (after following
+  symlinks, ``..`` and ``dir_fd``) is refused in every permission mode; inside it is an edit, allowed, asked for
+  or refused by the mode.
+- *commands*: ``subprocess.Popen`` (so ``subprocess.run`` and friends), ``os.system``, ``os.exec*``,
+  ``os.posix_spawn``, ``os.fork``/``forkpty`` (so ``os.spawn*``, ``pty.spawn``, ``multiprocessing`` with fork)
+  and IPython ``!`` lines (they go through a pty fork), treated as a Bash call.
+
+A refusal raises :class:`PermissionError` inside the agent's code, naming what was refused and why. The hook
+is installed once per process and does nothing unless the current context (a :mod:`contextvars` variable set
+by :func:`guarded`) is inside a step, so the user's own cells, other threads and Aries' code outside the step
+are never affected. Inside a step, writes by Aries' own stores (the vault, the code index) are exempt: an event
+whose nearest non-library caller is in ``aries_kernel/vault``, ``codebase``, ``models``, ``context`` or ``lazy``
+is Aries' own. One approved action covers what it does internally (``shutil.rmtree``'s unlinks, the spawn
+inside ``subprocess.Popen``); the same change to the same path is asked for once a step.
+
+What it cannot see is described in the README ("Safety and permission modes"): ctypes and C extensions that
+call the C library directly, writes through file descriptors opened before the step, threads and processes
+started before the step or (threads) during it, and Python code written to switch the guard off.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+import sysconfig
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+__all__ = ["Ask", "GuardReport", "Verdict", "guarded", "in_step"]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The answer to one question of the guard: allowed, or refused with the reason shown to the model."""
+
+    allowed: bool
+    reason: str = ""
+
+
+# ask(effect, summary) -> Verdict: effect is "edit" or "command", summary says what the code is about to do
+# ("write pkg/out.csv", "run `ls -la` (a ! shell line)"). The loop answers by the permission mode, asking the
+# user through the magic's approver when the mode says ask.
+Ask = Callable[[str, str], Verdict]
+
+
+@dataclass
+class GuardReport:
+    """What the guard did during one step, for the tool result."""
+
+    allowed: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Step:
+    root: str
+    ask: Ask
+    report: GuardReport
+    active: bool = True
+    busy: bool = False  # inside the hook (or the question it asks): the guard's own work is not watched
+    approved_frames: list[FrameType] = field(default_factory=list)
+    approved_paths: set[tuple[str, str]] = field(default_factory=set)  # (verb, path)
+
+
+_current: ContextVar[_Step | None] = ContextVar("aries_repl_guard", default=None)
+_install_lock = threading.Lock()
+_installed = False
+_in_forked_child = False
+
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
+_ARIES = Path(__file__).resolve().parent.parent
+_ARIES_OWN = tuple(
+    [str(_ARIES / part) + os.sep for part in ("vault", "codebase", "models")]
+    + [str(_ARIES / name) for name in ("context.py", "lazy.py")]
+)
+
+
+def _library_prefixes() -> tuple[str, ...]:
+    prefixes = set()
+    for scheme_vars in ({}, {"base": sys.base_prefix, "platbase": sys.base_exec_prefix}):
+        paths = sysconfig.get_paths(vars=scheme_vars or None)
+        for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+            if paths.get(key):
+                prefixes.add(os.path.realpath(paths[key]) + os.sep)
+    return tuple(sorted(prefixes))
+
+
+_LIBRARY = _library_prefixes()
+
+
+def in_step() -> bool:
+    """Whether the current context is inside a guarded Repl step."""
+    step = _current.get()
+    return step is not None and step.active
+
+
+@contextmanager
+def guarded(root: str | os.PathLike[str], ask: Ask) -> Iterator[GuardReport]:
+    """Guard the block (one Repl step) in the current context: file writes confined to ``root`` and weighed
+    as edits, processes weighed as commands, both through ``ask``. Python does not write bytecode caches
+    meanwhile (an import would otherwise ask to write ``__pycache__``)."""
+    _install()
+    step = _Step(root=os.path.realpath(root), ask=ask, report=GuardReport())
+    token = _current.set(step)
+    bytecode = sys.dont_write_bytecode
+    sys.dont_write_bytecode = True
+    try:
+        yield step.report
+    finally:
+        step.active = False
+        step.approved_frames.clear()
+        sys.dont_write_bytecode = bytecode
+        _current.reset(token)
+
+
+def _install() -> None:
+    global _installed
+    with _install_lock:
+        if not _installed:
+            sys.addaudithook(_hook)
+            os.register_at_fork(after_in_child=_forget_in_child)
+            _installed = True
+
+
+def _forget_in_child() -> None:
+    # A fork the user allowed: the child (a shell line, a spawned program) is not the agent's Repl any more.
+    global _in_forked_child
+    _in_forked_child = True
+
+
+def _hook(event: str, args: tuple[Any, ...]) -> None:
+    handler = _HANDLERS.get(event)
+    if handler is None or _in_forked_child:
+        return
+    step = _current.get()
+    if step is None or not step.active or step.busy:
+        return
+    step.busy = True
+    try:
+        handler(step, args, sys._getframe(1))
+    finally:
+        step.busy = False
+
+
+# ------------------------------------------------------------------------------------------------ frames
+
+
+def _is_library(frame: FrameType) -> bool:
+    name = frame.f_code.co_filename
+    return name.startswith(("<frozen ", *_LIBRARY))
+
+
+def _is_aries_own(frame: FrameType) -> bool:
+    """Whether the nearest caller that is not the standard library or a third-party package is Aries' own
+    store (vault, code index, models): the agent's code calling into them is Aries writing its state."""
+    current: FrameType | None = frame
+    while current is not None:
+        name = current.f_code.co_filename
+        if name.startswith(_ARIES_OWN):
+            return True
+        if not _is_library(current):
+            return False
+        current = current.f_back
+    return False
+
+
+def _under_approved(step: _Step, frame: FrameType) -> bool:
+    current: FrameType | None = frame
+    while current is not None:
+        if any(current is approved for approved in step.approved_frames):
+            return True
+        current = current.f_back
+    return False
+
+
+# ------------------------------------------------------------------------------------------------- paths
+
+
+def _path(value: Any, dir_fd: Any = None, *, follow: bool = True) -> str | None:
+    """The real absolute path an event's path argument names; None for a file descriptor."""
+    if isinstance(value, int):
+        return None
+    text = os.fsdecode(value)
+    if not os.path.isabs(text):
+        base = os.getcwd()
+        if isinstance(dir_fd, int) and dir_fd >= 0:
+            base = os.readlink(f"/proc/self/fd/{dir_fd}")
+        text = os.path.join(base, text)
+    if follow:
+        return os.path.realpath(text)
+    head, tail = os.path.split(os.path.normpath(text))
+    return os.path.join(os.path.realpath(head), tail)
+
+
+def _inside(step: _Step, path: str) -> bool:
+    return path == step.root or path.startswith(step.root + os.sep)
+
+
+def _shown(step: _Step, path: str) -> str:
+    return os.path.relpath(path, step.root) if _inside(step, path) else path
+
+
+def _refuse(step: _Step, what: str, reason: str) -> None:
+    step.report.refused.append(f"{what} ({reason})")
+    raise PermissionError(f"Refused by aries-kernel's Repl guard: {what} ({reason}).")
+
+
+def _edit(step: _Step, frame: FrameType, verb: str, paths: list[str | None]) -> None:
+    known = [path for path in paths if path is not None]
+    if not known or _is_aries_own(frame):
+        return
+    what = f"{verb} {' -> '.join(_shown(step, path) for path in known)}"
+    for path in known:
+        if path != os.devnull and not _inside(step, path):
+            _refuse(
+                step, what, f"{path} is outside the project root {step.root}; the Repl writes only inside it"
+            )
+    if all(path == os.devnull for path in known):
+        return
+    kind = "write" if verb == "create" else verb  # a file allowed to be created may then be written
+    if _under_approved(step, frame) or all((kind, path) in step.approved_paths for path in known):
+        return
+    _decide(step, frame, "edit", what)
+    step.approved_paths.update((kind, path) for path in known)
+
+
+def _decide(step: _Step, frame: FrameType, effect: str, what: str) -> None:
+    verdict = step.ask(effect, what)
+    if not verdict.allowed:
+        _refuse(step, what, verdict.reason or "refused")
+    step.report.allowed.append(what)
+    if _is_library(frame):  # what this library call does internally is part of the action just allowed
+        step.approved_frames.append(frame)
+
+
+def _command(step: _Step, frame: FrameType, what: str) -> None:
+    if _under_approved(step, frame) or _is_aries_own(frame):
+        return
+    _decide(step, frame, "command", what)
+
+
+def _argv(value: Any) -> str:
+    if isinstance(value, (str, bytes, os.PathLike)):
+        return os.fsdecode(value)
+    try:
+        return shlex.join(os.fsdecode(part) for part in value)
+    except TypeError:
+        return repr(value)
+
+
+def _shell_line(frame: FrameType) -> str | None:
+    """The command of an IPython ``!`` line whose fork this is, if it is one."""
+    current: FrameType | None = frame
+    while current is not None:
+        if current.f_code.co_name in ("system_piped", "system_raw", "getoutput"):
+            command = current.f_locals.get("cmd")
+            if isinstance(command, str):
+                return command
+        current = current.f_back
+    return None
+
+
+# -------------------------------------------------------------------------------------------- the events
+
+
+def _on_open(step: _Step, args: tuple[Any, ...], frame: FrameType) -> None:
+    path, _mode, flags = args
+    if isinstance(flags, int) and flags & _WRITE_FLAGS:
+        target = _path(path)
+        verb = "create" if target is not None and not os.path.exists(target) else "write"
+        _edit(step, frame, verb, [target])
+
+
+def _on_mkdir(step: _Step, args: tuple[Any, ...], frame: FrameType) -> None:
+    path = _path(args[0], args[2], follow=False)
+    if path is not None and os.path.isdir(path):
+        return  # nothing changes (mkdir fails with FileExistsError, as exist_ok expects)
+    _edit(step, frame, "create folder", [path])
+
+
+def _one(verb: str, dir_fd_at: int | None, *, follow: bool) -> _Handler:
+    def handle(step: _Step, args: tuple[Any, ...], frame: FrameType) -> None:
+        dir_fd = args[dir_fd_at] if dir_fd_at is not None and len(args) > dir_fd_at else None
+        _edit(step, frame, verb, [_path(args[0], dir_fd, follow=follow)])
+
+    return handle
+
+
+def _two(verb: str, *, both_checked: bool = True) -> _Handler:
+    def handle(step: _Step, args: tuple[Any, ...], frame: FrameType) -> None:
+        src_fd = args[2] if len(args) > 2 else None
+        dst_fd = args[3] if len(args) > 3 else None
+        source = _path(args[0], src_fd, follow=False) if both_checked else None
+        _edit(step, frame, verb, [source, _path(args[1], dst_fd, follow=False)])
+
+    return handle
+
+
+def _on_symlink(step: _Step, args: tuple[Any, ...], frame: FrameType) -> None:
+    # The link's target may be anywhere: writing through the link is checked where it resolves.
+    _edit(step, frame, "create symlink", [_path(args[1], args[2] if len(args) > 2 else None, follow=False)])
+
+
+def _on_sqlite(step: _Step, args: tuple[Any, ...], frame: FrameType) -> None:
+    database = os.fsdecode(args[0]) if isinstance(args[0], (str, bytes, os.PathLike)) else ""
+    if database in ("", ":memory:") or database.startswith("file:"):
+        return  # in memory, or a URI (the only way to ask for read-only; a URI path is not resolved here)
+    _edit(step, frame, "open database", [_path(database)])
+
+
+def _on_popen(step: _Step, args: tuple[Any, ...], frame: FrameType) -> None:
+    _command(step, frame, f"run `{_argv(args[1])}`")
+
+
+def _on_system(step: _Step, args: tuple[Any, ...], frame: FrameType) -> None:
+    _command(step, frame, f"run `{os.fsdecode(args[0])}` (os.system)")
+
+
+def _on_exec(step: _Step, args: tuple[Any, ...], frame: FrameType) -> None:
+    _command(step, frame, f"replace the kernel process with `{_argv(args[1])}` (os.exec)")
+
+
+def _on_spawn(step: _Step, args: tuple[Any, ...], frame: FrameType) -> None:
+    _command(step, frame, f"run `{_argv(args[1])}` (os.posix_spawn)")
+
+
+def _on_fork(step: _Step, args: tuple[Any, ...], frame: FrameType) -> None:
+    line = _shell_line(frame)
+    _command(step, frame, f"run `{line}` (a ! shell line)" if line else "fork the kernel process (os.fork)")
+
+
+def _on_pty_spawn(step: _Step, args: tuple[Any, ...], frame: FrameType) -> None:
+    _command(step, frame, f"run `{_argv(args[0])}` (pty.spawn)")
+
+
+_Handler = Callable[[_Step, tuple[Any, ...], FrameType], None]
+_HANDLERS: dict[str, _Handler] = {
+    "open": _on_open,
+    "os.mkdir": _on_mkdir,
+    "os.remove": _one("delete", 1, follow=False),
+    "os.rmdir": _one("delete folder", 1, follow=False),
+    "os.truncate": _one("truncate", None, follow=True),
+    "os.chmod": _one("change the mode of", 2, follow=True),
+    "os.chown": _one("change the owner of", 3, follow=True),
+    "os.utime": _one("change the times of", 3, follow=True),
+    "os.chflags": _one("change the flags of", None, follow=True),
+    "os.lchflags": _one("change the flags of", None, follow=False),
+    "os.setxattr": _one("set an attribute of", None, follow=True),
+    "os.removexattr": _one("remove an attribute of", None, follow=True),
+    "shutil.rmtree": _one("delete the tree", 1, follow=False),
+    "os.rename": _two("rename"),
+    "os.link": _two("hard-link"),
+    "shutil.move": _two("move"),
+    "shutil.copytree": _two("copy the tree", both_checked=False),
+    "shutil.unpack_archive": lambda step, args, frame: _edit(
+        step, frame, "unpack into", [_path(args[1] or os.getcwd())]
+    ),
+    "os.symlink": _on_symlink,
+    "sqlite3.connect": _on_sqlite,
+    "subprocess.Popen": _on_popen,
+    "os.system": _on_system,
+    "os.exec": _on_exec,
+    "os.posix_spawn": _on_spawn,
+    "os.spawn": _on_spawn,
+    "os.fork": _on_fork,
+    "os.forkpty": _on_fork,
+    "pty.spawn": _on_pty_spawn,
+}
