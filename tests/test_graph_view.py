@@ -202,6 +202,28 @@ def test_static_svg_draws_every_disc_edge_and_label(layout: GraphLayout) -> None
     assert opened.count("<circle") == len(layout.groups) + len(layout.groups[0].files)
 
 
+def test_the_widget_expands_collapses_and_keeps_a_static_image(codebase: Codebase) -> None:
+    from aries_kernel.widgets import CommunityGraph
+
+    graph = CommunityGraph(codebase)
+    assert graph.expanded == [] and graph.nodes == [], "2,000 files start as communities only"
+    assert len(graph.groups) == len(graph.graph_layout.groups)
+    community = int(graph.graph_layout.groups[2].key[1:])
+    files = graph.expand(community)
+    assert graph.expanded == [f"c{community}"]
+    assert {n["id"] for n in graph.nodes} == set(files["file"])
+    graph.collapse(community)
+    assert graph.expanded == [] and graph.nodes == []
+    data, _ = graph._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in data
+    assert data["text/html"] == graph.svg() == graph.static().data
+    assert (
+        data["text/plain"].splitlines()[0]
+        == f"Community graph: {FOLDERS * PER_FOLDER} files in {len(graph.groups)} groups"
+    )
+    graph.close()
+
+
 # The script in a browser ------------------------------------------------------------------------------------
 
 PAGE = """<!doctype html><html><body style="margin:0">

@@ -164,7 +164,8 @@ def place_labels(
     for mark in marks:
         x, y, r = mark.x, mark.y, mark.r
         width, height = label_box(mark.text, font_px)
-        fits = mark.inside and width <= 1.8 * r and height <= r
+        # The box fits in the disc when its corners do: half its width within the chord at half its height.
+        fits = mark.inside and height < r and width / 2 <= math.sqrt(r * r - height * height / 4) - 2
         spots = [(x - width / 2, y - height / 2)] if fits else []
         spots += [
             (x - width / 2, y + r + 2),

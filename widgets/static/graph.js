@@ -155,7 +155,8 @@ function render({ model, el: host }) {
       ctx.font = item.bold ? `600 ${FONT}` : FONT;
       const w = ctx.measureText(item.text).width + 4;
       // A label that fits inside its own solid disc goes in its middle: no doubt whose it is.
-      const middle = item.inside && w <= 1.8 * item.r && h <= item.r ? [[item.x - w / 2, item.y - h / 2]] : [];
+      const fits = item.inside && h < item.r && w / 2 <= Math.sqrt(item.r * item.r - (h * h) / 4) - 2;
+      const middle = fits ? [[item.x - w / 2, item.y - h / 2]] : [];
       const spots = [
         ...middle,
         [item.x - w / 2, item.y + item.r + 2],
