@@ -97,6 +97,31 @@ def test_agent_file_listing_reuses_the_tolerant_gitignore(tmp_path: Path) -> Non
     assert "good.py" in names and "ignored.py" not in names
 
 
+def test_aries_magic_indexes_past_an_invalid_gitignore(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from aries_kernel.context import get_context
+
+    root = repo(tmp_path)
+    write(root, ".gitignore", "!\nend\\\n")
+    monkeypatch.chdir(root)
+    shell = InteractiveShell.instance()
+    shell.run_line_magic("load_ext", "aries_kernel")
+    saved = shell.user_ns.get("codebase"), get_context(shell).built("codebase")
+    try:
+        codebase = shell.run_line_magic("aries", f"index {root}")
+        assert isinstance(codebase, Codebase)
+        assert "ready: 1 files" in shell.run_line_magic("aries", "status")
+        assert codebase.skipped()["file"].tolist() == [".gitignore", ".gitignore"]
+        assert shell.run_line_magic("aries", "index").empty
+    finally:
+        shell.user_ns["codebase"] = saved[0]
+        if saved[1] is not None:
+            get_context(shell).set_codebase(saved[1])
+
+
 def test_gitignore_spec_keeps_valid_lines_in_order() -> None:
     spec, bad = gitignore_spec(["*.log", "!", "!keep.log", "trailing\\"])
     assert [n for n, _ in bad] == [2, 4]
@@ -446,7 +471,7 @@ def test_a_symlinked_aries_gitignore_is_not_written_through(tmp_path: Path) -> N
     assert not (tmp_path / "target").exists()
 
 
-def test_failed_writes_to_the_index_do_not_fail_indexing(tmp_path: Path) -> None:
+def test_a_write_the_index_refuses_is_logged_not_raised(tmp_path: Path) -> None:
     root = repo(tmp_path)
     store = IndexStore(ensure_aries_dir(root) / "index.db")
     try:

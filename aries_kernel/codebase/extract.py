@@ -145,7 +145,7 @@ def extract_file(root: str, rel: str, language: str, max_bytes: int, hashes: boo
     except OSError as exc:
         return _skipped(rel, language, f"unreadable: {exc.strerror or exc}")
     if len(data) > max_bytes:
-        return _skipped(rel, language, f"too large: over {max_bytes:,} bytes (limit {max_bytes:,})")
+        return _skipped(rel, language, f"too large: over the limit of {max_bytes:,} bytes")
     return extract_source(rel, language, data, hashes)
 
 
