@@ -13,6 +13,7 @@ from typing import Any
 from aries_kernel.context import AriesContext, set_context
 from aries_kernel.diagnostics import install_stack_dump
 from aries_kernel.lazy import LazyName
+from aries_kernel.warmup import warm_up_in_background
 
 __all__ = ["install", "uninstall", "BODY_NAMES"]
 
@@ -84,14 +85,19 @@ def install(shell: Any, root: str | None = None, index_delay: float = 0.0) -> Ar
 
     codebase = LazyName("codebase", lambda: context.codebase, namespace, f"code graph of {context.root}")
     namespace["codebase"] = codebase
+
+    def start_background_work(*_: Any) -> None:
+        codebase.build_in_background()
+        warm_up_in_background()  # the agent, the provider SDKs and widgets, ahead of the first %aries
+
     if index_delay > 0:
-        timer = threading.Timer(index_delay, codebase.build_in_background)
+        timer = threading.Timer(index_delay, start_background_work)
         timer.daemon = True
         timer.start()
-        context.hooks["post_run_cell"] = lambda *_: codebase.build_in_background()
+        context.hooks["post_run_cell"] = start_background_work
         shell.events.register("post_run_cell", context.hooks["post_run_cell"])
     else:
-        codebase.build_in_background()
+        start_background_work()
     namespace["vault"] = LazyName("vault", lambda: _open_vault(context), namespace, "persistent memory")
 
     def rlm_call(question: str, context_text: str = "") -> str:

@@ -404,7 +404,9 @@ class AgentPanel(w.VBox):
         with its three buttons."""
         card = self._cards.get(event.tool_call_id)
         if card is None:  # a question from inside a step (the guarded Repl), or from a call shown nowhere
-            card = self._card(event.tool_call_id or f"approval-{len(self._items)}", event.name, event.arguments)
+            card = self._card(
+                event.tool_call_id or f"approval-{len(self._items)}", event.name, event.arguments
+            )
         card.approvals.append(event)
         question = w.HTML(_note_html(f"Allow {event.summary}?", "#fff4ce"))
         buttons = {

@@ -93,15 +93,17 @@ class Codebase(QueryMixin, JudgmentMixin):
             self.index_in_background()
             progress: Progress | None = None
             deadline = None if timeout is None else time.monotonic() + timeout
-            while not self._ready.wait(0.2):
-                if progress is None:
-                    progress = Progress(f"indexing {self.root.name}")
-                done, total, phase = self._progress
-                progress.update(done, total, phase)
-                if deadline is not None and time.monotonic() > deadline:
-                    raise TimeoutError(f"The index of {self.root} is not ready yet: {self.status()}")
-            if progress is not None:
-                progress.close(self.status())
+            try:
+                while not self._ready.wait(0.2):
+                    if progress is None:
+                        progress = Progress(f"indexing {self.root.name}")
+                    done, total, phase = self._progress
+                    progress.update(done, total, phase)
+                    if deadline is not None and time.monotonic() > deadline:
+                        raise TimeoutError(f"The index of {self.root} is not ready yet: {self.status()}")
+            finally:  # the bar ends with the wait, also on a timeout or an interrupt
+                if progress is not None:
+                    progress.close(self.status())
         if self._error is not None:
             raise CodebaseError(
                 f"Indexing {self.root} failed: {self._error!r}. Fix the cause and run "

@@ -3,6 +3,9 @@
 In a Jupyter kernel it uses ``IPython.display.display(..., display_id=True)`` and ``update`` (both HTML and
 plain text are sent, so ``jupyter console`` shows the text); outside a kernel it prints a line now and then.
 No ipywidgets: the bar must work in every frontend and cost nothing to import.
+
+A bar ends when its work ends: :meth:`Progress.close` (or leaving ``with Progress(...)``, also on an error)
+leaves a full, still bar with the final message; an HTML ``<progress>`` without a value would animate forever.
 """
 
 from __future__ import annotations
@@ -10,7 +13,8 @@ from __future__ import annotations
 import html
 import sys
 import time
-from typing import Any, TextIO
+from types import TracebackType
+from typing import Any, Self, TextIO
 
 __all__ = ["Progress", "in_kernel"]
 
@@ -31,10 +35,13 @@ def in_kernel() -> bool:
 class _Bar:
     """The rich display object of one progress state."""
 
-    def __init__(self, label: str, done: int, total: int, detail: str) -> None:
+    def __init__(self, label: str, done: int, total: int, detail: str, finished: bool = False) -> None:
         self.label, self.done, self.total, self.detail = label, done, total, detail
+        self.finished = finished
 
     def text(self) -> str:
+        if self.finished:
+            return self.label
         if self.total <= 0:
             return f"{self.label}: {self.detail}".rstrip(": ")
         percent = 100 * self.done // self.total
@@ -45,7 +52,12 @@ class _Bar:
         return self.text()
 
     def _repr_html_(self) -> str:
-        value = f'value="{self.done}" max="{self.total}"' if self.total > 0 else ""
+        if self.finished:
+            value = 'value="1" max="1"'
+        elif self.total > 0:
+            value = f'value="{self.done}" max="{self.total}"'
+        else:
+            value = ""  # unknown amount: the browser's indeterminate (moving) bar, until close()
         return (
             f'<div style="font-family: monospace"><progress {value} style="width: 20em; vertical-align: middle">'
             f"</progress> {html.escape(self.text())}</div>"
@@ -62,9 +74,21 @@ class Progress:
         self._handle: Any = None
         self._last = 0.0
         self._last_text = ""
+        self._closed = False
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        if not self._closed:
+            self.close(f"{self.label}: {'stopped' if kind is not None else 'done'}")
 
     def update(self, done: int, total: int, detail: str = "", *, force: bool = False) -> None:
         """Show ``done`` of ``total`` (total 0 means unknown) with an optional detail."""
+        if self._closed:
+            return
         now = time.monotonic()
         interval = _MIN_INTERVAL if self._rich else _TEXT_INTERVAL
         if not force and now - self._last < interval:
@@ -85,9 +109,13 @@ class Progress:
             print(text, file=self._stream or sys.stdout, flush=True)
 
     def close(self, message: str) -> None:
-        """Replace the bar with a final message."""
+        """End the bar: a full, still bar with ``message`` (nothing is shown if the bar never appeared)."""
+        if self._closed:
+            return
+        self._closed = True
         if self._rich:
             if self._handle is not None:
-                self._handle.update(_Bar(message, 0, 0, ""))
+                self._handle.update(_Bar(message, 0, 0, "", finished=True))
             return
-        print(message, file=self._stream or sys.stdout, flush=True)
+        if self._last_text:
+            print(message, file=self._stream or sys.stdout, flush=True)

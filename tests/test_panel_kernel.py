@@ -1,0 +1,221 @@
+"""The agent panel in a real kernel, driven as JupyterLab drives it: widget comms, button clicks sent as the
+comm messages a browser sends, and the static record left in the notebook when the run ends."""
+
+from __future__ import annotations
+
+import json
+import queue
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+from nbconvert import HTMLExporter
+
+from tests.kernel_harness import run_cell, start_kernel, stop_kernel
+from tests.loopback import Reply, ScriptedModelServer
+
+pytestmark = pytest.mark.kernel
+
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+Message = dict[str, Any]
+
+
+@pytest.fixture
+def lab(small_repo: Path, server: ScriptedModelServer) -> Iterator[Any]:
+    """A kernel whose client looks like JupyterLab (it asked about widget comms), and the repository."""
+    (small_repo / "a.py").write_text("x = 1\n")
+    (small_repo / "b.py").write_text("y = 1\n")
+    env = {
+        "ANTHROPIC_BASE_URL": server.anthropic_url,
+        "ANTHROPIC_API_KEY": "test-key",
+        "ARIES_ROOT": str(small_repo),  # the copy, not a project marker some other run left above it in /tmp
+    }
+    km, kc = start_kernel(small_repo, env=env)
+    try:
+        kc.comm_info(target_name="jupyter.widget")
+        kc.get_shell_msg(timeout=30)
+        yield kc
+    finally:
+        stop_kernel(km, kc)
+
+
+def run_interacting(
+    kc: Any, code: str, react: Callable[[Message, list[Message]], None] = lambda m, ms: None
+) -> list[Message]:
+    """Execute ``code``, calling ``react(msg, so_far)`` on each of its iopub messages while it runs."""
+    msg_id = kc.execute(code)
+    messages: list[Message] = []
+    deadline = time.monotonic() + 180  # a hang fails here, not in CI's global timeout
+    while True:
+        assert time.monotonic() < deadline, f"cell did not finish: {code!r}"
+        try:
+            msg = kc.get_iopub_msg(timeout=0.5)
+        except queue.Empty:
+            continue
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        messages.append(msg)
+        react(msg, messages)
+        if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+            break
+    reply = kc.get_shell_msg(timeout=60)
+    assert reply["content"]["status"] == "ok", reply["content"]
+    return messages
+
+
+def click(kc: Any, comm_id: str) -> None:
+    """What the browser sends when a button is clicked."""
+    kc.shell_channel.send(
+        kc.session.msg(
+            "comm_msg", {"comm_id": comm_id, "data": {"method": "custom", "content": {"event": "click"}}}
+        )
+    )
+
+
+def buttons(messages: list[Message], label: str) -> list[str]:
+    """Comm ids of the buttons labelled ``label``, in the order they were made."""
+    return [
+        m["content"]["comm_id"]
+        for m in messages
+        if m["msg_type"] == "comm_open" and m["content"]["data"]["state"].get("description") == label
+    ]
+
+
+def states(messages: list[Message]) -> list[dict[str, Any]]:
+    return [
+        m["content"]["data"].get("state", {}) for m in messages if m["msg_type"] in ("comm_open", "comm_msg")
+    ]
+
+
+def final_output(messages: list[Message]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The live display (with its display id) and the update that replaced it."""
+    (shown,) = [m["content"] for m in messages if m["msg_type"] == "display_data"]
+    (update,) = [m["content"] for m in messages if m["msg_type"] == "update_display_data"]
+    return shown, update
+
+
+def test_a_finished_run_is_left_as_html_and_text_that_nbconvert_shows(
+    lab: Any, small_repo: Path, server: ScriptedModelServer
+) -> None:
+    server.script(
+        Reply(
+            text="Changing x.",
+            tool_calls=[("Edit", {"file_path": "a.py", "old_string": "x = 1", "new_string": "x = 2"})],
+        ),
+        Reply(text="Done: x is 2 now."),
+    )
+    messages = run_interacting(lab, "%aries --yes set x to 2")
+    shown, update = final_output(messages)
+    display_id = shown["transient"]["display_id"]
+    assert WIDGET_MIME in shown["data"], "the live panel is a widget"
+    assert update["transient"]["display_id"] == display_id, "the record replaces the panel in place"
+    data = update["data"]
+    assert set(data) == {"text/html", "text/plain"}, "no widget is left in the saved output"
+    page = data["text/html"]
+    assert '<span style="color:#1a7f37">+x = 2</span>' in page and "color:#cf222e" in page, "the diff"
+    assert "Changing x." in page and "Done: x is 2 now." in page
+    assert "Edited a.py: 1 replacement(s)" in page, "the tool's result"
+    assert "done · 2 turn(s)" in page and "$" in page, "the usage and cost footer"
+    text = data["text/plain"]
+    assert "> Edit(file_path=a.py, old_string=x = 1, new_string=x = 2)" in text
+    assert "Done: x is 2 now." in text and "[done · 2 turn(s)" in text
+    assert (small_repo / "a.py").read_text() == "x = 2\n"
+
+    # What JupyterLab saves: the display output with the update's data; nbconvert renders it.
+    notebook = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("%aries --yes set x to 2")
+    cell.outputs = [nbformat.v4.new_output("display_data", data=data)]
+    notebook.cells.append(cell)
+    html_page, _ = HTMLExporter().from_notebook_node(nbformat.reads(nbformat.writes(notebook), 4))
+    assert "+x = 2" in html_page and "Done: x is 2 now." in html_page
+    assert "model not found" not in html_page and WIDGET_MIME not in html_page
+
+
+def test_approve_deny_and_allow_for_this_run_are_buttons_on_the_asking_card(
+    lab: Any, small_repo: Path, server: ScriptedModelServer
+) -> None:
+    server.script(
+        Reply(tool_calls=[("Edit", {"file_path": "a.py", "old_string": "x = 1", "new_string": "x = 2"})]),
+        Reply(tool_calls=[("Edit", {"file_path": "b.py", "old_string": "y = 1", "new_string": "y = 2"})]),
+        Reply(text="One edit made, one refused."),
+    )
+    answers = iter(["Approve", "Deny"])
+
+    def answer_each_question(msg: Message, so_far: list[Message]) -> None:
+        if msg["msg_type"] == "comm_open" and msg["content"]["data"]["state"].get("description") == (
+            "Allow for this run"
+        ):  # the last button of a question's row: the whole row exists now
+            label = next(answers)
+            click(lab, buttons(so_far, label)[-1])
+
+    messages = run_interacting(lab, "%aries change both files", answer_each_question)
+    assert (small_repo / "a.py").read_text() == "x = 2\n", "Approve let the edit run"
+    assert (small_repo / "b.py").read_text() == "y = 1\n", "Deny kept the file"
+    assert len(buttons(messages, "Approve")) == 2 and len(buttons(messages, "Deny")) == 2
+    seen = states(messages)
+    cards = {
+        m["content"]["comm_id"]
+        for m in messages
+        if m["msg_type"] == "comm_open"
+        and m["content"]["data"]["state"].get("_model_name") == "AccordionModel"
+    }
+    expanded = [
+        m["content"]["comm_id"]
+        for m in messages
+        if m["msg_type"] == "comm_msg" and m["content"]["data"].get("state", {}).get("selected_index") == 0
+    ]
+    assert len(set(expanded) & cards) == 2, "each asking card is expanded"
+    assert any(
+        str(s.get("titles", "")).find("Edit ✓") >= 0 and "approved" in str(s.get("titles")) for s in seen
+    )
+    assert any("denied" in str(s.get("titles", "")) for s in seen)
+    _, update = final_output(messages)
+    assert "approval: Edit a.py (one occurrence) → approved" in update["data"]["text/html"]
+    assert "approval: Edit b.py (one occurrence) → denied" in update["data"]["text/html"]
+    assert "? approval needed: Edit b.py (one occurrence)\n  -> denied" in update["data"]["text/plain"]
+    second = server.requests[2].body["messages"]
+    refused = [b for m in second if isinstance(m["content"], list) for b in m["content"] if b.get("is_error")]
+    assert refused and "did not allow" in json.dumps(refused)
+
+    # Allow for this run: the second edit of the run runs without a question.
+    (small_repo / "a.py").write_text("x = 1\n")
+    server.script(
+        Reply(
+            tool_calls=[
+                ("Edit", {"file_path": "a.py", "old_string": "x = 1", "new_string": "x = 3"}),
+                ("Edit", {"file_path": "b.py", "old_string": "y = 1", "new_string": "y = 3"}),
+            ]
+        ),
+        Reply(text="Both edited."),
+    )
+    answers = iter(["Allow for this run"])
+    messages = run_interacting(lab, "%aries change both again", answer_each_question)
+    assert len(buttons(messages, "Approve")) == 1, "one question for the run"
+    assert (small_repo / "a.py").read_text() == "x = 3\n" and (small_repo / "b.py").read_text() == "y = 3\n"
+
+
+def test_stop_during_a_slow_reply_ends_the_run_as_an_interrupt_and_the_kernel_lives(
+    lab: Any, server: ScriptedModelServer
+) -> None:
+    server.script(Reply(text="Too late.", delay=4.0))
+    stopped = []
+
+    def stop_while_waiting(msg: Message, so_far: list[Message]) -> None:
+        state = msg["content"].get("data", {}).get("state", {}) if msg["msg_type"] == "comm_msg" else {}
+        if not stopped and str(state.get("value", "")).startswith("waiting for the model… "):
+            stopped.append(True)
+            click(lab, buttons(so_far, "Stop")[0])
+
+    messages = run_interacting(lab, "%aries answer slowly", stop_while_waiting)
+    assert stopped, "the panel said it was waiting for the model"
+    _, update = final_output(messages)
+    page = update["data"]["text/html"]
+    # The loop's own ending (its notice and RunFinished), as after a kernel interrupt in the model wait.
+    assert "Interrupted; the transcript so far is kept." in page and "interrupted · 1 turn(s) · 0 in" in page
+    assert "Too late." not in update["data"]["text/plain"]
+    assert run_cell(lab, "6 * 7").result == "42", "the kernel is alive"
+    history = run_cell(lab, "%aries history")
+    assert "user: answer slowly" in (history.result or "") and "interrupted" in (history.result or "")
