@@ -203,7 +203,7 @@ def _seeded_layout(n: int, pairs: list[tuple[int, int]], weights: list[float]) -
     return np.asarray(coords, dtype=float)
 
 
-def _overlaps(pos: np.ndarray, radii: np.ndarray, pad: float) -> np.ndarray:
+def _overlaps(pos: np.ndarray, radii: np.ndarray, pad: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Matrix of how far each pair of discs is inside its wanted gap (0 when apart), and the pair vectors."""
     diff = pos[:, None, :] - pos[None, :, :]
     dist = np.hypot(diff[..., 0], diff[..., 1])
