@@ -18,7 +18,8 @@ is installed once per process and does nothing unless the current context (a :mo
 by :func:`guarded`) is inside a step, so the user's own cells, other threads and Aries' code outside the step
 are never affected. Inside a step, writes by Aries' own stores (the vault, the code index) are exempt: an event
 whose nearest non-library caller is in ``aries_kernel/vault``, ``codebase``, ``models``, ``context`` or ``lazy``
-is Aries' own. One approved action covers what it does internally (``shutil.rmtree``'s unlinks, the spawn
+is Aries' own, except a note written into the project brain (``<root>/.aries/memory``), an edit of the
+repository like ``ProjectSave``. One approved action covers what it does internally (``shutil.rmtree``'s unlinks, the spawn
 inside ``subprocess.Popen``); the same change to the same path is asked for once a step.
 
 What it cannot see is described in the README ("Safety and permission modes"): ctypes and C extensions that
@@ -74,6 +75,7 @@ class _Step:
     active: bool = True
     busy: bool = False  # inside the hook (or the question it asks): the guard's own work is not watched
     approved_frames: list[FrameType] = field(default_factory=list)
+    denied_frames: list[tuple[FrameType, str]] = field(default_factory=list)  # with the reason
     approved_paths: set[tuple[str, str]] = field(default_factory=set)  # (verb, path)
 
 
@@ -124,6 +126,7 @@ def guarded(root: str | os.PathLike[str], ask: Ask) -> Iterator[GuardReport]:
     finally:
         step.active = False
         step.approved_frames.clear()
+        step.denied_frames.clear()
         sys.dont_write_bytecode = bytecode
         _current.reset(token)
 
@@ -188,6 +191,18 @@ def _under_approved(step: _Step, frame: FrameType) -> bool:
     return False
 
 
+def _denied_reason(step: _Step, frame: FrameType) -> str | None:
+    """The reason a library call on the stack was refused, if one was: its fallbacks are refused too (the
+    ``os.fork`` that ``pty.fork`` tries after a refused ``os.forkpty``)."""
+    current: FrameType | None = frame
+    while current is not None:
+        for denied, reason in step.denied_frames:
+            if current is denied:
+                return reason
+        current = current.f_back
+    return None
+
+
 # ------------------------------------------------------------------------------------------------- paths
 
 
@@ -222,8 +237,9 @@ def _refuse(step: _Step, what: str, reason: str) -> None:
 
 def _edit(step: _Step, frame: FrameType, verb: str, paths: list[str | None]) -> None:
     known = [path for path in paths if path is not None]
-    if not known or _is_aries_own(frame):
-        return
+    brain = os.path.join(step.root, ".aries", "memory") + os.sep
+    if not known or (_is_aries_own(frame) and not any(path.startswith(brain) for path in known)):
+        return  # Aries' own state; but the project brain travels with the repository, so writing it is an edit
     what = f"{verb} {' -> '.join(_shown(step, path) for path in known)}"
     for path in known:
         if path != os.devnull and not _inside(step, path):
@@ -240,8 +256,11 @@ def _edit(step: _Step, frame: FrameType, verb: str, paths: list[str | None]) -> 
 
 
 def _decide(step: _Step, frame: FrameType, effect: str, what: str) -> None:
-    verdict = step.ask(effect, what)
+    denied = _denied_reason(step, frame)
+    verdict = Verdict(False, denied) if denied is not None else step.ask(effect, what)
     if not verdict.allowed:
+        if _is_library(frame):
+            step.denied_frames.append((frame, verdict.reason))
         _refuse(step, what, verdict.reason or "refused")
     step.report.allowed.append(what)
     if _is_library(frame):  # what this library call does internally is part of the action just allowed
@@ -324,7 +343,10 @@ def _on_sqlite(step: _Step, args: tuple[Any, ...], frame: FrameType) -> None:
 
 
 def _on_popen(step: _Step, args: tuple[Any, ...], frame: FrameType) -> None:
-    _command(step, frame, f"run `{_argv(args[1])}`")
+    argv = args[1]
+    if isinstance(argv, list) and len(argv) == 3 and argv[1] == "-c":  # shell=True: show the shell line
+        argv = argv[2]
+    _command(step, frame, f"run `{_argv(argv)}`")
 
 
 def _on_system(step: _Step, args: tuple[Any, ...], frame: FrameType) -> None:
