@@ -863,14 +863,21 @@ def _web_target(url: str, allow_private: bool) -> tuple[str, str]:
     addresses = [ipaddress.ip_address(str(answer[4][0]).split("%")[0]) for answer in answers]
     if not allow_private:
         for address in addresses:
-            mapped = address.ipv4_mapped if isinstance(address, ipaddress.IPv6Address) else None
-            if not (mapped or address).is_global or (mapped or address).is_multicast:
+            if not _public_address(address):
                 raise ToolError(
                     f"Refused: {parsed.host} resolves to {address}, a loopback, private, link-local or otherwise "
                     "non-public address. WebFetch reaches only the public internet unless the user sets "
                     "c.AriesAgent.web_allow_private = True."
                 )
     return str(parsed.copy_with(host=str(addresses[0]))), parsed.netloc.decode("ascii")
+
+
+def _public_address(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    """Whether ``address`` is on the public internet: not loopback, private, link-local, unspecified, shared,
+    reserved or multicast (an IPv4 address mapped into IPv6 is judged as itself)."""
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return address.is_global and not address.is_multicast
 
 
 def _capped_body(response: Any, limit: int, deadline: float) -> tuple[bytes, str]:
