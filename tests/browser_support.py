@@ -53,6 +53,12 @@ CHROMIUM_ARGS = [
 ]
 _STARTUP_SECONDS = 90  # JupyterLab's first start on a loaded 2-core machine takes about 10 s
 _STDERR_OUTPUT = '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]'
+_PANEL = ".jp-NotebookPanel:not(.lm-mod-hidden)"  # the notebook tab in front
+# JavaScript expressions over `panel`: its kernel is idle (the toolbar's indicator); a prompt shows a count.
+_IDLE = (
+    "panel !== null && panel.querySelector('.jp-Notebook-ExecutionIndicator[data-status=\"idle\"]') !== null"
+)
+_COUNTED = r"/^\[\d+\]:$/"
 
 # User settings that keep the page quiet and whole: no news toast over the notebook, and every cell kept in the
 # DOM (JupyterLab 4 otherwise renders only the cells near the viewport), so the checks see the whole notebook.
@@ -115,8 +121,9 @@ class Lab:
         return json.loads(body) if body else None
 
     def page_url(self, path: str) -> str:
-        """The /lab/tree URL of ``path`` (relative to the root), logged in by the token."""
-        return f"{self.url}/lab/tree/{path}?token={self.token}"
+        """The /lab/tree URL of ``path`` (relative to the root), logged in by the token; ``reset`` starts from
+        an empty workspace, so the tabs of an earlier page are not reopened (nor their kernels restarted)."""
+        return f"{self.url}/lab/tree/{path}?reset&token={self.token}"
 
     def log_tail(self, lines: int = 40) -> str:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
@@ -212,7 +219,10 @@ def start_lab(root: Path, home: Path, env: dict[str, str]) -> Lab:
 
 @dataclass
 class Notebook:
-    """One notebook open in a browser page, with a numbered screenshot for each step in ``shots``."""
+    """One notebook open in a browser page, with a numbered screenshot for each step in ``shots``.
+
+    Everything is looked up inside the notebook's own panel (the visible one), never in the whole page.
+    """
 
     page: Page
     lab: Lab
@@ -220,11 +230,17 @@ class Notebook:
     shots: Path
     taken: list[Path] = field(default_factory=list)
 
+    @property
+    def panel(self) -> Locator:
+        return self.page.locator(_PANEL)
+
     # ----------------------------------------------------------------------------------------------- waiting
-    def wait(self, condition: str, what: str, timeout: float = 120, arg: Any = None) -> None:
-        """Wait until the JavaScript ``condition`` (a function of ``arg``) is true, or fail saying ``what``."""
+    def wait(self, condition: str, what: str, timeout: float = 120, **arg: Any) -> None:
+        """Wait until the JavaScript ``condition`` is true, or fail saying ``what``. The condition is a function
+        of one object: ``arg`` plus ``panel``, the notebook's panel element (null until it is shown)."""
+        script = f"(arg) => {{ const panel = document.querySelector({json.dumps(_PANEL)}); return ({condition})(panel, arg); }}"
         try:
-            self.page.wait_for_function(condition, arg=arg, timeout=timeout * 1000, polling=200)
+            self.page.wait_for_function(script, arg=arg, timeout=timeout * 1000, polling=200)
         except PlaywrightTimeout:
             shot = self.screenshot("timeout")
             raise AssertionError(f"{self.path}: not {what} within {timeout:.0f} s (see {shot})") from None
@@ -241,8 +257,8 @@ class Notebook:
         return locator
 
     def screenshot(self, step: str) -> Path:
-        """Save a screenshot of the page as ``NN-<notebook>-<step>.png``."""
-        name = f"{len(self.taken) + 1:02d}-{Path(self.path).stem}-{step}.png"
+        """Save a screenshot of the page as ``<notebook>-NN-<step>.png``."""
+        name = f"{Path(self.path).stem}-{len(self.taken) + 1:02d}-{step}.png"
         target = self.shots / name
         self.page.screenshot(path=str(target))
         self.taken.append(target)
@@ -250,9 +266,9 @@ class Notebook:
 
     # -------------------------------------------------------------------------------------------- the page
     def open(self) -> None:
-        """Load the notebook's page and wait until its kernel is up and idle; the kernel's name."""
+        """Load the notebook's page and wait until its kernel is up and idle."""
         self.page.goto(self.lab.page_url(self.path))
-        self.wait_visible(self.page.locator(".jp-Notebook .jp-Cell").first, "the notebook's cells")
+        self.wait_visible(self.panel.locator(".jp-Cell").first, "the notebook's cells")
         wait_until(lambda: self.kernel_state() == "idle", f"{self.path}: a kernel started and idle", 180)
         self.wait_idle()
 
@@ -268,15 +284,8 @@ class Notebook:
         return kernel["execution_state"] if kernel else None
 
     def wait_idle(self, timeout: float = 180) -> None:
-        """Wait until the notebook's kernel is connected and idle (the status in the toolbar)."""
-        self.wait(
-            """() => {
-                const el = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook-ExecutionIndicator');
-                return el !== null && el.getAttribute('data-status') === 'idle';
-            }""",
-            "the kernel idle",
-            timeout,
-        )
+        """Wait until the notebook's toolbar shows its kernel idle."""
+        self.wait(f"(panel) => {_IDLE}", "the kernel idle", timeout)
 
     def menu(self, *labels: str) -> None:
         """Open the menu bar's ``labels[0]`` and click the items after it (``menu("Run", "Run All Cells")``)."""
@@ -286,7 +295,7 @@ class Notebook:
             self.wait_visible(item, f"the menu item {label!r}", timeout=20).click()
 
     def run_all(self, timeout: float = 300) -> None:
-        """Run > Run All Cells, then wait until every code cell has an execution count and the kernel is idle."""
+        """Run > Run All Cells, then wait until the run has ended (see :meth:`wait_executed`)."""
         self.menu("Run", "Run All Cells")
         self.wait_executed(timeout)
 
@@ -294,26 +303,30 @@ class Notebook:
         """Wait until the kernel is idle with no cell queued or running, and either every code cell shows an
         execution count (``[n]:``) or an error stopped the run (Run All leaves the cells after it unrun)."""
         self.wait(
-            """(stderr) => {
-                const prompts = [...document.querySelectorAll('.jp-CodeCell .jp-InputArea-prompt')]
+            f"""(panel, arg) => {{
+                if (!({_IDLE})) return false;
+                const prompts = [...panel.querySelectorAll('.jp-CodeCell .jp-InputArea-prompt')]
                     .map(p => p.textContent.trim());
-                const idle = document.querySelector('.jp-Notebook-ExecutionIndicator[data-status="idle"]');
-                if (idle === null || prompts.length === 0 || prompts.some(p => p === '[*]:')) return false;
-                const failed = [...document.querySelectorAll(stderr)].some(o => o.textContent.includes('Traceback'));
-                return failed || prompts.every(p => /^\\[\\d+\\]:$/.test(p));
-            }""",
+                if (prompts.length === 0 || prompts.some(p => p === '[*]:')) return false;
+                const failed = [...panel.querySelectorAll(arg.stderr)].some(o => o.textContent.includes('Traceback'));
+                return failed || prompts.every(p => {_COUNTED}.test(p));
+            }}""",
             "every cell run (an execution count on each, kernel idle)",
             timeout,
-            arg=_STDERR_OUTPUT,
+            stderr=_STDERR_OUTPUT,
         )
 
     def unrun_cells(self) -> list[int]:
         """Indexes of the code cells without an execution count."""
-        prompts = self.page.locator(".jp-CodeCell .jp-InputArea-prompt").all_inner_texts()
+        prompts = self.panel.locator(".jp-CodeCell .jp-InputArea-prompt").all_inner_texts()
         return [i for i, text in enumerate(prompts) if not re.fullmatch(r"\[\d+\]:", text.strip())]
 
+    def prompt(self, index: int) -> str:
+        """The input prompt of code cell ``index`` (``[3]:`` once it ran third)."""
+        return self.code_cell(index).locator(".jp-InputArea-prompt").inner_text().strip()
+
     def code_cell(self, index: int) -> Locator:
-        return self.page.locator(".jp-Notebook .jp-CodeCell").nth(index)
+        return self.panel.locator(".jp-CodeCell").nth(index)
 
     def run_cell(self, index: int) -> Locator:
         """Put the cursor in code cell ``index`` and press Shift+Enter; the cell's locator."""
@@ -325,20 +338,19 @@ class Notebook:
     def wait_cell_done(self, index: int, timeout: float = 120) -> None:
         """Wait until code cell ``index`` shows an execution count and the kernel is idle."""
         self.wait(
-            """(index) => {
-                const cell = document.querySelectorAll('.jp-Notebook .jp-CodeCell')[index];
+            f"""(panel, arg) => {{
+                const cell = panel && panel.querySelectorAll('.jp-CodeCell')[arg.index];
                 const prompt = cell && cell.querySelector('.jp-InputArea-prompt');
-                const idle = document.querySelector('.jp-Notebook-ExecutionIndicator[data-status="idle"]');
-                return idle !== null && prompt !== null && /^\\[\\d+\\]:$/.test(prompt.textContent.trim());
-            }""",
+                return ({_IDLE}) && prompt !== null && {_COUNTED}.test(prompt.textContent.trim());
+            }}""",
             f"code cell {index} finished",
             timeout,
-            arg=index,
+            index=index,
         )
 
     def save(self) -> None:
-        """Ctrl+S, then wait until the tab no longer shows unsaved changes."""
-        self.page.locator(".jp-Notebook").first.click(position={"x": 5, "y": 5})
+        """Ctrl+S in command mode, then wait until the tab no longer shows unsaved changes."""
+        self.panel.locator(".jp-InputArea-prompt").first.click()  # focus in the notebook, not in an output
         self.page.keyboard.press("Escape")
         self.page.keyboard.press("Control+s")
         self.wait(
@@ -349,12 +361,12 @@ class Notebook:
 
     def error_outputs(self) -> list[str]:
         """The text of every output that shows a Python error (a traceback rendered as stderr)."""
-        texts = self.page.locator(_STDERR_OUTPUT).all_inner_texts()
+        texts = self.panel.locator(_STDERR_OUTPUT).all_inner_texts()
         return [text for text in texts if "Traceback" in text or "Error" in text.split("\n", 1)[0]]
 
     def output_text(self, index: int) -> str:
-        """The visible text of code cell ``index``'s outputs."""
-        return self.code_cell(index).locator(".jp-OutputArea").inner_text()
+        """The visible text of code cell ``index``'s outputs (without their prompts), one output a line."""
+        return "\n".join(self.code_cell(index).locator(".jp-OutputArea-output").all_inner_texts())
 
     def saved_book(self) -> dict[str, Any]:
         """The notebook as saved on disk."""

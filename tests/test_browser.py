@@ -157,7 +157,7 @@ def test_a_keyless_notebook_runs_all_from_its_own_folder(
     book.screenshot("ran")
     assert not book.error_outputs(), book.error_outputs()
     assert not book.unrun_cells(), f"code cells not run: {book.unrun_cells()}"
-    table = page.locator("table.dataframe").first
+    table = book.panel.locator("table.dataframe").first
     book.wait_visible(table, "a rendered DataFrame table", timeout=10)
     table.scroll_into_view_if_needed()
     book.screenshot("table")
@@ -207,7 +207,8 @@ def test_agent_runs_are_approved_denied_stopped_and_kept_after_a_reload(
         lambda: any(SLOW in _text(r.body["messages"][-1]) for r in model.requests if r.body.get("tools")),
         "the slow prompt's request at the model server",
     )
-    stop = book.wait_visible(cell.get_by_role("button", name="Stop", exact=True), "the Stop button")
+    # Not exact: the button's name starts with its icon's glyph.
+    stop = book.wait_visible(cell.get_by_role("button", name="Stop"), "the Stop button", timeout=30)
     book.screenshot("waiting")
     stop.click()
     book.wait_cell_done(2, timeout=60)
@@ -216,6 +217,7 @@ def test_agent_runs_are_approved_denied_stopped_and_kept_after_a_reload(
     book.run_cell(3)
     book.wait_cell_done(3, timeout=60)
     assert book.output_text(3).strip() == "2"
+    assert book.prompt(3) == "[4]:", "the kernel was restarted, not interrupted"
 
     # Saved, the kernel gone, the page reloaded: each run is still there as its static record.
     book.save()
@@ -230,7 +232,11 @@ def test_agent_runs_are_approved_denied_stopped_and_kept_after_a_reload(
     book.wait_visible(cell.get_by_text("+VALUE = 2").first, "the diff after the reload", timeout=5)
     assert "interrupted" in book.output_text(2).lower()
     # A widget view with no model behind it is what shows "Error displaying widget"; the record has none.
-    views = page.locator('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.widget-view+json"]')
+    views = book.panel.locator(
+        '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.widget-view+json"]'
+    )
     assert views.count() == 0
-    assert "Error displaying widget" not in page.locator(".jp-Notebook").inner_text()
+    assert "Error displaying widget" not in book.panel.inner_text()
     book.screenshot("reloaded")
+    book.code_cell(2).scroll_into_view_if_needed()
+    book.screenshot("reloaded-stopped-run")
