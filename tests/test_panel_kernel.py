@@ -24,8 +24,8 @@ Message = dict[str, Any]
 
 
 @pytest.fixture
-def lab(small_repo: Path, server: ScriptedModelServer) -> Iterator[Any]:
-    """A kernel whose client looks like JupyterLab (it asked about widget comms), and the repository."""
+def lab_kernel(small_repo: Path, server: ScriptedModelServer) -> Iterator[tuple[Any, Any]]:
+    """A kernel whose client looks like JupyterLab (it asked about widget comms): (manager, client)."""
     (small_repo / "a.py").write_text("x = 1\n")
     (small_repo / "b.py").write_text("y = 1\n")
     env = {
@@ -37,9 +37,15 @@ def lab(small_repo: Path, server: ScriptedModelServer) -> Iterator[Any]:
     try:
         kc.comm_info(target_name="jupyter.widget")
         kc.get_shell_msg(timeout=30)
-        yield kc
+        yield km, kc
     finally:
         stop_kernel(km, kc)
+
+
+@pytest.fixture
+def lab(lab_kernel: tuple[Any, Any]) -> Any:
+    """The client of :func:`lab_kernel`."""
+    return lab_kernel[1]
 
 
 def run_interacting(
@@ -219,3 +225,51 @@ def test_stop_during_a_slow_reply_ends_the_run_as_an_interrupt_and_the_kernel_li
     assert run_cell(lab, "6 * 7").result == "42", "the kernel is alive"
     history = run_cell(lab, "%aries history")
     assert "user: answer slowly" in (history.result or "") and "interrupted" in (history.result or "")
+
+
+def card_titles(messages: list[Message]) -> list[str]:
+    return [str(s.get("titles", "")) for s in states(messages) if s.get("titles")]
+
+
+def test_a_question_of_the_repl_guard_mid_step_is_asked_on_the_repl_card(
+    lab: Any, small_repo: Path, server: ScriptedModelServer
+) -> None:
+    code = "open('made_by_repl.txt', 'w').write('hi')"
+    server.script(Reply(tool_calls=[("Repl", {"code": code})]), Reply(text="Wrote it."))
+
+    def approve(msg: Message, so_far: list[Message]) -> None:
+        state = msg["content"].get("data", {}).get("state", {}) if msg["msg_type"] == "comm_open" else {}
+        if state.get("description") == "Allow for this run":
+            click(lab, buttons(so_far, "Approve")[-1])
+
+    messages = run_interacting(lab, "%aries write a file from the repl", approve)
+    assert (small_repo / "made_by_repl.txt").read_text() == "hi", "approved in the panel, the write ran"
+    assert len(buttons(messages, "Approve")) == 1
+    assert any("Repl" in title and "approved" in title for title in card_titles(messages)), (
+        "the question sat on the Repl card"
+    )
+    _, update = final_output(messages)
+    assert "approval: " in update["data"]["text/html"] and "→ approved" in update["data"]["text/html"]
+
+
+def test_an_interrupt_mid_tool_leaves_the_card_saying_interrupted(
+    lab_kernel: tuple[Any, Any], server: ScriptedModelServer
+) -> None:
+    km, kc = lab_kernel
+    server.script(Reply(tool_calls=[("Repl", {"code": "import time\nfor _ in range(600): time.sleep(0.1)"})]))
+    interrupted = []
+
+    def interrupt_once_running(msg: Message, so_far: list[Message]) -> None:
+        if not interrupted and any("Repl …" in title for title in card_titles([msg])):
+            interrupted.append(True)
+            km.interrupt_kernel()
+
+    messages = run_interacting(kc, "%aries sleep a minute", interrupt_once_running)
+    assert interrupted
+    assert any("Repl interrupted" in title for title in card_titles(messages)), "the live card said so"
+    _, update = final_output(messages)
+    assert (
+        "Repl interrupted" in update["data"]["text/html"]
+        and "interrupted · 1 turn(s)" in update["data"]["text/html"]
+    )
+    assert run_cell(kc, "6 * 7").result == "42", "the kernel is alive"

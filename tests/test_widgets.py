@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+
+from aries_kernel.codebase.progress import Progress
 from tests.kernel_harness import run_cell, start_kernel, stop_kernel
 from tests.loopback import Reply, ScriptedModelServer
 
@@ -105,7 +110,9 @@ def test_community_graph_syncs_its_layout_and_expands_on_a_frontend_request(arie
     assert answer["nodes"], "the kernel answered with the community's files"
     assert {n["group"] for n in answer["nodes"]} == {keys[0]}
     assert next(g for g in answer["groups"] if g["key"] == keys[0])["expanded"] is True
-    check = run_cell(kc, f"graph.expanded, len(graph.nodes) == len(graph.graph_layout.group({keys[0]!r}).files)")
+    check = run_cell(
+        kc, f"graph.expanded, len(graph.nodes) == len(graph.graph_layout.group({keys[0]!r}).files)"
+    )
     assert check.result == f"([{keys[0]!r}], True)"
 
 
@@ -143,3 +150,43 @@ def test_aries_shows_the_panel_in_a_widget_frontend_and_text_elsewhere(small_rep
             assert "The answer is 42." not in lab_like.stdout
         finally:
             stop_kernel(km, kc)
+
+
+STANDALONE_APPROVAL = """
+from aries_kernel.agent import events as ev
+from aries_kernel.widgets import AgentPanel
+panel = AgentPanel()
+panel.show()
+question = ev.ApprovalRequested(tool_call_id="", name="Repl", summary="write /tmp/x.txt", arguments={"effect": "edit"})
+panel(question)  # no ToolCallStarted came first: a card of its own
+row = panel.transcript.children[-1].children[0].children[-1]
+labels = [b.description for b in row.children]
+row.children[2].click()  # what the frontend's click runs in the kernel
+record = panel.finish("done")
+print(labels, question.decision, question.for_run, panel.transcript.children[-1].selected_index)
+print("allowed for this run" in record.html, "? approval needed: write /tmp/x.txt" in record.text)
+"""
+
+
+def test_an_approval_with_no_card_gets_a_card_of_its_own_with_the_three_buttons(aries_kernel: tuple) -> None:
+    _, kc = aries_kernel
+    out = run_cell(kc, STANDALONE_APPROVAL)
+    assert out.error is None, out.error
+    assert out.stdout.splitlines() == ["['Approve', 'Deny', 'Allow for this run'] True True 0", "True True"]
+
+
+def test_a_progress_bar_ends_full_and_still(monkeypatch: pytest.MonkeyPatch) -> None:
+    shell = InteractiveShell.instance()
+    monkeypatch.setattr(shell.display_formatter, "active_types", ["text/plain", "text/html"])
+    shown: list[dict[str, str]] = []
+    monkeypatch.setattr(shell.display_pub, "publish", lambda data, **kw: shown.append(data))
+    with pytest.raises(RuntimeError), Progress("scanning", rich=True) as progress:
+        progress.update(0, 0, "walking", force=True)  # unknown total: the browser's moving bar
+        raise RuntimeError("the work failed")
+    assert re.search(r"<progress\s+style", shown[0]["text/html"]), "no value: indeterminate while it runs"
+    assert (
+        '<progress value="1" max="1"' in shown[-1]["text/html"]
+        and "scanning: stopped" in shown[-1]["text/plain"]
+    )
+    progress.update(5, 10, force=True)
+    assert len(shown) == 2, "a closed bar stays closed"

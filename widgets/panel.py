@@ -450,6 +450,10 @@ class AgentPanel(w.VBox):
         """
         if event.decision is not None:
             return
+        if id(event) not in self._questions:  # asked off the stream: the Repl guard, in the middle of a step
+            self._end_text()
+            self._keep(event)
+            self._ask(event)
         if not can_process_ui_events():
             ask_on_stdin(event)
         else:

@@ -127,11 +127,11 @@ class TextRenderer:
                 f"{event.output_tokens:,} out tokens · ${event.cost_usd:.4f}]"
             )
 
-
     def answer(self, event: ApprovalRequested) -> None:
         """Answer an approval question: asked on stdin."""
         if event.decision is None:
             ask_on_stdin(event)
+            self._write(f"  -> {decision_text(event)}\n")
 
     def finish(self, reason: str = "interrupted") -> None:
         """End the run's output; says so when the run stopped without its closing line (an interrupt)."""
