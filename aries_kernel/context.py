@@ -26,8 +26,10 @@ if TYPE_CHECKING:
 __all__ = ["AriesContext", "AriesSettings", "FoundRoot", "discover_root", "get_context", "set_context"]
 
 _CONTEXT_ATTR = "_aries_context"
-# What marks a project root when no .git is found, nearest first (an existing .aries/ is one Aries made).
-_PROJECT_MARKERS = ("pyproject.toml", "package.json", ".aries")
+# What marks a project root when no .git is found. Not a bare .aries/: the kernel makes one (its index) wherever
+# it runs, so a kernel started once in /tmp would capture every folder below it. A project brain
+# (.aries/memory/) is kept on purpose and travels with the project.
+_PROJECT_MARKERS = ("pyproject.toml", "package.json", ".aries/memory")
 
 
 class AriesSettings(Configurable):
@@ -37,7 +39,7 @@ class AriesSettings(Configurable):
         "",
         help="The repository the codebase graph, project brain and sessions belong to. Empty means "
         "$ARIES_ROOT when set, else the repository found from the kernel's working directory: the nearest "
-        "folder with a .git, else the nearest with pyproject.toml, package.json or .aries/, else the working "
+        "folder with a .git, else the nearest with pyproject.toml, package.json or .aries/memory, else the working "
         "directory itself.",
     ).tag(config=True)
 
@@ -53,7 +55,7 @@ class FoundRoot:
 def discover_root(start: str | os.PathLike[str], home: str | os.PathLike[str] | None = None) -> FoundRoot:
     """The repository root that holds ``start``: the nearest folder at or above it with a ``.git`` (a folder, or
     a file as in a worktree or submodule), else the nearest with ``pyproject.toml``, ``package.json`` or an
-    existing ``.aries/``, else ``start`` itself.
+    existing project brain (``.aries/memory/``), else ``start`` itself.
 
     The walk stops below ``home`` (default: the user's home) when ``start`` is inside it: a home folder holds
     the global ``~/.aries`` vault and often a dotfiles ``.git``, and indexing all of it is never what was meant.
@@ -71,7 +73,7 @@ def discover_root(start: str | os.PathLike[str], home: str | os.PathLike[str] | 
                 return FoundRoot(folder, f"found {found} in {folder}, {_levels(level)} {start_path}")
     return FoundRoot(
         start_path,
-        f"no .git, pyproject.toml, package.json or .aries/ in {start_path} or above it"
+        f"no .git, pyproject.toml, package.json or .aries/memory in {start_path} or above it"
         f"{f' (below {ceiling})' if ceiling is not None and ceiling in start_path.parents else ''}; "
         "using the working directory",
     )

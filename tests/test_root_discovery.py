@@ -59,10 +59,10 @@ def test_a_git_file_marks_a_worktree_or_submodule(tree: Path) -> None:
     assert found.path == submodule and found.reason.startswith(f"found .git in {submodule}, 1 level up")
 
 
-@pytest.mark.parametrize("marker", ["pyproject.toml", "package.json", ".aries"])
+@pytest.mark.parametrize("marker", ["pyproject.toml", "package.json", ".aries/memory"])
 def test_a_project_marker_is_the_root_when_there_is_no_git(tree: Path, marker: str) -> None:
     target = _repo(tree) / marker
-    target.mkdir() if marker == ".aries" else target.write_text("{}\n")
+    target.mkdir(parents=True) if marker == ".aries/memory" else target.write_text("{}\n")
     found = discover_root(_repo(tree) / "notebooks" / "deep", home=_home(tree))
     assert found.path == _repo(tree) and found.reason.startswith(
         f"found {marker} in {_repo(tree)}, 2 levels up"
@@ -78,10 +78,13 @@ def test_git_beats_a_nearer_project_marker(tree: Path) -> None:
 
 def test_no_marker_at_all_means_the_working_directory(tree: Path) -> None:
     start = _repo(tree) / "notebooks"
+    # An .aries/ with only an index is what any kernel leaves where it ran (e.g. in /tmp): not a marker.
+    (_repo(tree) / ".aries").mkdir()
+    (_repo(tree) / ".aries" / "index.db").write_bytes(b"")
     found = discover_root(start, home=_home(tree))
     assert found.path == start
     assert found.reason == (
-        f"no .git, pyproject.toml, package.json or .aries/ in {start} or above it (below {_home(tree)}); "
+        f"no .git, pyproject.toml, package.json or .aries/memory in {start} or above it (below {_home(tree)}); "
         "using the working directory"
     )
 
