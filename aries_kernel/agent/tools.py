@@ -9,11 +9,13 @@ exception inside a tool becomes an error result the model can read, never a cras
 from __future__ import annotations
 
 import difflib
-import fnmatch
 import inspect
+import ipaddress
+import math
 import os
 import re
 import signal
+import socket
 import subprocess
 import time
 import types
@@ -24,9 +26,21 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
+from aries_kernel.agent import rootfs
+from aries_kernel.agent.patterns import (
+    MAX_PATTERN_CHARS,
+    Budget,
+    PatternError,
+    PatternTimeout,
+    compile_glob,
+    compile_regex,
+)
 from aries_kernel.agent.repl import format_value, run_code, truncate
+from aries_kernel.agent.rootfs import FileWalk, RootPathError
 from aries_kernel.agent.safety import TOOL_EFFECTS, confine
 from aries_kernel.agent.settings import AriesAgent
+from aries_kernel.codebase.files import gitignore_spec
+from aries_kernel.redact import scrubbed_env
 
 __all__ = ["Tool", "ToolEnv", "ToolError", "TOOLS", "run_tool", "tool_schema_dict"]
 
@@ -50,10 +64,15 @@ SKIP_DIRS = frozenset(
         ".ipynb_checkpoints",
     }
 )
-_MAX_FILE_BYTES = 1 << 20
+_MAX_FILE_BYTES = 1 << 20  # Grep skips larger files
+_MAX_TEXT_BYTES = 8 << 20  # Read, Edit and NotebookEdit refuse larger files
 _READ_LINES = 2000
-_GREP_MATCHES = 200
+_GREP_MATCHES = 200  # shown
+_GREP_COUNTED = 10_000  # counted before Grep stops
+_GREP_SCAN_BYTES = 64 << 20
 _GLOB_RESULTS = 500
+_WALK_ENTRIES = 200_000  # directory entries one Grep or Glob call looks at
+_WEB_REDIRECTS = 5
 
 
 class ToolError(Exception):
@@ -173,8 +192,10 @@ def run_tool(item: Tool, env: ToolEnv, arguments: dict[str, Any]) -> tuple[str, 
     """Run ``item`` and return ``(output, is_error)``; a failure is reported, a KeyboardInterrupt is not
     caught."""
     properties = item.parameters["properties"]
-    unknown = sorted(set(arguments) - set(properties))
-    missing = [name for name in item.parameters["required"] if name not in arguments]
+    if not isinstance(arguments, dict):
+        return f"{item.name}: arguments must be an object, not {type(arguments).__name__}.", True
+    unknown = sorted(str(name) for name in set(arguments) - set(properties))
+    missing = [name for name in item.parameters["required"] if arguments.get(name) is None]
     if unknown or missing:
         problems = []
         if missing:
@@ -182,15 +203,80 @@ def run_tool(item: Tool, env: ToolEnv, arguments: dict[str, Any]) -> tuple[str, 
         if unknown:
             problems.append(f"unknown {', '.join(unknown)}")
         return f"{item.name}: {'; '.join(problems)}. Arguments are: {', '.join(properties)}.", True
+    checked: dict[str, Any] = {}
+    wrong: list[str] = []
+    for name, value in arguments.items():
+        if value is None:  # null for an optional argument: its default
+            continue
+        kind = properties[name].get("type", "string")
+        conformed = _conform(kind, value)
+        if conformed is _WRONG:
+            wrong.append(
+                f"{name} must be {_KINDS.get(kind, kind)}, not {type(value).__name__} ({_short(value)})"
+            )
+        else:
+            checked[name] = conformed
+    if wrong:
+        return f"{item.name}: {'; '.join(wrong)}.", True
     try:
-        output = item.func(env, **arguments)
-    except ToolError as exc:
+        output = item.func(env, **checked)
+    except (ToolError, RootPathError) as exc:
         return f"{item.name}: {exc}", True
     except (KeyboardInterrupt, SystemExit):
         raise
     except Exception as exc:  # a tool's bug or a bad argument is the model's to see and work around
         return f"{item.name} failed: {type(exc).__name__}: {exc}", True
     return truncate(output, env.settings.tool_output_chars), False
+
+
+_WRONG = object()
+_KINDS = {
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "true or false",
+    "array": "a list",
+    "object": "an object",
+}
+_INTEGER = re.compile(r"[+-]?[0-9]{1,18}")
+
+
+def _conform(kind: str, value: Any) -> Any:
+    """``value`` as the schema type ``kind`` (numbers and booleans written as strings are accepted, as models
+    send them), or ``_WRONG``."""
+    if kind == "string":
+        return value if isinstance(value, str) else _WRONG
+    if kind == "boolean":
+        if isinstance(value, bool):
+            return value
+        return {"true": True, "false": False}.get(value.lower(), _WRONG) if isinstance(value, str) else _WRONG
+    if kind == "integer":
+        if isinstance(value, bool):
+            return _WRONG
+        if isinstance(value, int):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        return int(value) if isinstance(value, str) and _INTEGER.fullmatch(value.strip()) else _WRONG
+    if kind == "number":
+        if isinstance(value, bool):
+            return _WRONG
+        if isinstance(value, str):
+            try:
+                value = float(value)
+            except ValueError:
+                return _WRONG
+        return float(value) if isinstance(value, int | float) and math.isfinite(value) else _WRONG
+    if kind == "array":
+        return value if isinstance(value, list) else _WRONG
+    if kind == "object":
+        return value if isinstance(value, dict) else _WRONG
+    return value
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 # ------------------------------------------------------------------------------------------------- the REPL
@@ -212,18 +298,31 @@ def repl(env: ToolEnv, code: str) -> str:
 # ---------------------------------------------------------------------------------------------------- files
 
 
-def _read_text(path: Path) -> str:
-    if not path.exists():
-        raise ToolError(f"{path} does not exist.")
-    if path.is_dir():
-        raise ToolError(f"{path} is a directory; use Glob to list it.")
-    data = path.read_bytes()
-    if b"\0" in data[:8192]:
-        raise ToolError(f"{path} is a binary file.")
+def _utf8(text: str, what: str) -> bytes:
     try:
-        return data.decode("utf-8")
+        return text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ToolError(
+            f"{what} has a character that is not valid Unicode at position {exc.start} "
+            f"({text[exc.start]!r}, a lone surrogate); it cannot be written as UTF-8."
+        ) from None
+
+
+def _read_text(env: ToolEnv, file_path: str) -> tuple[str, str]:
+    """The UTF-8 text of ``file_path`` and its real path relative to the root, read beneath the root."""
+    data, rel = rootfs.read_bytes(env.root, file_path, _MAX_TEXT_BYTES)
+    if b"\0" in data[:8192]:
+        raise ToolError(f"{file_path} is a binary file.")
+    try:
+        return data.decode("utf-8"), rel
     except UnicodeDecodeError as exc:
-        raise ToolError(f"{path} is not UTF-8 text (byte {exc.start}).") from exc
+        raise ToolError(f"{file_path} is not UTF-8 text (byte {exc.start}).") from exc
+
+
+def _changed(env: ToolEnv, rel: str) -> Path:
+    path = env.root.resolve() / rel
+    env.changed.add(path)
+    return path
 
 
 def _diff(path: str, before: str, after: str, limit: int = 3000) -> str:
@@ -235,16 +334,16 @@ def _diff(path: str, before: str, after: str, limit: int = 3000) -> str:
 
 @tool(
     "Read",
-    "Read a text file under the project root, with line numbers.",
+    "Read a UTF-8 text file under the project root (at most 8 MB), with line numbers.",
     file_path="Path of the file, relative to the project root or absolute.",
     offset="First line to show, 1-based.",
     limit=f"Number of lines to show (default {_READ_LINES}).",
 )
 def read(env: ToolEnv, file_path: str, offset: int = 1, limit: int = _READ_LINES) -> str:
-    path = confine(env.root, file_path)
-    lines = _read_text(path).splitlines()
-    start = max(int(offset), 1) - 1
-    shown = lines[start : start + max(int(limit), 1)]
+    text, _ = _read_text(env, file_path)
+    lines = text.splitlines()
+    start = max(offset, 1) - 1
+    shown = lines[start : start + max(limit, 1)]
     if not shown:
         return f"{file_path} has {len(lines)} lines; nothing at line {start + 1}."
     body = "\n".join(f"{number:>6}\t{line}" for number, line in enumerate(shown, start + 1))
@@ -263,8 +362,7 @@ def read(env: ToolEnv, file_path: str, offset: int = 1, limit: int = _READ_LINES
     replace_all="Replace every match.",
 )
 def edit(env: ToolEnv, file_path: str, old_string: str, new_string: str, replace_all: bool = False) -> str:
-    path = confine(env.root, file_path)
-    before = _read_text(path)
+    before, rel = _read_text(env, file_path)
     if old_string == new_string:
         raise ToolError("old_string and new_string are the same; nothing to change.")
     if old_string == "":
@@ -280,53 +378,67 @@ def edit(env: ToolEnv, file_path: str, old_string: str, new_string: str, replace
     after = (
         before.replace(old_string, new_string) if replace_all else before.replace(old_string, new_string, 1)
     )
-    path.write_text(after, encoding="utf-8")
-    env.changed.add(path)
+    # The real path found by the read, written beneath the root again: a swap since cannot redirect it.
+    _, rel = rootfs.write_bytes(env.root, rel, _utf8(after, "new_string"))
+    _changed(env, rel)
     replaced = count if replace_all else 1
-    return (
-        f"Edited {env.relative(path)}: {replaced} replacement(s).\n{_diff(env.relative(path), before, after)}"
-    )
+    return f"Edited {rel}: {replaced} replacement(s).\n{_diff(rel, before, after)}"
 
 
 @tool("Write", "Create or overwrite a file.", file_path="File path.", content="The whole new content.")
 def write(env: ToolEnv, file_path: str, content: str) -> str:
-    path = confine(env.root, file_path)
-    existed = path.exists()
-    if path.is_dir():
-        raise ToolError(f"{file_path} is a directory.")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(content, encoding="utf-8")
-    env.changed.add(path)
+    existed, rel = rootfs.write_bytes(env.root, file_path, _utf8(content, "content"))
+    _changed(env, rel)
     verb = "Overwrote" if existed else "Created"
-    return f"{verb} {env.relative(path)} ({len(content.splitlines())} lines)."
+    return f"{verb} {rel} ({len(content.splitlines())} lines)."
 
 
 def _ignore_spec(root: Path) -> Any:
-    from aries_kernel.codebase.files import read_gitignore
+    """The root .gitignore's valid rules (read beneath the root, so a symlinked one is not read), or None."""
+    try:
+        data, _ = rootfs.read_bytes(root, ".gitignore", 1 << 20)
+    except RootPathError:
+        return None
+    spec, _ = gitignore_spec(data.decode("utf-8", errors="replace").splitlines())
+    return spec
 
-    return read_gitignore(root, ".gitignore")[0]  # invalid lines are left out, as git does
 
-
-def iter_files(root: Path, start: Path) -> Iterator[Path]:
-    """Files under ``start`` (inside ``root``), skipping VCS, environments, caches and what .gitignore
-    ignores."""
+def _project_walk(root: Path, start: str | os.PathLike[str]) -> tuple[FileWalk, Callable[[str], bool]]:
+    """A walk of the project's files under ``start`` and whether a file is ignored by .gitignore; skipped
+    folders and ignored folders are not entered."""
     spec = _ignore_spec(root)
-    if start.is_file():
-        yield start
-        return
-    for directory, dirnames, filenames in os.walk(start):
-        dirnames[:] = sorted(name for name in dirnames if name not in SKIP_DIRS)
-        base = Path(directory)
-        for name in sorted(filenames):
-            path = base / name
-            if spec is not None and spec.match_file(path.relative_to(root).as_posix()):
-                continue
-            yield path
+
+    def ignored(rel: str) -> bool:
+        return spec is not None and spec.match_file(rel)
+
+    walk = FileWalk(
+        root,
+        os.fspath(start),
+        skip_folder=lambda rel, name: name in SKIP_DIRS or ignored(rel + "/"),
+        max_entries=_WALK_ENTRIES,
+    )
+    return walk, ignored
+
+
+def iter_files(root: Path, start: str | os.PathLike[str] = ".") -> Iterator[Path]:
+    """Regular files under ``start`` (inside ``root``), skipping VCS, environments, caches and what .gitignore
+    ignores; symlinks are never followed."""
+    walk, ignored = _project_walk(root, start)
+    base = root.resolve()
+    for found in walk:
+        if not ignored(found.rel):
+            yield base / found.rel
+
+
+def _cut(notes: list[str]) -> str:
+    return "".join(f"\n[{note}]" for note in notes)
 
 
 @tool(
     "Grep",
-    "Search file contents with a regular expression (Python syntax); prints path:line: text.",
+    "Search file contents with a regular expression (Python syntax); prints path:line: text. Limits: a pattern "
+    f"of at most {MAX_PATTERN_CHARS} characters, search_timeout seconds of matching (default 10), files up to "
+    "1 MB, 64 MB scanned, 10,000 matches counted; symlinks are not followed.",
     pattern="Regular expression to search for.",
     path="File or folder to search, relative to the project root (default: the whole project).",
     glob="Only files whose name matches this glob, e.g. *.py.",
@@ -334,54 +446,124 @@ def iter_files(root: Path, start: Path) -> Iterator[Path]:
 )
 def grep(env: ToolEnv, pattern: str, path: str = ".", glob: str = "", case_insensitive: bool = False) -> str:
     try:
-        regex = re.compile(pattern, re.IGNORECASE if case_insensitive else 0)
-    except re.error as exc:
-        raise ToolError(f"bad regular expression {pattern!r}: {exc}") from exc
-    root = env.root.resolve()
+        regex = compile_regex(pattern, case_insensitive)
+        wanted = compile_glob(glob) if glob else None
+    except PatternError as exc:
+        raise ToolError(str(exc)) from None
+    budget = Budget(env.settings.search_timeout)
+    walk, ignored = _project_walk(env.root, path)
     matches: list[str] = []
-    total = 0
-    for file in iter_files(root, confine(root, path)):
-        if glob and not (fnmatch.fnmatch(file.name, glob) or fnmatch.fnmatch(env.relative(file), glob)):
-            continue
-        try:
-            if file.stat().st_size > _MAX_FILE_BYTES:
+    total = scanned = 0
+    skipped: dict[str, int] = {}
+    try:
+        for found in walk:
+            if ignored(found.rel) or (
+                wanted is not None
+                and not (budget.fullmatch(wanted, found.name) or budget.fullmatch(wanted, found.rel))
+            ):
                 continue
-            data = file.read_bytes()
-        except OSError:
-            continue
-        if b"\0" in data[:8192]:
-            continue
-        for number, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
-            if regex.search(line):
-                total += 1
-                if len(matches) < _GREP_MATCHES:
-                    matches.append(f"{env.relative(file)}:{number}: {line.strip()[:300]}")
+            if found.size > _MAX_FILE_BYTES:
+                skipped["over 1 MB"] = skipped.get("over 1 MB", 0) + 1
+                continue
+            if scanned + found.size > _GREP_SCAN_BYTES:
+                walk.notes.append(f"stopped after scanning {scanned:,} bytes; narrow path or glob")
+                break
+            try:
+                data = rootfs.read_at(found.dir_fd, found.name, _MAX_FILE_BYTES, found.rel)
+            except RootPathError:  # changed since it was listed: not read
+                continue
+            scanned += len(data)
+            if b"\0" in data[:8192]:
+                continue
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError:  # Read refuses it too
+                skipped["not UTF-8"] = skipped.get("not UTF-8", 0) + 1
+                continue
+            for number, line in enumerate(text.splitlines(), 1):
+                if budget.search(regex, line):
+                    total += 1
+                    if len(matches) < _GREP_MATCHES:
+                        matches.append(f"{found.rel}:{number}: {line.strip()[:300]}")
+                    if total >= _GREP_COUNTED:
+                        break
+            if total >= _GREP_COUNTED:
+                walk.notes.append(f"stopped counting at {_GREP_COUNTED:,} matches")
+                break
+    except PatternTimeout:
+        if not matches:
+            raise ToolError(
+                f"the search ran past its {budget.seconds:g}-second limit with no match yet; the pattern may "
+                "backtrack badly (nested repeats such as (a+)+): simplify it, or narrow path or glob."
+            ) from None
+        walk.notes.append(f"stopped at the {budget.seconds:g}-second limit; results are partial")
+    notes = walk.notes + [f"{count} file(s) {why} not searched" for why, count in skipped.items()]
     if not matches:
-        return f"No match for {pattern!r}."
+        return f"No match for {_short(pattern)}.{_cut(notes)}"
     more = f"\n[... {total - len(matches)} more matches]" if total > len(matches) else ""
-    return "\n".join(matches) + more
+    return "\n".join(matches) + more + _cut(notes)
+
+
+def _glob_parts(root: Path, pattern: str) -> tuple[str, list[str]]:
+    """A Glob pattern checked like a path: its base folder override (for absolute patterns) and its parts."""
+    if not isinstance(pattern, str):
+        raise ToolError(f"pattern must be a string, not {type(pattern).__name__}.")
+    if "\\" in pattern:
+        raise ToolError(f"the pattern {pattern!r} contains a backslash; separate folders with /.")
+    base = ""
+    if pattern.startswith("/"):
+        base = "/"  # the pattern names its folders from the root; the path argument does not apply
+        pattern = rootfs.within_root(root, pattern)
+    parts = [part for part in pattern.split("/") if part not in ("", ".")]
+    if ".." in parts:
+        raise ToolError(
+            f"the pattern {pattern!r} has a '..' part; Glob lists only inside the project root. To search "
+            "another folder of the project, set path to it."
+        )
+    if not parts:
+        raise ToolError("the pattern is empty; try **/* for every file.")
+    return base, parts
 
 
 @tool(
     "Glob",
-    "List files matching a glob pattern such as **/*.py, most recently modified first.",
+    "List files matching a glob pattern such as **/*.py, most recently modified first. Limits: a pattern of at "
+    f"most {MAX_PATTERN_CHARS} characters, no '..', search_timeout seconds of matching; symlinks are not "
+    "followed.",
     pattern="Glob pattern, relative to path.",
     path="Folder to search from, relative to the project root (default: the root).",
 )
 def glob_files(env: ToolEnv, pattern: str, path: str = ".") -> str:
-    root = env.root.resolve()
-    base = confine(root, path)
-    found = [
-        file
-        for file in base.glob(pattern)
-        if file.is_file() and not SKIP_DIRS.intersection(file.relative_to(root).parts)
-    ]
-    found.sort(key=lambda file: file.stat().st_mtime, reverse=True)
+    base, parts = _glob_parts(env.root, pattern)
+    try:
+        compiled = compile_glob("/".join(parts))
+    except PatternError as exc:
+        raise ToolError(str(exc)) from None
+    # Without a ** part the pattern says how deep its matches are: no need to walk further.
+    depth = None if "**" in parts else len(parts) - 1
+    start = rootfs.resolve(env.root, base or path)
+    prefix = len(start) + 1 if start else 0
+
+    def skip(rel: str, name: str) -> bool:
+        return name in SKIP_DIRS or (depth is not None and rel[prefix:].count("/") >= depth)
+
+    walk = FileWalk(env.root, start or ".", skip_folder=skip, max_entries=_WALK_ENTRIES)
+    budget = Budget(env.settings.search_timeout)
+    found: list[tuple[float, str]] = []
+    try:
+        for item in walk:
+            if budget.fullmatch(compiled, item.rel[prefix:]):
+                found.append((item.mtime, item.rel))
+    except PatternTimeout:
+        raise ToolError(
+            f"matching {pattern!r} ran past its {budget.seconds:g}-second limit; use fewer '*' in one part."
+        ) from None
+    found.sort(key=lambda pair: pair[0], reverse=True)
     if not found:
-        return f"No file matches {pattern!r} under {env.relative(base) or '.'}."
-    shown = [env.relative(file) for file in found[:_GLOB_RESULTS]]
+        return f"No file matches {_short(pattern)} under {start or '.'}.{_cut(walk.notes)}"
+    shown = [rel for _, rel in found[:_GLOB_RESULTS]]
     more = f"\n[... {len(found) - len(shown)} more]" if len(found) > len(shown) else ""
-    return "\n".join(shown) + more
+    return "\n".join(shown) + more + _cut(walk.notes)
 
 
 @tool(
@@ -409,10 +591,23 @@ def notebook_edit(
 ) -> str:
     import nbformat
 
-    path = confine(env.root, notebook_path)
     if edit_mode not in ("replace", "insert", "delete"):
         raise ToolError(f"edit_mode must be replace, insert or delete, not {edit_mode!r}.")
-    notebook = nbformat.read(path, as_version=4) if path.exists() else nbformat.v4.new_notebook()
+    if cell_type not in ("", "code", "markdown"):
+        raise ToolError(f"cell_type must be code or markdown, not {cell_type!r}.")
+    if not notebook_path.endswith(".ipynb"):
+        raise ToolError(f"notebook_path must name a .ipynb notebook; {notebook_path!r} does not.")
+    try:
+        text, rel = _read_text(env, notebook_path)
+    except rootfs.MissingPathError:
+        notebook, rel = nbformat.v4.new_notebook(), notebook_path
+    else:
+        try:
+            notebook = nbformat.reads(text, as_version=4)
+        except Exception as exc:  # nbformat raises JSON, validation and version errors of many kinds
+            raise ToolError(
+                f"{notebook_path} is not a readable notebook: {type(exc).__name__}: {exc}"
+            ) from None
     cells = notebook.cells
     limit = len(cells) if edit_mode == "insert" else len(cells) - 1
     if not 0 <= cell_index <= limit:
@@ -430,11 +625,11 @@ def notebook_edit(
             cells.insert(cell_index, new_cell)
         else:
             cells[cell_index] = new_cell
-    nbformat.write(notebook, path)
-    env.changed.add(path)
-    return (
-        f"{edit_mode.capitalize()}d cell {cell_index} of {env.relative(path)}; it now has {len(cells)} cells."
-    )
+    data = _utf8(nbformat.writes(notebook).rstrip("\n") + "\n", "new_source")
+    _, rel = rootfs.write_bytes(env.root, rel, data)
+    _changed(env, rel)
+    done = {"replace": "Replaced", "insert": "Inserted", "delete": "Deleted"}[edit_mode]
+    return f"{done} cell {cell_index} of {rel}; it now has {len(cells)} cells."
 
 
 # ------------------------------------------------------------------------------------------------ processes
@@ -457,6 +652,7 @@ def bash(env: ToolEnv, command: str, timeout: float = 0) -> str:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         start_new_session=True,
+        env=scrubbed_env(env.settings.pass_env_keys),  # provider keys stay out of `env` output and child tools
     )
     try:
         output, _ = process.communicate(timeout=limit)
@@ -594,21 +790,108 @@ def html_to_text(html: str) -> str:
     return re.sub(r"\n\s*\n+", "\n\n", re.sub(r"[ \t]+", " ", text)).strip()
 
 
-@tool("WebFetch", "Fetch a web page (http or https) and return its text.", url="The URL to fetch.")
+@tool(
+    "WebFetch",
+    "Fetch a web page (http or https) and return its text. Limits: web_timeout seconds and web_max_bytes bytes "
+    f"(settings), {_WEB_REDIRECTS} redirects; loopback, private and link-local addresses are refused unless "
+    "web_allow_private is set.",
+    url="The URL to fetch.",
+)
 def web_fetch(env: ToolEnv, url: str) -> str:
+    import httpx
+
+    deadline = time.monotonic() + env.settings.web_timeout
+    current = url
+    for _ in range(_WEB_REDIRECTS + 1):
+        target, host = _web_target(current, env.settings.web_allow_private)
+        try:
+            with (
+                httpx.Client(timeout=_left(deadline, url)) as client,
+                # The checked address is the one connected to (no second DNS answer can differ); the name
+                # still goes in Host and in TLS's SNI, so virtual hosts and certificates work as usual.
+                client.stream(
+                    "GET", target, headers={"Host": host}, extensions={"sni_hostname": host.split(":")[0]}
+                ) as response,
+            ):
+                if response.is_redirect and "location" in response.headers:
+                    current = str(httpx.URL(current).join(response.headers["location"]))
+                    continue
+                if response.status_code >= 400:
+                    raise ToolError(
+                        f"{current} answered HTTP {response.status_code} {response.reason_phrase}."
+                    )
+                body, cut = _capped_body(response, env.settings.web_max_bytes, deadline)
+                kind = response.headers.get("content-type", "")
+                encoding = response.charset_encoding or "utf-8"
+        except httpx.HTTPError as exc:
+            raise ToolError(f"could not fetch {current}: {type(exc).__name__}: {exc}") from exc
+        try:
+            raw = body.decode(encoding, errors="replace")
+        except LookupError:  # a charset Python does not know
+            raw = body.decode("utf-8", errors="replace")
+        text = html_to_text(raw) if "html" in kind else raw
+        note = f"\n[cut: {cut}]" if cut else ""
+        return f"{current} ({response.status_code}, {kind or 'unknown type'})\n{text}{note}"
+    raise ToolError(f"{url} redirected more than {_WEB_REDIRECTS} times.")
+
+
+def _left(deadline: float, url: str) -> float:
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise ToolError(f"fetching {url} ran past the web_timeout limit.")
+    return left
+
+
+def _web_target(url: str, allow_private: bool) -> tuple[str, str]:
+    """``url`` with its host replaced by a checked IP address, and the Host header to send; refused for other
+    schemes, and for non-public addresses unless ``allow_private``."""
     import httpx
 
     if not url.startswith(("http://", "https://")):
         raise ToolError(f"{url!r} is not an http(s) URL.")
     try:
-        response = httpx.get(url, timeout=env.settings.web_timeout, follow_redirects=True)
-    except httpx.HTTPError as exc:
-        raise ToolError(f"could not fetch {url}: {type(exc).__name__}: {exc}") from exc
-    if response.status_code >= 400:
-        raise ToolError(f"{url} answered HTTP {response.status_code} {response.reason_phrase}.")
-    kind = response.headers.get("content-type", "")
-    text = html_to_text(response.text) if "html" in kind else response.text
-    return f"{response.url} ({response.status_code}, {kind or 'unknown type'})\n{text}"
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL as exc:
+        raise ToolError(f"{url!r} is not a valid URL: {exc}") from None
+    if not parsed.host:
+        raise ToolError(f"{url!r} has no host.")
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    try:
+        answers = socket.getaddrinfo(parsed.host, port, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError) as exc:
+        raise ToolError(f"could not resolve {parsed.host}: {exc}") from None
+    addresses = [ipaddress.ip_address(str(answer[4][0]).split("%")[0]) for answer in answers]
+    if not allow_private:
+        for address in addresses:
+            if not _public_address(address):
+                raise ToolError(
+                    f"Refused: {parsed.host} resolves to {address}, a loopback, private, link-local or otherwise "
+                    "non-public address. WebFetch reaches only the public internet unless the user sets "
+                    "c.AriesAgent.web_allow_private = True."
+                )
+    return str(parsed.copy_with(host=str(addresses[0]))), parsed.netloc.decode("ascii")
+
+
+def _public_address(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    """Whether ``address`` is on the public internet: not loopback, private, link-local, unspecified, shared,
+    reserved or multicast (an IPv4 address mapped into IPv6 is judged as itself)."""
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return address.is_global and not address.is_multicast
+
+
+def _capped_body(response: Any, limit: int, deadline: float) -> tuple[bytes, str]:
+    """At most ``limit`` bytes of the (decompressed) body, read until ``deadline``; and what was cut, if any."""
+    chunks: list[bytes] = []
+    size = 0
+    for chunk in response.iter_bytes():
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            return b"".join(chunks)[:limit], f"the page is longer than web_max_bytes ({limit:,} bytes)"
+        if time.monotonic() > deadline:
+            return b"".join(chunks), f"stopped at the web_timeout limit after {size:,} bytes"
+    return b"".join(chunks), ""
 
 
 # --------------------------------------------------------------------------------------------------- memory
@@ -673,6 +956,7 @@ def vault_add(env: ToolEnv, title: str, content: str, type: str = "insight") -> 
     type="decision, pattern, convention, ...",
 )
 def project_save(env: ToolEnv, title: str, content: str, type: str = "decision") -> str:
+    rootfs.require_real_folders(env.root, ".aries/memory")  # a committed symlink would lead the write out
     return _shown(
         env.vault().add(title, content, type=type, project=True), f"Saved {title!r} to the project brain."
     )
