@@ -1,4 +1,8 @@
-"""The example notebooks run top to bottom on the Aries kernel (the model one against the loopback server)."""
+"""The example notebooks run top to bottom on the Aries kernel (the model one against the loopback server).
+
+Each runs as JupyterLab runs it: the kernel starts in the notebook's own folder, ``notebooks/`` of a copy of this
+repository, and finds the repository's root by walking up to its ``pyproject.toml``.
+"""
 
 from __future__ import annotations
 
@@ -13,17 +17,19 @@ from nbclient import NotebookClient
 from tests.kernel_harness import JUPYTER_DATA  # noqa: F401  (importing it registers the test kernelspec)
 from tests.loopback import Reply, ScriptedModelServer
 
-NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 REPO = Path(__file__).resolve().parents[1]
 
 
-def execute(name: str, cwd: Path, env: dict[str, str]) -> nbformat.NotebookNode:
-    book = nbformat.read(NOTEBOOKS / name, as_version=4)
+def execute(name: str, project: Path, env: dict[str, str]) -> nbformat.NotebookNode:
+    """Run ``project/notebooks/<name>`` with the kernel's working directory in ``project/notebooks``."""
+    folder = project / "notebooks"
+    book = nbformat.read(folder / name, as_version=4)
     saved = dict(os.environ)
+    os.environ.pop("ARIES_ROOT", None)  # the root must be found, not given
     os.environ.update(env)  # the kernel inherits the environment of the process that starts it
     try:
         NotebookClient(
-            book, kernel_name="aries", timeout=300, resources={"metadata": {"path": str(cwd)}}
+            book, kernel_name="aries", timeout=300, resources={"metadata": {"path": str(folder)}}
         ).execute()
     finally:
         os.environ.clear()
@@ -42,10 +48,12 @@ def outputs_text(book: nbformat.NotebookNode) -> str:
 
 @pytest.fixture
 def project_copy(tmp_path: Path) -> Path:
-    """This repository's own package and magics, copied so the notebooks index real code without touching ours."""
+    """This repository's package, magics, notebooks and pyproject.toml (the root marker), copied so the notebooks
+    index real code without touching ours."""
     target = tmp_path / "project"
-    for part in ("aries_kernel", "magics", "widgets"):
-        shutil.copytree(REPO / part, target / part, ignore=shutil.ignore_patterns("__pycache__"))
+    for part in ("aries_kernel", "magics", "widgets", "notebooks"):
+        shutil.copytree(REPO / part, target / part, ignore=shutil.ignore_patterns("__pycache__", ".aries"))
+    shutil.copy2(REPO / "pyproject.toml", target / "pyproject.toml")
     return target
 
 
@@ -57,6 +65,10 @@ def test_notebook_runs_without_a_model_key(name: str, project_copy: Path, tmp_pa
     book = execute(name, project_copy, env)
     errors = [o for c in book.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert not errors, errors
+    if name.startswith("01"):
+        root_line = f"root: found pyproject.toml in {project_copy}, 1 level up from the working directory"
+        assert root_line in outputs_text(book)
+        assert "aries_kernel/kernel.py" in outputs_text(book)  # the search found the real code
     assert all(
         c.get("outputs")
         or c.cell_type == "markdown"
