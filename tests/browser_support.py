@@ -349,10 +349,13 @@ class Notebook:
         )
 
     def save(self) -> None:
-        """Ctrl+S in command mode, then wait until the tab no longer shows unsaved changes."""
+        """Ctrl+S in command mode, then wait until the file on disk is rewritten and the tab is clean."""
+        file = self.lab.root / self.path
+        before = file.stat().st_mtime_ns
         self.panel.locator(".jp-InputArea-prompt").first.click()  # focus in the notebook, not in an output
         self.page.keyboard.press("Escape")
         self.page.keyboard.press("Control+s")
+        wait_until(lambda: file.stat().st_mtime_ns != before, f"{self.path} written by the save", 30)
         self.wait(
             "() => document.querySelector('.lm-TabBar-tab.lm-mod-current.jp-mod-dirty') === null",
             "saved (the tab still shows unsaved changes)",
