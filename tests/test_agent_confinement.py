@@ -251,6 +251,7 @@ def test_grep_and_glob_never_follow_a_symlink_out(layout: tuple[Path, Path]) -> 
     assert is_error and "through a symlink" in output
     listing, _ = call(env, "Glob", pattern="**/*")
     assert set(listing.splitlines()) == {"pkg/core.py"}
+    assert call(env, "Glob", pattern=f"{root}/pkg/*.py", path="elsewhere") == ("pkg/core.py", False)
     for pattern in (
         "../*",
         "../outside/*",

@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from aries_kernel.agent import tools
+from aries_kernel.agent.patterns import PatternError, compile_file_filter, compile_regex
 from aries_kernel.agent.settings import AriesAgent
 from aries_kernel.agent.tools import TOOLS, ToolEnv, run_tool
 
@@ -180,3 +181,22 @@ def test_any_arguments_are_answered_and_stay_inside_the_root(
     ]
     for name in wrong:
         assert f"{name} must be" in output, output
+
+
+@settings(max_examples=1000, deadline=None)
+@given(
+    pattern=st.text(alphabet="ab \n.*+?()[]^$|\\bBswWd", min_size=1, max_size=12),
+    text=st.text(alphabet="ab \t\r\n\x0b\x85\u2028-_", max_size=40),
+    ignore_case=st.booleans(),
+)
+def test_the_whole_file_filter_never_hides_a_matching_line(
+    pattern: str, text: str, ignore_case: bool
+) -> None:
+    try:
+        line_regex = compile_regex(pattern, ignore_case)
+    except PatternError:
+        return
+    whole = compile_file_filter(pattern, ignore_case)
+    lines = text.splitlines()
+    if whole is not None and any(line_regex.search(line) for line in lines):
+        assert whole.search("\n".join(lines)), (pattern, lines)

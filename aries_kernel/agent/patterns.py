@@ -16,7 +16,15 @@ import time
 
 import regex
 
-__all__ = ["MAX_PATTERN_CHARS", "Budget", "PatternError", "PatternTimeout", "compile_glob", "compile_regex"]
+__all__ = [
+    "MAX_PATTERN_CHARS",
+    "Budget",
+    "PatternError",
+    "PatternTimeout",
+    "compile_file_filter",
+    "compile_glob",
+    "compile_regex",
+]
 
 MAX_PATTERN_CHARS = 1000
 
@@ -78,6 +86,24 @@ def compile_regex(pattern: object, ignore_case: bool = False) -> regex.Pattern[s
         return regex.compile(text, regex.V0 | (regex.IGNORECASE if ignore_case else 0))
     except (regex.error, OverflowError, RecursionError) as exc:
         raise PatternError(f"bad regular expression {text!r}: {exc}") from None
+
+
+# What can look past a line's ends (lookaround, inline flags such as (?-m), absolute anchors): with these, a
+# search of a whole file could miss a match that a search of one of its lines finds.
+_LINE_BLIND = ("(?", "\\A", "\\Z", "\\z", "\\G")
+
+
+def compile_file_filter(pattern: str, ignore_case: bool = False) -> regex.Pattern[str] | None:
+    """``pattern`` for one search of a whole file's lines joined by ``\\n`` (multiline mode), or None.
+
+    For patterns without lookaround, inline flags or absolute anchors, a line that matches on its own is also
+    a match in the joined text (``^`` and ``$`` match at each ``\\n``, ``\\b`` sees ``\\n`` as a non-word
+    character like the line's edge), so a file with no match there has no matching line, and Grep skips it
+    with one timed call instead of one per line. Call after :func:`compile_regex` accepted the pattern.
+    """
+    if any(marker in pattern for marker in _LINE_BLIND):
+        return None
+    return regex.compile(pattern, regex.V0 | regex.MULTILINE | (regex.IGNORECASE if ignore_case else 0))
 
 
 def compile_glob(pattern: object) -> regex.Pattern[str]:

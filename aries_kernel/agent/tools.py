@@ -32,6 +32,7 @@ from aries_kernel.agent.patterns import (
     Budget,
     PatternError,
     PatternTimeout,
+    compile_file_filter,
     compile_glob,
     compile_regex,
 )
@@ -447,6 +448,7 @@ def _cut(notes: list[str]) -> str:
 def grep(env: ToolEnv, pattern: str, path: str = ".", glob: str = "", case_insensitive: bool = False) -> str:
     try:
         regex = compile_regex(pattern, case_insensitive)
+        whole = compile_file_filter(pattern, case_insensitive)
         wanted = compile_glob(glob) if glob else None
     except PatternError as exc:
         raise ToolError(str(exc)) from None
@@ -480,7 +482,10 @@ def grep(env: ToolEnv, pattern: str, path: str = ".", glob: str = "", case_insen
             except UnicodeDecodeError:  # Read refuses it too
                 skipped["not UTF-8"] = skipped.get("not UTF-8", 0) + 1
                 continue
-            for number, line in enumerate(text.splitlines(), 1):
+            lines = text.splitlines()  # as Read numbers them
+            if whole is not None and not budget.search(whole, "\n".join(lines)):
+                continue
+            for number, line in enumerate(lines, 1):
                 if budget.search(regex, line):
                     total += 1
                     if len(matches) < _GREP_MATCHES:
@@ -506,13 +511,11 @@ def grep(env: ToolEnv, pattern: str, path: str = ".", glob: str = "", case_insen
 
 def _glob_parts(root: Path, pattern: str) -> tuple[str, list[str]]:
     """A Glob pattern checked like a path: its base folder override (for absolute patterns) and its parts."""
-    if not isinstance(pattern, str):
-        raise ToolError(f"pattern must be a string, not {type(pattern).__name__}.")
     if "\\" in pattern:
         raise ToolError(f"the pattern {pattern!r} contains a backslash; separate folders with /.")
     base = ""
     if pattern.startswith("/"):
-        base = "/"  # the pattern names its folders from the root; the path argument does not apply
+        base = "."  # the pattern names its folders from the root; the path argument does not apply
         pattern = rootfs.within_root(root, pattern)
     parts = [part for part in pattern.split("/") if part not in ("", ".")]
     if ".." in parts:
@@ -652,7 +655,9 @@ def bash(env: ToolEnv, command: str, timeout: float = 0) -> str:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         start_new_session=True,
-        env=scrubbed_env(env.settings.pass_env_keys),  # provider keys stay out of `env` output and child tools
+        env=scrubbed_env(
+            env.settings.pass_env_keys
+        ),  # provider keys stay out of `env` output and child tools
     )
     try:
         output, _ = process.communicate(timeout=limit)
@@ -722,7 +727,7 @@ def show_dependencies(env: ToolEnv, file_path: str) -> str:
     query="Words or a symbol name to look for.",
     limit="Most matches to return.",
     roles='Which files: "source" (the default), "all", or roles among test, example, fixture, generated, '
-    'comma-separated.',
+    "comma-separated.",
 )
 def code_search(env: ToolEnv, query: str, limit: int = 20, roles: str = "source") -> str:
     found = env.codebase().search(query, limit=limit, roles=roles)
