@@ -80,9 +80,9 @@ def test_body_names_are_in_the_namespace(aries_kernel: tuple) -> None:
 
 def test_top_files_returns_a_dataframe(aries_kernel: tuple) -> None:
     _, kc = aries_kernel
-    out = run_cell(kc, "top = codebase.top_files(5); type(top).__name__, list(top.columns)[:2], len(top) > 0")
+    out = run_cell(kc, "top = codebase.top_files(5); type(top).__name__, list(top.columns)[:3], len(top) > 0")
     assert out.error is None, out.error
-    assert out.result == "('DataFrame', ['file', 'pagerank'], True)"
+    assert out.result == "('DataFrame', ['file', 'role', 'pagerank'], True)"
 
 
 def test_load_ext_in_plain_ipykernel(small_repo: Path) -> None:
