@@ -316,6 +316,21 @@ def test_grep_caps_the_matches_it_counts(layout: tuple[Path, Path]) -> None:
     assert "[... 9800 more matches]" in lines and "[stopped counting at 10,000 matches]" in lines
 
 
+def test_grep_and_glob_say_where_a_deep_tree_was_cut(layout: tuple[Path, Path]) -> None:
+    root, _ = layout
+    env = ToolEnv(root, AriesAgent())
+    deep = root.joinpath(*["d"] * 70)
+    deep.mkdir(parents=True)
+    (deep / "bottom.py").write_text("def run(): pass\n")
+    (root / "d" / "top.py").write_text("def run(): pass\n")
+    output, _ = call(env, "Grep", pattern="def run")
+    assert "d/top.py:1: def run(): pass" in output and "bottom.py" not in output
+    assert output.endswith("[folders more than 64 levels deep were not searched]")
+    assert call(env, "Glob", pattern="**/*.py")[0].endswith(
+        "[folders more than 64 levels deep were not searched]"
+    )
+
+
 def test_project_save_refuses_a_symlinked_aries_folder(layout: tuple[Path, Path]) -> None:
     root, outside = layout
     (root / ".aries").symlink_to(outside)
