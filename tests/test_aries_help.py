@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
 from aries_kernel.magics import agent
 from aries_kernel.magics.aries import SUBCOMMANDS
 from IPython.core.interactiveshell import InteractiveShell
 
 
-def test_help_lists_every_subcommand_and_prompt_option() -> None:
+def test_help_lists_every_subcommand_and_prompt_option(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # loading the extension starts indexing its root: not this repository
     ip = InteractiveShell.instance()
     ip.run_line_magic("load_ext", "aries_kernel")
     text = ip.run_line_magic("aries", "help")

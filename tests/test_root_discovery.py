@@ -145,6 +145,7 @@ def test_aries_root_wins_over_discovery(tree: Path, monkeypatch: pytest.MonkeyPa
 def test_aries_status_says_which_root_and_why(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ARIES_ROOT", raising=False)
     (_repo(tree) / ".git").mkdir()
+    monkeypatch.chdir(tree)  # loading the extension starts indexing its root: not this repository
     ip = InteractiveShell.instance()
     ip.run_line_magic("load_ext", "aries_kernel")
     context = _context(monkeypatch, _repo(tree) / "notebooks", ip.config)
