@@ -81,6 +81,22 @@ def test_writes_inside_are_asked_once_and_outside_refused_in_any_case(root: Path
     (outside / "after.txt").write_text("free\n")
 
 
+def test_a_relative_os_open_for_writing_is_refused_as_its_dir_fd_is_unseen(root: Path) -> None:
+    outside = root.parent / "dirfd-target"
+    slash = os.open("/", os.O_RDONLY)
+    ask = Recorder()
+    try:
+        with guarded(root, ask):
+            with pytest.raises(PermissionError, match="relative to a dir_fd the guard cannot see"):
+                os.open(str(outside)[1:], os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=slash)
+            fd = os.open(str(root / "absolute.txt"), os.O_WRONLY | os.O_CREAT, 0o644)  # absolute: an edit
+            os.close(fd)
+    finally:
+        os.close(slash)
+    assert not outside.exists() and (root / "absolute.txt").exists()
+    assert ask.asked == [("edit", "create absolute.txt")]
+
+
 def test_one_approved_action_covers_what_it_does_inside(root: Path) -> None:
     tree = root / "build"
     (tree / "deep").mkdir(parents=True)

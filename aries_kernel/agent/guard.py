@@ -298,8 +298,17 @@ def _shell_line(frame: FrameType) -> str | None:
 
 
 def _on_open(step: _Step, args: tuple[Any, ...], frame: FrameType) -> None:
-    path, _mode, flags = args
+    path, mode, flags = args
     if isinstance(flags, int) and flags & _WRITE_FLAGS:
+        if mode is None and isinstance(path, (str, bytes)) and not os.path.isabs(path):
+            # os.open's event does not carry its dir_fd, so a relative name may be relative to any folder.
+            if not _is_aries_own(frame) and not _under_approved(step, frame):
+                _refuse(
+                    step,
+                    f"os.open {os.fsdecode(path)} for writing",
+                    "a relative os.open may be relative to a dir_fd the guard cannot see; give an absolute path",
+                )
+            return
         target = _path(path)
         verb = "create" if target is not None and not os.path.exists(target) else "write"
         _edit(step, frame, verb, [target])
