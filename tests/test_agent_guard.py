@@ -18,7 +18,8 @@ import pytest
 from aries_kernel.agent.events import ApprovalRequested, ToolCallFinished
 from aries_kernel.agent.guard import Verdict, guarded, in_step
 from aries_kernel.agent.settings import AriesAgent
-from tests.loopback import Reply
+from tests.kernel_harness import run_cell, start_kernel, stop_kernel
+from tests.loopback import Reply, ScriptedModelServer
 from tests.test_agent_loop import make_agent, run_all
 
 
@@ -291,3 +292,42 @@ def test_the_repl_escapes_follow_the_permission_mode(
     if not ran:
         assert "permission mode plan: this run is read-only" in outcome["inside"]
         assert "so commands are refused" in outcome["subprocess"]
+
+
+@pytest.mark.kernel
+def test_in_a_real_kernel_the_guard_asks_on_stdin(small_repo: Path, server: ScriptedModelServer) -> None:
+    code = (
+        "!touch by_bang\n"
+        "import os\n"
+        "print('key seen:', os.environ.get('ANTHROPIC_API_KEY'))\n"
+        "try:\n"
+        "    open('denied.txt', 'w').close()\n"
+        "except PermissionError as exc:\n"
+        "    print(exc)\n"
+    )
+    server.script(Reply(tool_calls=[("Repl", {"code": code})]), Reply(text="Done."))
+    env = {"ANTHROPIC_BASE_URL": server.anthropic_url, "ANTHROPIC_API_KEY": "sk-ant-" + "k" * 30}
+    km, kc = start_kernel(small_repo, env=env)
+    try:
+        cell = run_cell(kc, "%aries go", timeout=180, stdin_reply=["y", "n"])
+    finally:
+        stop_kernel(km, kc)
+    assert cell.error is None, cell.error
+    assert cell.prompts == [
+        "Allow run `touch by_bang` (a ! shell line)? [y/N/a(ll this run)] ",
+        "Allow create denied.txt? [y/N/a(ll this run)] ",
+    ]
+    assert (small_repo / "by_bang").exists() and not (small_repo / "denied.txt").exists()
+    (result,) = [
+        block
+        for m in server.requests[1].body["messages"]
+        if isinstance(m["content"], list)
+        for block in m["content"]
+        if block.get("type") == "tool_result"
+    ]
+    text = result["content"] if isinstance(result["content"], str) else result["content"][0]["text"]
+    assert "key seen: None" in text
+    assert (
+        "Refused by aries-kernel's Repl guard: create denied.txt (permission mode default; the user denied)"
+        in text
+    )
