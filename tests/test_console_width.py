@@ -1,4 +1,4 @@
-"""In a real ``jupyter console`` on a terminal, DataFrames use the terminal's width and follow a resize."""
+"""In a real jupyter console (``aries-kernel console``) on a terminal, DataFrames use the terminal's width and follow a resize."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pexpect  # IPython's own dependency on POSIX
 
 from tests.kernel_harness import JUPYTER_DATA  # noqa: F401  (importing it registers the test kernelspec)
 
-JUPYTER = str(Path(sys.executable).with_name("jupyter"))
+ARIES_CLI = str(Path(sys.executable).with_name("aries-kernel"))
 # 14 columns of 10 characters and a space, about 155 characters wide: pandas wraps it at its default width (80)
 FRAME = "pd.DataFrame({f'column_{i:02d}': [i * 1000] for i in range(14)})"
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -29,8 +29,8 @@ def test_dataframes_use_the_terminal_width(small_repo: Path, tmp_path: Path) -> 
     env = dict(os.environ, ARIES_VAULT=str(tmp_path / "vault"), ARIES_LOG_DIR=str(tmp_path / "logs"))
     env.pop("COLUMNS", None)  # the width must come from the terminal itself
     console = pexpect.spawn(
-        JUPYTER,
-        ["console", "--kernel", "aries", "--simple-prompt"],
+        ARIES_CLI,  # `aries-kernel console`: jupyter console that waits for IOPub before the first cell
+        ["console", "--simple-prompt"],
         cwd=str(small_repo),
         env=env,
         dimensions=(40, 200),
