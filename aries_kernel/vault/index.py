@@ -3,8 +3,17 @@
 SQLite by default, in WAL mode with a busy timeout, FTS5 for BM25. Every write runs inside ``BEGIN IMMEDIATE``
 (so two processes never deadlock upgrading a read lock) and is retried with backoff while another writer holds
 the database, so "database is locked" does not reach the user. The schema is built by named, append-only
-migrations recorded in ``_vault_migrations``. A file that is not a database (or is damaged) is moved aside and
-rebuilt; notes come back from the markdown files, learned state from an export.
+migrations recorded in ``_vault_migrations``. A file that is not a database, is damaged, has another schema or
+is a symlink is moved aside (kept for inspection, named in :attr:`VaultIndex.recovery`) and rebuilt; notes come
+back from the markdown files, learned state from an export.
+
+The file can also vanish under a running kernel: deleted, replaced or truncated by someone else. Before every
+transaction the index compares the file's ``st_dev``/``st_ino`` (and that it did not shrink) with the one it
+opened, and after every write it checks again; SQLite errors that mean the file is gone ("malformed", "no such
+table", "not a database", "readonly") are caught too. Then it reopens the file, or builds a fresh one when none is
+left (removing the orphaned ``-wal``/``-shm`` that would make a new file look "malformed"), under an ``flock``
+of the folder so two processes never rebuild at once, and calls :attr:`VaultIndex.on_recreate` so its owner
+re-indexes the markdown notes: an add whose transaction went to the vanished file is indexed again from its file.
 
 Tables: ``notes`` (+ ``notes_fts``), ``links``, ``embeddings`` (keyed by content hash and model), ``access``,
 ``q_values``, ``cooccurrence`` (learned state, keyed by title key so it survives a rebuild), ``audit``,
@@ -13,12 +22,18 @@ Tables: ``notes`` (+ ``notes_fts``), ``links``, ``embeddings`` (keyed by content
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
+import fcntl
+import os
 import random
 import re
 import sqlite3
+import stat
+import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+import urllib.parse
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -26,7 +41,9 @@ import numpy as np
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DatabaseError, OperationalError
+from sqlalchemy.pool import QueuePool
 
+from aries_kernel.redact import redact
 from aries_kernel.vault.notes import Note, normalize_title
 
 __all__ = ["MIGRATIONS", "VaultBusyError", "VaultIndex", "fts_query", "query_terms"]
@@ -52,6 +69,15 @@ class VaultBusyError(RuntimeError):
     """Another process kept the vault database locked for longer than the retry budget."""
 
 
+class _IndexLost(Exception):
+    """The database file this process opened is no longer the one at its path (internal signal)."""
+
+
+_SIDE_FILES = ("-wal", "-shm", "-journal")
+_HEADER_BYTES = 100  # a SQLite file starts with a 100-byte header
+_RECOVERY_ATTEMPTS = 5
+
+
 def query_terms(text: str) -> list[str]:
     """The distinct lowercase words of ``text`` without stop words (all words if only stop words)."""
     words = re.findall(r"\w+", text.casefold())
@@ -69,77 +95,240 @@ class VaultIndex:
     def __init__(self, db_path: Path, retry_seconds: float = 60.0) -> None:
         self.db_path = Path(db_path)
         self.retry_seconds = retry_seconds
-        self.recreated = not self.db_path.exists()
+        self.recreated = False
         self.corrupt_copy: Path | None = None
+        # What the last reopen or rebuild was, and why (None while the file opened first is in use).
+        self.recovery: str | None = None
+        self.recoveries = 0
+        # Called after a reopen or rebuild, so the owner can re-index its files (NoteStore.sync).
+        self.on_recreate: Callable[[], None] | None = None
         # Document frequency of query terms, valid for one generation of the notes.
         self._df: dict[str, int] = {}
         self._df_generation = -1
         self._note_count = 0
-        self.db_path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            self._open()
-        except DatabaseError as exc:
-            if not _is_corruption(exc):
-                raise
-            self.engine.dispose()
-            aside = self.db_path.with_name(f"{self.db_path.name}.corrupt-{int(time.time())}")
-            for suffix in ("", "-wal", "-shm"):
-                part = Path(str(self.db_path) + suffix)
-                if part.exists():
-                    part.replace(Path(str(aside) + suffix))
-            self.recreated = True
-            self.corrupt_copy = aside
-            self._open()
+        self._lock = threading.RLock()
+        self._recovering = threading.local()
+        self._identity: tuple[int, int] = (0, 0)
+        self._size_floor = 0
+        self._retired: list[Engine] = []
+        self.engine: Engine | None = None
+        self._attach(lost=None, why="")
 
-    def _open(self) -> None:
-        self.engine = _make_engine(self.db_path)
-        with self.engine.connect() as conn:
+    # -- the file under us ----------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _folder_lock(self) -> Iterator[None]:
+        # flock on the folder, not on a lock file: a lock file can be deleted along with the index.
+        self.db_path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.db_path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing releases the lock
+
+    @property
+    def identity(self) -> tuple[int, int]:
+        """``(st_dev, st_ino)`` of the database file in use; it changes when the file is reopened or rebuilt."""
+        return self._identity
+
+    def _on_disk(self) -> os.stat_result | None:
+        try:
+            return os.lstat(self.db_path)
+        except FileNotFoundError:
+            return None
+
+    def _is_current(self) -> bool:
+        info = self._on_disk()
+        if info is None or (info.st_dev, info.st_ino) != self._identity or info.st_size < self._size_floor:
+            return False
+        # The main file of a SQLite database never shrinks without VACUUM (which the vault never runs).
+        self._size_floor = max(self._size_floor, info.st_size)
+        return True
+
+    def _attach(self, lost: tuple[int, int] | None, why: str) -> None:
+        """Open the file at :attr:`db_path` (first open, or reopen after ``lost`` was found gone or damaged).
+
+        ``lost`` is the identity of the file found broken; when the file on disk is still that one it is moved
+        aside, when another process already replaced it this process simply joins the new file."""
+        with self._folder_lock():
+            info = self._on_disk()
+            if info is not None and lost is not None and (info.st_dev, info.st_ino) == lost:
+                self.corrupt_copy = self._move_aside("damaged")
+                info = None
+            elif info is not None and not stat.S_ISREG(info.st_mode):
+                # Never write through a symlink (it could point at another program's database).
+                self.corrupt_copy = self._move_aside("not-a-file")
+                why = why or f"{self.db_path} was a symlink or not a file; kept aside, a new index was built"
+                info = None
+            elif info is not None and not _has_sqlite_header(self.db_path):
+                # Truncated or foreign: never let SQLite open it beside the -wal/-shm of the file it replaced
+                # (it would replay that WAL, or reset a -shm that this process still has mapped: SIGBUS).
+                self.corrupt_copy = self._move_aside("not-sqlite")
+                why = why or (
+                    f"{self.db_path} is not a SQLite database (truncated or overwritten); kept as "
+                    f"{self.corrupt_copy.name}, rebuilt from the markdown notes"
+                )
+                info = None
+            fresh = info is None
+            if fresh:
+                # -wal/-shm left by a vanished file would be replayed into the new one: "malformed".
+                for suffix in _SIDE_FILES:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(str(self.db_path) + suffix)
+                _build_fresh(self.db_path, self.retry_seconds)
+            try:
+                engine = self._open_engine()
+            except DatabaseError as exc:
+                if not (_is_corruption(exc) or _is_foreign_schema(exc)):
+                    raise
+                self.corrupt_copy = self._move_aside("corrupt")
+                why = why or (
+                    f"{self.db_path} could not be used ({exc.orig}); kept as {self.corrupt_copy.name}, "
+                    "a new index was built from the notes"
+                )
+                fresh = True
+                _build_fresh(self.db_path, self.retry_seconds)
+                engine = self._open_engine()
+            info = os.lstat(self.db_path)
+        old, self.engine = self.engine, engine
+        self._identity, self._size_floor = (info.st_dev, info.st_ino), info.st_size
+        self.recreated = self.recreated or fresh
+        if old is not None:
+            self._retire(old)
+        if lost is not None or why:
+            self.recoveries += 1
+            self.recovery = why
+
+    def _move_aside(self, label: str) -> Path:
+        aside = self.db_path.with_name(f"{self.db_path.name}.{label}-{time.time_ns()}")
+        for suffix in ("", *_SIDE_FILES):
+            part = Path(str(self.db_path) + suffix)
+            if os.path.lexists(part):
+                part.replace(Path(str(aside) + suffix))
+        return aside
+
+    def _open_engine(self) -> Engine:
+        engine = _make_engine(self.db_path)
+        try:
             # Reading the schema proves the file is a database before we try to migrate it.
-            conn.exec_driver_sql("SELECT count(*) FROM sqlite_master").scalar()
-        self.write(_migrate)
+            probe = lambda conn: conn.exec_driver_sql("SELECT count(*) FROM sqlite_master").scalar()  # noqa: E731
+            _transaction(engine, probe, self.retry_seconds, self.db_path)
+            _transaction(engine, _migrate, self.retry_seconds, self.db_path)
+            missing = _missing_tables(engine)
+            if missing:
+                raise DatabaseError("schema check", None, sqlite3.DatabaseError(f"no such table: {missing}"))
+        except BaseException:
+            engine.dispose()
+            raise
+        return engine
+
+    def _retire(self, old: Engine) -> None:
+        # Connections other threads still hold go back to the old pool; it is closed once they are all back.
+        self._retired.append(old)
+        for engine in list(self._retired):
+            if engine.pool.checkedout() == 0:  # type: ignore[attr-defined]
+                engine.dispose()
+                self._retired.remove(engine)
+
+    def _recover(self, lost: tuple[int, int] | None, why: str, resync: bool = False) -> None:
+        """Reattach if the file in use is ``lost`` (or, with ``lost=None``, no longer current), then let the
+        owner re-index. ``resync`` re-indexes even when another thread already reattached: a commit that went
+        to the old file after that thread's re-index would otherwise be missing from the new one."""
+        with self._lock:
+            stale = lost == self._identity if lost is not None else not self._is_current()
+            if stale:
+                info = self._on_disk()
+                if lost is None and info is not None and (info.st_dev, info.st_ino) == self._identity:
+                    lost = self._identity  # same file, shrunk: truncated under us
+                self._attach(lost, why)
+            if (
+                not (stale or resync)
+                or getattr(self._recovering, "active", False)
+                or self.on_recreate is None
+            ):
+                return
+            self._recovering.active = True
+            try:
+                self.on_recreate()
+                self.log_recovery()
+            finally:
+                self._recovering.active = False
+
+    def _current_engine(self) -> tuple[Engine, tuple[int, int]]:
+        if not self._is_current():
+            self._recover(None, self._why_gone())
+        with self._lock:
+            assert self.engine is not None
+            return self.engine, self._identity
+
+    def _why_gone(self) -> str:
+        info = self._on_disk()
+        if info is None:
+            return f"{self.db_path} was deleted while in use; rebuilt from the markdown notes"
+        if (info.st_dev, info.st_ino) != self._identity:
+            return (
+                f"{self.db_path} was replaced while in use; reopened and re-indexed from the markdown notes"
+            )
+        return f"{self.db_path} was truncated while in use; kept aside and rebuilt from the markdown notes"
+
+    def log_recovery(self) -> None:
+        """Write the last reopen or rebuild (if any) to the audit log of the file now in use."""
+        if self.recovery:
+            note, self.recovery = self.recovery, None
+            self.write(lambda c: self.audit(c, time.time(), "recover", "", "", note))
+
+    def _run(self, work: Callable[[Connection], T], write: bool) -> T:
+        for attempt in range(_RECOVERY_ATTEMPTS):
+            engine, identity = self._current_engine()
+            try:
+                if write:
+                    result = _transaction(engine, work, self.retry_seconds, self.db_path)
+                else:
+                    with engine.connect() as conn:
+                        result = work(conn)
+            except DatabaseError as exc:
+                # Any database error while the file is no longer the one opened is the vanishing, not a bug.
+                lost = _is_lost(exc) or identity != self._identity or not self._is_current()
+                if not lost or attempt == _RECOVERY_ATTEMPTS - 1:
+                    raise
+                self._recover(identity, f"{self.db_path} failed under a running writer ({exc.orig})")
+                continue
+            if write and (identity != self._identity or not self._is_current()):
+                # Committed into a file that was deleted or replaced meanwhile: re-index into the live one.
+                self._recover(None, self._why_gone(), resync=True)
+            return result
+        raise AssertionError("unreachable")  # pragma: no cover
 
     # -- transactions ---------------------------------------------------------------------------------
 
     def write(self, work: Callable[[Connection], T]) -> T:
-        """Run ``work(conn)`` in one ``BEGIN IMMEDIATE`` transaction, retrying with backoff while locked."""
-        deadline = time.monotonic() + self.retry_seconds
-        delay = 0.01
-        while True:
-            try:
-                with self.engine.connect() as conn:
-                    conn.execution_options(sqlite_immediate=True)
-                    with conn.begin():
-                        return work(conn)
-            except OperationalError as exc:
-                if not _is_busy(exc) or time.monotonic() > deadline:
-                    if _is_busy(exc):
-                        raise VaultBusyError(
-                            f"The vault index {self.db_path} stayed locked by another process for "
-                            f"{self.retry_seconds:.0f} s; try again, or close the other kernel."
-                        ) from exc
-                    raise
-                time.sleep(delay * (0.5 + random.random()))
-                delay = min(delay * 2, 0.5)
+        """Run ``work(conn)`` in one ``BEGIN IMMEDIATE`` transaction, retrying with backoff while locked.
+
+        If the file turns out to be gone or damaged, the index is reopened (see the module docstring) and
+        ``work`` runs again on the live file."""
+        return self._run(work, write=True)
 
     def read(self, work: Callable[[Connection], T]) -> T:
         """Run ``work(conn)`` on one consistent snapshot (a deferred read transaction)."""
-        with self.engine.connect() as conn:
-            return work(conn)
+        return self._run(work, write=False)
 
     def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         """All rows of one read-only statement (``?`` placeholders)."""
-        with self.engine.connect() as conn:
-            return list(conn.exec_driver_sql(sql, tuple(params)).all())
+        return self._run(lambda conn: list(conn.exec_driver_sql(sql, tuple(params)).all()), write=False)
 
     def first(self, sql: str, params: Sequence[Any] = ()) -> dict[str, Any] | None:
         """The first row of one read-only statement as a dict, or None."""
-        with self.engine.connect() as conn:
-            row = conn.exec_driver_sql(sql, tuple(params)).mappings().first()
+        row = self._run(lambda conn: conn.exec_driver_sql(sql, tuple(params)).mappings().first(), write=False)
         return dict(row) if row is not None else None
 
     def close(self) -> None:
         """Release the engine's connections (the file stays)."""
-        self.engine.dispose()
+        with self._lock:
+            for engine in [*self._retired, self.engine]:
+                if engine is not None:
+                    engine.dispose()
+            self._retired = []
 
     # -- notes ----------------------------------------------------------------------------------------
 
@@ -156,15 +345,16 @@ class VaultIndex:
     def upsert_note(conn: Connection, note: Note, created: float, updated: float) -> int:
         """Insert or replace the row of ``note`` (matched by path) and its links; returns the row id."""
         meta = note.meta
+        # Hand-written notes reach the index too: their text is redacted like everything the vault writes.
         row = (
             note.path,
             note.title,
             note.title.casefold(),
             normalize_title(note.title),
             note.folder,
-            str(meta.get("type") or ""),
-            str(meta.get("description") or ""),
-            note.body,
+            redact(str(meta.get("type") or ""))[:200],
+            redact(str(meta.get("description") or ""))[:1000],
+            redact(note.body),
             note.content_hash,
             created,
             updated,
@@ -348,8 +538,57 @@ def _chunks(items: Sequence[str], size: int) -> Iterable[Sequence[str]]:
         yield items[start : start + size]
 
 
-def _make_engine(db_path: Path) -> Engine:
-    engine = create_engine(f"sqlite:///{db_path}", connect_args={"timeout": 5.0, "check_same_thread": False})
+def _transaction(engine: Engine, work: Callable[[Connection], T], retry_seconds: float, db_path: Path) -> T:
+    """``work(conn)`` in one ``BEGIN IMMEDIATE`` transaction, retried with backoff while another writer holds it."""
+    deadline = time.monotonic() + retry_seconds
+    delay = 0.01
+    while True:
+        try:
+            with engine.connect() as conn:
+                conn.execution_options(sqlite_immediate=True)
+                with conn.begin():
+                    return work(conn)
+        except OperationalError as exc:
+            if not _is_busy(exc) or time.monotonic() > deadline:
+                if _is_busy(exc):
+                    raise VaultBusyError(
+                        f"The vault index {db_path} stayed locked by another process for "
+                        f"{retry_seconds:.0f} s; try again, or close the other kernel."
+                    ) from exc
+                raise
+            time.sleep(delay * (0.5 + random.random()))
+            delay = min(delay * 2, 0.5)
+
+
+def _has_sqlite_header(db_path: Path) -> bool:
+    try:
+        with open(db_path, "rb") as handle:
+            return handle.read(_HEADER_BYTES).startswith(b"SQLite format 3\x00")
+    except OSError:
+        return False
+
+
+def _build_fresh(db_path: Path, retry_seconds: float) -> None:
+    """Build a migrated, empty index beside ``db_path`` and rename it into place (only
+    :meth:`VaultIndex._attach` does, under the folder lock), so no reader ever sees a file without tables."""
+    building = db_path.with_name(f"{db_path.name}.building-{os.getpid()}-{time.time_ns()}")
+    engine = _make_engine(building, create=True)
+    try:
+        _transaction(engine, _migrate, retry_seconds, building)
+    finally:
+        engine.dispose()  # the last connection checkpoints the WAL into the file and removes it
+    os.replace(building, db_path)
+
+
+def _make_engine(db_path: Path, create: bool = False) -> Engine:
+    # mode=rw: a connection opened after the file vanished fails ("unable to open") instead of creating an empty
+    # file of its own beside another process's rebuild.
+    uri = f"file:{urllib.parse.quote(str(db_path))}?mode={'rwc' if create else 'rw'}"
+    engine = create_engine(
+        "sqlite://",
+        creator=lambda: sqlite3.connect(uri, uri=True, timeout=5.0, check_same_thread=False),
+        poolclass=QueuePool,
+    )
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: sqlite3.Connection, record: Any) -> None:
@@ -357,7 +596,9 @@ def _make_engine(db_path: Path) -> Engine:
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         cursor.execute("PRAGMA busy_timeout = 5000")
-        cursor.execute("PRAGMA journal_mode = WAL")
+        # Switching modes needs the file to itself; it is already WAL unless this is someone else's file.
+        if cursor.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+            cursor.execute("PRAGMA journal_mode = WAL")
         cursor.execute("PRAGMA synchronous = NORMAL")
         cursor.execute("PRAGMA foreign_keys = ON")
         cursor.close()
@@ -378,6 +619,48 @@ def _is_busy(exc: OperationalError) -> bool:
 def _is_corruption(exc: DatabaseError) -> bool:
     text = str(exc.orig).lower()
     return "not a database" in text or "malformed" in text or "corrupt" in text
+
+
+def _is_foreign_schema(exc: DatabaseError) -> bool:
+    # Another program's SQLite file at our path: its tables clash with our migrations or lack our columns.
+    text = str(exc.orig).lower()
+    return "already exists" in text or "no such table" in text or "no such column" in text
+
+
+def _is_lost(exc: DatabaseError) -> bool:
+    """Errors that mean the file under an open connection was deleted, replaced, truncated or damaged."""
+    text = str(exc.orig).lower()
+    return _is_corruption(exc) or any(
+        words in text
+        for words in (
+            "no such table",
+            "readonly database",
+            "disk i/o",
+            "unable to open",
+            "vtable constructor",
+        )
+    )
+
+
+_TABLES = (
+    "notes",
+    "notes_fts",
+    "links",
+    "state",
+    "embeddings",
+    "access",
+    "q_values",
+    "cooccurrence",
+    "audit",
+)
+
+
+def _missing_tables(engine: Engine) -> list[str]:
+    with engine.connect() as conn:
+        have = {r[0] for r in conn.exec_driver_sql("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if "state" in have and not conn.exec_driver_sql("SELECT count(*) FROM state").scalar():
+            have.discard("state")
+    return [t for t in _TABLES if t not in have]
 
 
 def _migrate(conn: Connection) -> None:

@@ -3,18 +3,28 @@
 The files are the source of truth of the vault (Ori/Obsidian layout: ``self/``, ``notes/``, ``inbox/``,
 ``ops/``). A note's title is its file name without ``.md``; titles given by users or models are sanitized so a
 note can never be written outside its vault. Reading a file either returns a :class:`Note` or raises
-:class:`NoteError` saying why the file was skipped.
+:class:`NoteError` saying which file was skipped and why.
+
+Hostile files are expected: only regular files are read (a symlink, FIFO or device file is refused without being
+opened, and the open itself uses ``O_NOFOLLOW`` under a walk of directory handles from the vault root, so nothing
+swapped in between is followed out), reads stop at :data:`MAX_NOTE_BYTES`, and front matter is parsed by a YAML
+safe loader capped in bytes, nesting depth and alias expansion (no billion laughs). Writes go through the same
+directory handles, so a folder swapped for a symlink cannot redirect them.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import errno
 import hashlib
+import math
 import os
 import re
-import tempfile
+import secrets
+import stat as _stat
 import unicodedata
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,16 +33,22 @@ import yaml
 
 __all__ = [
     "FOLDERS",
+    "MAX_FRONT_MATTER_BYTES",
     "MAX_NOTE_BYTES",
+    "MAX_YAML_DEPTH",
+    "MAX_YAML_NODES",
     "Note",
     "NoteError",
     "atomic_write",
     "content_hash",
     "iter_note_files",
+    "move_file",
     "normalize_title",
+    "not_a_file",
     "parse_created",
     "parse_note",
     "parse_text",
+    "read_note_bytes",
     "render_note",
     "safe_path",
     "sanitize_title",
@@ -43,6 +59,14 @@ __all__ = [
 FOLDERS = ("self", "notes", "inbox", "ops")
 MAX_NOTE_BYTES = 1024 * 1024
 MAX_TITLE_CHARS = 160
+# A file name is at most 255 bytes; the title also carries ".md" and, while written, a temp prefix and suffix.
+MAX_TITLE_BYTES = 200
+# Front matter is a handful of keys: these caps keep a hostile one cheap to refuse (PyYAML's scanner is
+# quadratic in flow nesting, its composer and constructor recurse, and aliases multiply what a reader expands).
+MAX_FRONT_MATTER_BYTES = 64 * 1024
+MAX_YAML_DEPTH = 64
+MAX_YAML_NODES = 100_000
+_OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 # [[target]], [[target|alias]], [[target#heading]], [[target#heading|alias]]
 _WIKILINK = re.compile(r"\[\[([^\[\]|#\n]*)(?:#([^\[\]|\n]*))?(?:\|([^\[\]\n]*))?\]\]")
@@ -67,6 +91,9 @@ class Note:
     content_hash: str = ""
     size: int = 0
     mtime_ns: int = 0
+    created: float = 0.0
+    # Things wrong with a note that still loads (a ``created`` that is not a date): reported, not fatal.
+    problems: list[str] = field(default_factory=list)
 
     @property
     def folder(self) -> str:
@@ -88,7 +115,8 @@ def sanitize_title(title: str) -> str:
     parts = [p for p in cleaned.split("-") if not (p.strip() and set(p.strip()) == {"."})]
     cleaned = "-".join(parts)
     cleaned = re.sub(r"-{2,}", "-", cleaned).strip(" .-")
-    cleaned = cleaned[:MAX_TITLE_CHARS].rstrip(" .-")
+    cleaned = cleaned[:MAX_TITLE_CHARS]
+    cleaned = cleaned.encode("utf-8")[:MAX_TITLE_BYTES].decode("utf-8", errors="ignore").rstrip(" .-")
     if not cleaned:
         raise NoteError(
             f"The title {title!r} is empty once path characters are removed; give the note a real title."
@@ -125,8 +153,109 @@ def wiki_links(text: str) -> list[str]:
     return list(seen)
 
 
+class _TooComplex(yaml.YAMLError):
+    """Front matter over the depth or alias-expansion cap (raised while composing, before construction)."""
+
+
+class _FrontMatterLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` with a nesting cap, an alias-expansion cap and dates that may be invalid.
+
+    PyYAML shares one object between an anchor and its aliases, so a billion-laughs document loads small but
+    explodes for whoever walks it (``str()``, ``yaml.safe_dump``, JSON); the composed node graph is measured as if
+    every alias were copied out, and refused past :data:`MAX_YAML_NODES` nodes, :data:`MAX_YAML_DEPTH` levels or
+    on a recursive alias.
+    """
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        self._depth += 1
+        try:
+            if self._depth > MAX_YAML_DEPTH:
+                raise _TooComplex(f"nested more than {MAX_YAML_DEPTH} levels deep")
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def compose_document(self) -> Any:
+        node = super().compose_document()
+        _check_expansion(node)
+        return node
+
+    def construct_lenient_timestamp(self, node: yaml.ScalarNode) -> Any:
+        # "2024-13-45" looks like a date to the resolver and then fails to construct; keep it as text, so the
+        # note loads and parse_created() reports the bad value by name.
+        try:
+            return self.construct_yaml_timestamp(node)
+        except (ValueError, OverflowError):
+            return self.construct_scalar(node)
+
+
+_FrontMatterLoader.add_constructor(
+    "tag:yaml.org,2002:timestamp", _FrontMatterLoader.construct_lenient_timestamp
+)
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    return []
+
+
+def _check_expansion(root: yaml.Node | None) -> None:
+    """Raise :class:`_TooComplex` if ``root``, aliases expanded, is too big, too deep or recursive."""
+    if root is None:
+        return
+    # Iterative post-order walk, memoized per node (aliases are the same node object): linear in the graph.
+    size: dict[int, int] = {}
+    depth: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        key = id(node)
+        if done:
+            on_path.discard(key)
+            kids = _children(node)
+            size[key] = 1 + sum(size[id(k)] for k in kids)
+            depth[key] = 1 + max((depth[id(k)] for k in kids), default=0)
+            if size[key] > MAX_YAML_NODES:
+                raise _TooComplex(f"aliases expand to over {MAX_YAML_NODES:,} values (an alias bomb?)")
+            if depth[key] > MAX_YAML_DEPTH:
+                raise _TooComplex(f"aliases nest values more than {MAX_YAML_DEPTH} levels deep")
+            continue
+        if key in size:
+            continue
+        if key in on_path:
+            raise _TooComplex("an alias refers to a value that contains it (recursive alias)")
+        on_path.add(key)
+        stack.append((node, True))
+        stack.extend((kid, False) for kid in _children(node) if id(kid) not in size)
+
+
+def _flow_depth(text: str) -> int:
+    """The deepest nesting of ``[``/``{`` in ``text``, brackets in quotes counted too (an upper bound)."""
+    deepest = level = 0
+    for char in text:
+        if char in "[{":
+            level += 1
+            deepest = max(deepest, level)
+        elif char in "]}" and level:
+            level -= 1
+    return deepest
+
+
 def parse_text(text: str, where: str) -> tuple[dict[str, Any], str]:
-    """Split ``text`` into front matter (a dict) and body; ``where`` names the file in errors."""
+    """Split ``text`` into front matter (a dict) and body; ``where`` names the file in errors.
+
+    Raises :class:`NoteError` (never anything else) for front matter that does not end, is over
+    :data:`MAX_FRONT_MATTER_BYTES`, is not a mapping, is broken YAML, or is nested or aliased past the caps."""
+    if not isinstance(text, str):
+        raise NoteError(f"{where}: a note must be text, not {type(text).__name__}.")
     match = _FRONT_MATTER.match(text)
     if not match:
         if text.startswith(("---\n", "---\r\n")):
@@ -134,14 +263,35 @@ def parse_text(text: str, where: str) -> tuple[dict[str, Any], str]:
                 f"{where}: front matter starts with '---' but never ends; add a closing '---' line."
             )
         return {}, text
+    front = match.group(1)
+    size = len(front.encode("utf-8", errors="replace"))
+    if size > MAX_FRONT_MATTER_BYTES:
+        raise NoteError(
+            f"{where}: front matter is {size:,} bytes, over the {MAX_FRONT_MATTER_BYTES:,}-byte limit; "
+            "keep it to a few keys and move the rest into the body."
+        )
+    if _flow_depth(front) > MAX_YAML_DEPTH:
+        # Checked before parsing: PyYAML's scanner takes quadratic time on deep [ and { nesting.
+        raise NoteError(
+            f"{where}: front matter nests brackets more than {MAX_YAML_DEPTH} levels deep; flatten it."
+        )
     try:
-        meta = yaml.safe_load(match.group(1)) or {}
+        meta = yaml.load(front, Loader=_FrontMatterLoader)
+    except _TooComplex as exc:
+        raise NoteError(f"{where}: front matter refused: {exc}; simplify it.") from exc
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f" line {mark.line + 2}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or exc.__class__.__name__
         raise NoteError(
-            f"{where}:{line} broken YAML front matter ({exc.__class__.__name__}); fix or remove it."
+            f"{where}:{line} broken YAML front matter ({exc.__class__.__name__}: {problem}); fix or remove it."
         ) from exc
+    except Exception as exc:  # noqa: BLE001 - PyYAML's constructors also raise ValueError, IndexError...
+        raise NoteError(
+            f"{where}: broken YAML front matter ({exc.__class__.__name__}: {exc}); fix or remove it."
+        ) from exc
+    if meta is None:
+        meta = {}
     if not isinstance(meta, dict):
         raise NoteError(
             f"{where}: front matter must be a mapping of keys to values, not {type(meta).__name__}."
@@ -149,32 +299,130 @@ def parse_text(text: str, where: str) -> tuple[dict[str, Any], str]:
     return meta, text[match.end() :]
 
 
-def parse_created(value: Any, fallback: float) -> float:
-    """Epoch seconds from a front-matter ``created`` value (date, datetime or ISO text), else ``fallback``."""
-    if isinstance(value, _dt.datetime):
-        moment = value if value.tzinfo else value.replace(tzinfo=_dt.UTC)
-        return moment.timestamp()
-    if isinstance(value, _dt.date):
-        return _dt.datetime(value.year, value.month, value.day, tzinfo=_dt.UTC).timestamp()
-    if isinstance(value, str):
-        try:
-            return parse_created(_dt.datetime.fromisoformat(value.strip()), fallback)
-        except ValueError:
-            return fallback
-    if isinstance(value, (int, float)):
-        return float(value)
-    return fallback
+def parse_created(value: Any, fallback: float, where: str = "") -> tuple[float, str | None]:
+    """Epoch seconds from a front-matter ``created`` value (date, datetime, ISO text or a number) and ``None``;
+    ``(fallback, problem)`` when the value is there but is not a valid moment (``2024-13-45``, ``.nan``)."""
+    if value is None:
+        return fallback, None
+    seconds: float | None = None
+    try:
+        if isinstance(value, _dt.datetime):
+            moment = value if value.tzinfo else value.replace(tzinfo=_dt.UTC)
+            seconds = moment.timestamp()
+        elif isinstance(value, _dt.date):
+            seconds = _dt.datetime(value.year, value.month, value.day, tzinfo=_dt.UTC).timestamp()
+        elif isinstance(value, str):
+            return parse_created(_dt.datetime.fromisoformat(value.strip()), fallback, where)
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            seconds = float(value)
+    except (ValueError, OverflowError, OSError):
+        seconds = None
+    if seconds is not None and math.isfinite(seconds) and _MIN_CREATED <= seconds <= _MAX_CREATED:
+        return seconds, None
+    shown = repr(value) if not isinstance(value, str) else value
+    return fallback, (
+        f"{where}: 'created: {shown[:60]}' is not a valid date or time; the file's modification time is used "
+        "instead (write it as YYYY-MM-DD)."
+    )
+
+
+# datetime's own range (years 1 to 9999), as epoch seconds.
+_MIN_CREATED = _dt.datetime(1, 1, 1, tzinfo=_dt.UTC).timestamp()
+_MAX_CREATED = _dt.datetime(9999, 12, 31, tzinfo=_dt.UTC).timestamp()
+
+
+def not_a_file(mode: int) -> str | None:
+    """Why an ``lstat`` mode is not a note the vault reads (a symlink, FIFO, device...), or None."""
+    if _stat.S_ISREG(mode):
+        return None
+    if _stat.S_ISLNK(mode):
+        return "a symbolic link, not followed (the vault reads only regular files inside its folder)"
+    if _stat.S_ISDIR(mode):
+        return "a folder, not a note"
+    kinds = {
+        _stat.S_ISFIFO: "a FIFO (named pipe)",
+        _stat.S_ISCHR: "a character device",
+        _stat.S_ISBLK: "a block device",
+        _stat.S_ISSOCK: "a socket",
+    }
+    kind = next((name for test, name in kinds.items() if test(mode)), "not a regular file")
+    return f"{kind}, not a regular file; the vault reads only regular files"
+
+
+def _parts(rel: str) -> list[str]:
+    parts = rel.split("/")
+    if not rel or any(p in ("", ".", "..") or "\x00" in p for p in parts):
+        raise NoteError(f"Refusing the path {rel!r}: it must be a plain path inside the vault.")
+    return parts
+
+
+@contextlib.contextmanager
+def _directory(root: Path, parts: list[str], create: bool) -> Iterator[int]:
+    """A handle on ``root/<parts...>`` reached one ``O_NOFOLLOW`` step at a time (symlinks refused)."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for part in parts:
+            if create:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, 0o777, dir_fd=fd)
+            try:
+                child = os.open(part, _OPEN_DIR, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                    raise NoteError(
+                        f"Refusing {'/'.join(parts)!r}: {part!r} is not a plain folder (a symlink?)."
+                    ) from exc
+                raise
+            os.close(fd)
+            fd = child
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def read_note_bytes(root: Path, rel: str) -> tuple[bytes, os.stat_result]:
+    """The bytes of the regular file ``root/rel`` (at most :data:`MAX_NOTE_BYTES`) and its stat.
+
+    :class:`NoteError` names the file when it is a symlink, FIFO, device or folder (none of them opened for
+    reading, so nothing blocks), or is over the size limit."""
+    parts = _parts(rel)
+    with _directory(root, parts[:-1], create=False) as parent:
+        kind = not_a_file(os.lstat(parts[-1], dir_fd=parent).st_mode)
+        if kind:
+            raise NoteError(f"{rel}: {kind}.")
+        # O_NONBLOCK: should a FIFO be swapped in after the lstat, opening it does not wait for a writer.
+        fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=parent)
+    try:
+        info = os.fstat(fd)
+        kind = not_a_file(info.st_mode)
+        if kind:
+            raise NoteError(f"{rel}: {kind}.")
+        if info.st_size > MAX_NOTE_BYTES:
+            raise NoteError(
+                f"{rel}: {info.st_size:,} bytes is over the {MAX_NOTE_BYTES:,}-byte note limit; "
+                "split it into smaller notes."
+            )
+        chunks: list[bytes] = []
+        left = MAX_NOTE_BYTES + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 16))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+    finally:
+        os.close(fd)
+    raw = b"".join(chunks)
+    if len(raw) > MAX_NOTE_BYTES:
+        raise NoteError(f"{rel}: grew over the {MAX_NOTE_BYTES:,}-byte note limit while being read.")
+    return raw, info
 
 
 def parse_note(root: Path, path: Path) -> Note:
-    """Read and parse one note file; :class:`NoteError` for binary, oversized, non-UTF-8 or broken files."""
+    """Read and parse one note file; :class:`NoteError` (naming the file) for anything that is not a readable
+    markdown note: not a regular file, oversized, binary, not UTF-8, or broken front matter."""
     rel = path.relative_to(root).as_posix()
-    stat = path.stat()
-    if stat.st_size > MAX_NOTE_BYTES:
-        raise NoteError(
-            f"{rel}: {stat.st_size:,} bytes is over the {MAX_NOTE_BYTES:,}-byte note limit; split it into smaller notes."
-        )
-    raw = path.read_bytes()
+    raw, info = read_note_bytes(root, rel)
     if b"\x00" in raw[:8192]:
         raise NoteError(f"{rel}: binary file (NUL bytes), not a markdown note; move it out of the vault.")
     try:
@@ -183,6 +431,7 @@ def parse_note(root: Path, path: Path) -> Note:
         raise NoteError(f"{rel}: not UTF-8 text (byte {exc.start}); re-save it as UTF-8.") from exc
     meta, body = parse_text(text, rel)
     body = body.strip()
+    created, problem = parse_created(meta.get("created"), info.st_mtime_ns / 1e9, rel)
     return Note(
         title=path.stem,
         path=rel,
@@ -190,8 +439,10 @@ def parse_note(root: Path, path: Path) -> Note:
         meta=meta,
         links=wiki_links(body),
         content_hash=content_hash(f"{path.stem}\n{body}"),
-        size=stat.st_size,
-        mtime_ns=stat.st_mtime_ns,
+        size=info.st_size,
+        mtime_ns=info.st_mtime_ns,
+        created=created,
+        problems=[problem] if problem else [],
     )
 
 
@@ -210,27 +461,63 @@ def safe_path(root: Path, rel: str) -> Path:
     return target
 
 
-def atomic_write(path: Path, text: str) -> None:
-    """Write ``text`` so readers see the old file or the new one, never half of it (temp file + rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+def atomic_write(root: Path, rel: str, text: str) -> os.stat_result:
+    """Write ``text`` to ``root/rel`` so readers see the old file or the new one, never half of it (temp file
+    + rename, both inside a folder handle reached without following symlinks); returns the new file's stat."""
+    parts = _parts(rel)
+    root.mkdir(parents=True, exist_ok=True)
+    data = text.encode("utf-8")
+    with _directory(root, parts[:-1], create=True) as parent:
+        tmp = f".{parts[-1]}.{secrets.token_hex(4)}.tmp"
+        fd = os.open(
+            tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=parent
+        )
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+            # rename() replaces whatever is at the name, a symlink included, without following it.
+            os.replace(tmp, parts[-1], src_dir_fd=parent, dst_dir_fd=parent)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=parent)
+            raise
+        return os.stat(parts[-1], dir_fd=parent, follow_symlinks=False)
 
 
-def iter_note_files(root: Path) -> list[Path]:
-    """Every file under ``root`` except hidden ones (index, archive, temp files), sorted."""
+def move_file(root: Path, src: str, dst: str) -> None:
+    """Rename ``root/src`` to ``root/dst`` (folders of ``dst`` created), both reached without following symlinks."""
+    src_parts, dst_parts = _parts(src), _parts(dst)
+    with (
+        _directory(root, src_parts[:-1], create=False) as src_dir,
+        _directory(root, dst_parts[:-1], create=True) as dst_dir,
+    ):
+        os.replace(src_parts[-1], dst_parts[-1], src_dir_fd=src_dir, dst_dir_fd=dst_dir)
+
+
+def iter_note_files(root: Path) -> tuple[list[Path], list[tuple[str, str]]]:
+    """Every entry under ``root`` that is not a folder or hidden (index, archive, temp files), sorted, and the
+    (path, reason) of folders that could not be listed. Symlinks are listed, never descended; the walk is
+    iterative, so a folder tree thousands of levels deep does not overflow the stack."""
     found: list[Path] = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-        for name in sorted(filenames):
-            if name.startswith("."):
+    problems: list[tuple[str, str]] = []
+    stack = [root]
+    while stack:
+        folder = stack.pop()
+        try:
+            with os.scandir(folder) as entries:
+                listed = sorted(entries, key=lambda e: e.name)
+        except OSError as exc:
+            rel = folder.relative_to(root).as_posix()
+            problems.append((rel, f"{rel}: folder not listed ({exc.strerror or exc})"))
+            continue
+        subfolders = []
+        for entry in listed:
+            if entry.name.startswith("."):
                 continue
-            found.append(Path(dirpath) / name)
-    return found
+            try:
+                is_dir = entry.is_dir(follow_symlinks=False)
+            except OSError:
+                is_dir = False
+            (subfolders if is_dir else found).append(Path(entry.path))
+        stack.extend(reversed(subfolders))
+    return sorted(found), problems

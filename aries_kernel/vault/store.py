@@ -3,6 +3,8 @@
 A :class:`NoteStore` is the global vault or the project brain. Writes go file first (atomic rename) and index
 second, inside one ``BEGIN IMMEDIATE`` transaction, so a duplicate check and the write it guards cannot
 interleave with another process, and a writer killed between the two leaves a file that the next sync indexes.
+Text given to :meth:`NoteStore.add` passes through :func:`aries_kernel.redact.redact` before it is written, and
+the index re-indexes the files whenever it had to be reopened or rebuilt (``VaultIndex.on_recreate``).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
+from aries_kernel.redact import redact
 from aries_kernel.vault.index import VaultIndex, fts_query, query_terms
 from aries_kernel.vault.notes import (
     FOLDERS,
@@ -26,8 +29,9 @@ from aries_kernel.vault.notes import (
     atomic_write,
     content_hash,
     iter_note_files,
+    move_file,
     normalize_title,
-    parse_created,
+    not_a_file,
     parse_note,
     render_note,
     safe_path,
@@ -38,6 +42,7 @@ from aries_kernel.vault.notes import (
 __all__ = ["AddResult", "NoteStore", "Skipped"]
 
 ARCHIVE_DIR = ".archive"
+_SYNC_ATTEMPTS = 5
 NEAR_DUPLICATE_JACCARD = 0.85
 _WORD = re.compile(r"\w+")
 
@@ -57,13 +62,18 @@ class AddResult:
         return f"{self.action} [[{self.title}]] at {self.path} in the {self.source} vault{twin}"
 
 
+class _IndexSwapped(Exception):
+    """The index file changed under a sync; it starts over."""
+
+
 @dataclass(frozen=True)
 class Skipped:
-    """A file the sync did not index, and why."""
+    """A file the sync did not index (``status`` ``skipped``), or indexed with a part ignored (``indexed``)."""
 
     source: str
     path: str
     reason: str
+    status: str = "skipped"
 
 
 class NoteStore:
@@ -75,11 +85,24 @@ class NoteStore:
         self.clock = clock
         self.index = VaultIndex(db_path)
         self.skipped: list[Skipped] = []
+        # The index was deleted, replaced or truncated under us: the markdown files bring the notes back.
+        self.index.on_recreate = self.sync
+        if self.index.recreated:
+            self.index.log_recovery()
 
     # -- files -> index -------------------------------------------------------------------------------
 
     def sync(self) -> tuple[int, int]:
         """Index new and changed files, drop rows of deleted ones; returns (changed, removed)."""
+        for _ in range(_SYNC_ATTEMPTS):
+            try:
+                return self._sync_once()
+            except _IndexSwapped:
+                continue  # the index file was replaced between reading it and writing: diff again
+        return self._sync_once()
+
+    def _sync_once(self) -> tuple[int, int]:
+        file_in_use = self.index.identity
         indexed: dict[str, tuple[int, int]] = {
             r[0]: (int(r[1]), int(r[2])) for r in self.index.rows("SELECT path, mtime_ns, size FROM notes")
         }
@@ -87,37 +110,57 @@ class NoteStore:
         broken: list[str] = []
         skipped: list[Skipped] = []
         present: set[str] = set()
-        files = iter_note_files(self.root) if self.root.is_dir() else []
+        files, unlisted = iter_note_files(self.root) if self.root.is_dir() else ([], [])
+        skipped.extend(Skipped(self.source, rel, reason) for rel, reason in unlisted)
         for path in files:
             rel = path.relative_to(self.root).as_posix()
-            if path.suffix != ".md":
-                skipped.append(Skipped(self.source, rel, "not a markdown (.md) note"))
-                continue
             try:
-                stat = path.stat()
+                stat = path.lstat()
+                kind = not_a_file(stat.st_mode)
+                if kind:
+                    raise NoteError(f"{rel}: {kind}.")
+                if path.suffix != ".md":
+                    skipped.append(Skipped(self.source, rel, "not a markdown (.md) note"))
+                    continue
                 if indexed.get(rel) == (stat.st_mtime_ns, stat.st_size):
                     present.add(rel)
                     continue
-                changed.append(parse_note(self.root, path))
+                note = parse_note(self.root, path)
+                changed.append(note)
                 present.add(rel)
+                skipped.extend(Skipped(self.source, rel, p, "indexed") for p in note.problems)
             except NoteError as exc:
                 skipped.append(Skipped(self.source, rel, str(exc)))
                 if rel in indexed:
                     broken.append(rel)
-            except OSError as exc:
-                skipped.append(Skipped(self.source, rel, f"{rel}: cannot read ({exc.strerror})"))
+            except (OSError, ValueError) as exc:
+                # ValueError: a name the OS cannot take back (an embedded NUL from a hostile listing).
+                why = getattr(exc, "strerror", None) or str(exc)
+                skipped.append(Skipped(self.source, rel, f"{rel}: cannot read ({why})"))
+                if rel in indexed:
+                    broken.append(rel)
         removed = [p for p in indexed if p not in present and p not in broken]
         self.skipped = skipped
+        if file_in_use != self.index.identity:
+            raise _IndexSwapped
         if changed or removed or broken:
-            self.index.write(lambda conn: self._apply_sync(conn, changed, removed, broken))
+            self.index.write(lambda conn: self._apply_sync(conn, changed, removed, broken, file_in_use))
         return len(changed), len(removed) + len(broken)
 
     def _apply_sync(
-        self, conn: Connection, changed: Sequence[Note], removed: Sequence[str], broken: Sequence[str]
+        self,
+        conn: Connection,
+        changed: Sequence[Note],
+        removed: Sequence[str],
+        broken: Sequence[str],
+        file_in_use: tuple[int, int],
     ) -> None:
+        if file_in_use != self.index.identity:
+            # The diff was taken against a file that has since been replaced: applying it would leave out
+            # every note the old file already had.
+            raise _IndexSwapped
         for note in changed:
-            mtime = note.mtime_ns / 1e9
-            VaultIndex.upsert_note(conn, note, parse_created(note.meta.get("created"), mtime), mtime)
+            VaultIndex.upsert_note(conn, note, note.created, note.mtime_ns / 1e9)
         for rel in broken:
             VaultIndex.delete_note(conn, rel)
         gone = len(broken)
@@ -179,7 +222,10 @@ class NoteStore:
         similar content, which dominates the cost of building a very large vault."""
         if folder not in FOLDERS:
             raise NoteError(f"Unknown folder {folder!r}; notes go to one of {', '.join(FOLDERS)}.")
-        prepared = [(sanitize_title(t), _check_content(t, c), ty) for t, c, ty in items]
+        # Secrets never reach the file, its name or the index: redacted before anything is written.
+        prepared = [
+            (sanitize_title(_redact_title(t)), redact(_check_content(t, c)), ty) for t, c, ty in items
+        ]
         # Whole seconds, so the ``created`` written to front matter gives the same warmth after a rebuild.
         moments = [
             float(int(m)) for m in (created if created is not None else [self.clock()] * len(prepared))
@@ -216,12 +262,12 @@ class NoteStore:
             return AddResult(twin["title"], self.source, twin["path"], "updated", twin["title"])
         rel = f"{folder}/{title}.md"
         target = safe_path(self.root, rel)
-        if target.exists():
+        if os.path.lexists(target):
             # A readable file the index does not know yet (written since the last sync, or by a writer that
             # died before committing) is this note: overwrite it. An unreadable one is the user's to fix.
             try:
-                parse_note(self.root, target)
-            except NoteError as exc:
+                parse_note(self.root, self.root / rel)
+            except (NoteError, OSError) as exc:
                 raise NoteError(f"Cannot write {rel}: the file there is not a valid note ({exc}).") from exc
         iso = _dt.datetime.fromtimestamp(created, _dt.UTC).isoformat(timespec="seconds")
         meta: dict[str, Any] = {"description": _first_line(body), "type": kind, "created": iso}
@@ -240,9 +286,7 @@ class NoteStore:
         created: float,
         action: str,
     ) -> None:
-        target = safe_path(self.root, rel)
-        atomic_write(target, render_note(meta, body))
-        stat = target.stat()
+        stat = atomic_write(self.root, rel, render_note(meta, body))
         note = Note(
             title,
             rel,
@@ -258,7 +302,7 @@ class NoteStore:
 
     def _meta_of(self, rel: str) -> dict[str, Any] | None:
         try:
-            return parse_note(self.root, safe_path(self.root, rel)).meta
+            return parse_note(self.root, self.root / rel).meta
         except (NoteError, OSError):
             return None
 
@@ -295,9 +339,8 @@ class NoteStore:
 
         def work(conn: Connection) -> str:
             archived = _free_name(safe_path(self.root, f"{ARCHIVE_DIR}/{row['path']}"))
-            archived.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(safe_path(self.root, row["path"]), archived)
             rel = archived.relative_to(self.root.resolve()).as_posix()
+            move_file(self.root, row["path"], rel)
             VaultIndex.delete_note(conn, row["path"])
             conn.exec_driver_sql(
                 "INSERT INTO archive (title, key, path, archived_path, archived_at) VALUES (?,?,?,?,?)",
@@ -323,17 +366,14 @@ class NoteStore:
             raise KeyError(f"No archived note titled {title!r} in the {self.source} vault.")
 
         def work(conn: Connection) -> AddResult:
-            source = safe_path(self.root, row["archived_path"])
             target = safe_path(self.root, row["path"])
-            if target.exists():
+            if os.path.lexists(target):
                 raise NoteError(
                     f"Cannot restore {row['path']}: a note already exists there; rename or forget it first."
                 )
-            target.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(source, target)
-            note = parse_note(self.root, target)
-            mtime = note.mtime_ns / 1e9
-            VaultIndex.upsert_note(conn, note, parse_created(note.meta.get("created"), mtime), mtime)
+            move_file(self.root, row["archived_path"], row["path"])
+            note = parse_note(self.root, self.root / row["path"])
+            VaultIndex.upsert_note(conn, note, note.created, note.mtime_ns / 1e9)
             if row.get("id") is not None:
                 conn.exec_driver_sql(
                     "UPDATE archive SET restored_at = ? WHERE id = ?", (self.clock(), row["id"])
@@ -375,6 +415,10 @@ def _check_content(title: str, content: str) -> str:
     if "\x00" in content:
         raise NoteError(f"The content of {title!r} contains NUL bytes; a note must be text, not binary data.")
     return content.strip()
+
+
+def _redact_title(title: str) -> str:
+    return redact(title) if isinstance(title, str) else title
 
 
 def _first_line(body: str) -> str:

@@ -109,14 +109,23 @@ def open_vault(
     clock: Callable[[], float] = time.time,
 ) -> Vault:
     """The global vault (``path``, else ``$ARIES_VAULT``, else ``AriesVault.path``) and the project brain
-    ``<root>/.aries/memory`` when ``root`` is given."""
+    ``<root>/.aries/memory`` when ``root`` is given. A repository whose ``.aries`` or ``.aries/memory`` is a
+    symlink is refused (``UnsafePath``): the brain would be read and written wherever the link points."""
     settings = AriesVault(config=config)
     folder = Path(path or os.environ.get("ARIES_VAULT") or settings.path).expanduser()
     stores = [NoteStore("global", folder, folder / ".aries" / "index.db", clock)]
     if root is not None and settings.project_brain:
-        from aries_kernel.codebase.store import ensure_aries_dir  # its .gitignore keeps vault.db out of git
+        # ensure_aries_dir's .gitignore keeps vault.db out of git while the brain travels with the repository.
+        from aries_kernel.codebase.store import UnsafePath, ensure_aries_dir
 
-        aries_dir = ensure_aries_dir(Path(root).expanduser().resolve())
+        project = Path(root).expanduser().resolve()
+        project.mkdir(parents=True, exist_ok=True)
+        aries_dir = ensure_aries_dir(project)
+        if (aries_dir / "memory").is_symlink():
+            raise UnsafePath(
+                f"{aries_dir / 'memory'} is a symlink; aries-kernel does not read or write the project brain "
+                "through it (replace it with a folder to continue)"
+            )
         stores.append(NoteStore("project", aries_dir / "memory", aries_dir / "vault.db", clock))
     return Vault(
         stores,
@@ -158,9 +167,12 @@ class Vault:
 
     @property
     def skipped(self) -> pd.DataFrame:
-        """Files the last sync did not index, with the reason (broken front matter, binary, too large...)."""
-        rows = [(s.source, s.path, s.reason) for store in self.stores for s in store.skipped]
-        return pd.DataFrame(rows, columns=["source", "path", "reason"])
+        """The vault's report of bad files (its ``codebase.skipped()``): one row per file the last sync did not
+        index (``status`` ``skipped``: broken, bombed or over-deep front matter, binary, too large, not UTF-8, a
+        symlink, FIFO or device file) or indexed with a part ignored (``status`` ``indexed``: a ``created`` that
+        is not a date). Columns: source, path, status, reason; the reason names the file and what to fix."""
+        rows = [(s.source, s.path, s.status, s.reason) for store in self.stores for s in store.skipped]
+        return pd.DataFrame(rows, columns=["source", "path", "status", "reason"])
 
     def _store(self, where: str | None) -> NoteStore:
         name = where or "global"
