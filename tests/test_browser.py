@@ -7,6 +7,7 @@ with a fresh kernel. Each step leaves a screenshot in the test's output folder (
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,12 @@ def _text(message: dict[str, Any]) -> str:
     return "".join(block.get("text", "") for block in content or [] if isinstance(block, dict))
 
 
+def _tool_results(message: dict[str, Any]) -> list[dict[str, Any]]:
+    content = message.get("content")
+    blocks = content if isinstance(content, list) else []
+    return [b for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result"]
+
+
 def _respond(body: dict[str, Any]) -> Reply:
     """The scripted model: an Edit for each edit prompt, a closing line once its result comes back, and a
     reply that takes ``SLOW_SECONDS`` to start for the slow prompt. Other calls (no tools: memory, summaries)
@@ -59,10 +66,7 @@ def _respond(body: dict[str, Any]) -> Reply:
     if not body.get("tools"):
         return echo_responder(body)
     messages = body["messages"]
-    last = messages[-1]
-    answered = isinstance(last.get("content"), list) and any(
-        isinstance(block, dict) and block.get("type") == "tool_result" for block in last["content"]
-    )
+    answered = bool(_tool_results(messages[-1]))
     prompt = next((_text(m) for m in reversed(messages) if m["role"] == "user" and _text(m)), "")
     if SLOW in prompt:
         return Reply(text="Too late.", delay=SLOW_SECONDS)
@@ -157,6 +161,8 @@ def test_a_keyless_notebook_runs_all_from_its_own_folder(
     book.screenshot("ran")
     assert not book.error_outputs(), book.error_outputs()
     assert not book.unrun_cells(), f"code cells not run: {book.unrun_cells()}"
+    # Started in notebooks/, the kernel found the repository root: its index is there, not in notebooks/.
+    assert (lab.root / ".aries" / "index.db").exists() and not (lab.root / "notebooks" / ".aries").exists()
     table = book.panel.locator("table.dataframe").first
     book.wait_visible(table, "a rendered DataFrame table", timeout=10)
     table.scroll_into_view_if_needed()
@@ -198,6 +204,13 @@ def test_agent_runs_are_approved_denied_stopped_and_kept_after_a_reload(
     deny.click()
     book.wait_cell_done(1)
     assert (project / "sandbox" / "deny.txt").read_text() == ORIGINAL
+    answers = [
+        result
+        for request in model.requests
+        if request.body.get("tools") and DENY in json.dumps(request.body["messages"])
+        for result in _tool_results(request.body["messages"][-1])
+    ]
+    assert answers and answers[-1].get("is_error"), answers  # the model was told the call was refused
     book.wait_visible(cell.get_by_text(DENIED_REPLY).first, "the model's reply to the denial", timeout=10)
     book.screenshot("denied")
 
