@@ -83,3 +83,38 @@ def test_writer_killed_mid_stream_loses_no_returned_add(tmp_path: Path) -> None:
     # still writable after the crash
     assert vault.add("After the crash", "The vault accepts writes again.").action == "created"
     assert vault.skipped.empty  # a temp file the kill left behind is hidden, not a note
+
+
+def test_index_deleted_under_four_writer_processes_loses_no_add(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    open_vault(None, path=tmp_path / "vault", embedder=HashEmbedder()).stores[0].index.close()
+    db = tmp_path / "vault" / ".aries" / "index.db"
+
+    def start(tag: str, count: int) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-c", WRITER, tag, str(count)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    procs = [start(tag, 120) for tag in "ABCD"]
+    first = procs[0]
+    assert first.stdout is not None
+    seen = [first.stdout.readline().strip() for _ in range(30)]  # the writers are well under way
+    for suffix in ("", "-wal", "-shm"):
+        Path(str(db) + suffix).unlink(missing_ok=True)
+    late = start("L", 60)  # starts after the deletion
+    outputs = [(p, *p.communicate(timeout=600)) for p in [*procs, late]]
+    returned = list(seen)
+    for proc, out, err in outputs:
+        assert proc.returncode == 0, err
+        assert "malformed" not in err and "Traceback" not in err
+        returned.extend(line.strip() for line in out.splitlines() if line.strip())
+    assert len(returned) == 4 * 120 + 60
+    vault = open_vault(None, path=tmp_path / "vault", embedder=HashEmbedder())
+    titles = set(vault.titles())
+    assert [t for t in returned if t not in titles] == []
+    assert {p.stem for p in (tmp_path / "vault" / "inbox").glob("*.md")} >= set(returned)
+    vault.stores[0].index.close()
