@@ -47,7 +47,7 @@ from aries_kernel.agent.events import (
 from aries_kernel.agent.loop import Agent, AgentHook
 from aries_kernel.agent.phases import estimate_tokens
 from aries_kernel.models import types as mt
-from aries_kernel.vault.notes import NoteError, parse_text
+from aries_kernel.vault.notes import NoteError, parse_note
 
 __all__ = [
     "PREFLIGHT_OPEN",
@@ -663,12 +663,11 @@ def _self_file(vault: Any, name: str) -> str:
     for store in vault.stores:
         if store.source != "global":
             continue
-        path = store.root / "self" / f"{name}.md"
         try:
-            _, body = parse_text(path.read_text(encoding="utf-8"), str(path))
-        except (OSError, UnicodeDecodeError, NoteError):
+            # parse_note reads only a regular file, bounded in size: a FIFO or symlink here never blocks.
+            return parse_note(store.root, store.root / "self" / f"{name}.md").body
+        except (OSError, NoteError):
             return ""
-        return body.strip()
     return ""
 
 
