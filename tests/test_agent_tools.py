@@ -16,9 +16,10 @@ from IPython.core.interactiveshell import InteractiveShell
 
 from aries_kernel.agent.phases import LEAN, PhaseState, schema_tokens
 from aries_kernel.agent.repl import format_value, truncate
-from aries_kernel.agent.safety import OutsideRootError, confine
+from aries_kernel.agent.safety import confine
 from aries_kernel.agent.settings import AriesAgent
 from aries_kernel.agent.tools import TOOLS, Tool, ToolEnv, html_to_text, run_tool
+from aries_kernel.rootfs import OutsideRootError
 
 
 @pytest.fixture

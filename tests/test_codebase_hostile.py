@@ -21,9 +21,10 @@ from hypothesis import strategies as st
 from traitlets.config import Config
 
 from aries_kernel.codebase import Codebase, extract
-from aries_kernel.codebase.files import MAX_DEPTH, Refused, gitignore_spec, read_regular, walk
+from aries_kernel.codebase.files import MAX_DEPTH, gitignore_spec, walk
 from aries_kernel.codebase.resolve import TSCONFIG_MAX_BYTES, load_tsconfigs, parse_jsonc, strip_jsonc
 from aries_kernel.codebase.store import IndexStore, UnsafePath, ensure_aries_dir
+from aries_kernel.rootfs import RefusedPathError, read_regular
 
 # Far beyond what any case needs; only reached if something hangs.
 _BOUND = 120
@@ -235,16 +236,16 @@ def test_the_reader_never_leaves_the_root_nor_blocks(tmp_path: Path) -> None:
     os.symlink(tmp_path, root / "parent")
     os.mkfifo(root / "pipe.py")
     write(root, "big.py", "x" * 1000)
-    assert read_regular(root, "big.py", 10) == b"x" * 11  # at most limit + 1 bytes, whatever the size
-    assert read_regular(root, "good.py", 1000) == GOOD.encode()
-    with pytest.raises(Refused, match="outside the repository"):
-        read_regular(root, "up.py", 1000)
-    with pytest.raises(Refused, match="symlinked folder"):
-        read_regular(root, "parent/outside.py", 1000)
-    with pytest.raises(Refused, match="FIFO"):
-        read_regular(root, "pipe.py", 1000)
-    with pytest.raises(Refused, match="not a file path inside"):
-        read_regular(root, "../outside.py", 1000)
+    assert read_regular(root, "big.py", 10, walked=True)[0] == b"x" * 11  # at most limit + 1 bytes
+    assert read_regular(root, "good.py", 1000, walked=True) == (GOOD.encode(), "good.py")
+    with pytest.raises(RefusedPathError, match="leads outside the project root"):
+        read_regular(root, "up.py", 1000, walked=True)
+    with pytest.raises(RefusedPathError, match="symlinked folder"):
+        read_regular(root, "parent/outside.py", 1000, walked=True)
+    with pytest.raises(RefusedPathError, match="FIFO"):
+        read_regular(root, "pipe.py", 1000, walked=True)
+    with pytest.raises(RefusedPathError, match="climbs out with '..'"):
+        read_regular(root, "../outside.py", 1000, walked=True)
     record = extract.extract_file(str(root), "big.py", "python", 10)
     assert record["status"] == "skipped" and record["reason"].startswith("too large")
 

@@ -1,6 +1,6 @@
 """Where the agent may write, and which tool calls need a human's approval.
 
-Every path a tool touches is resolved beneath the project root by :mod:`aries_kernel.agent.rootfs`, one
+Every path a tool touches is resolved beneath the project root by :mod:`aries_kernel.rootfs`, one
 component at a time with no-follow semantics; a path that leaves the root, through ``..``, an absolute path or
 a symlink anywhere along the way, is refused with a message the model can act on. Reads are confined the same
 way, so the agent's view of the disk is the repository.
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from aries_kernel.agent.rootfs import MissingPathError, OutsideRootError, RootPathError, normalize, resolve
+from aries_kernel.rootfs import MissingPathError, normalize, resolve
 
-__all__ = ["OutsideRootError", "RootPathError", "confine", "EFFECTS", "TOOL_EFFECTS", "describe_call"]
+__all__ = ["confine", "EFFECTS", "TOOL_EFFECTS", "describe_call"]
 
 # What a tool can do to the world, which the permission mode weighs: "read" never changes anything,
 # "edit" changes files under the root, "command" runs programs or reaches the network, "repl" runs the
@@ -34,7 +34,7 @@ def confine(root: Path, path: str) -> Path:
 
     Symlinks inside the root are followed, beneath the root's handle, so a link that points outside it is
     refused too; a path that does not exist yet is accepted as long as its existing part stays inside. For
-    opening files, use :mod:`aries_kernel.agent.rootfs` directly: a path returned here can change before use.
+    opening files, use :mod:`aries_kernel.rootfs` directly: a path returned here can change before use.
     """
     try:
         rel = resolve(root, path)

@@ -26,7 +26,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
-from aries_kernel.agent import rootfs
+from aries_kernel import rootfs
 from aries_kernel.agent.patterns import (
     MAX_PATTERN_CHARS,
     Budget,
@@ -37,11 +37,11 @@ from aries_kernel.agent.patterns import (
     compile_regex,
 )
 from aries_kernel.agent.repl import format_value, run_code, truncate
-from aries_kernel.agent.rootfs import FileWalk, RootPathError
 from aries_kernel.agent.safety import TOOL_EFFECTS, confine
 from aries_kernel.agent.settings import AriesAgent
-from aries_kernel.codebase.files import gitignore_spec
+from aries_kernel.codebase.files import read_gitignore
 from aries_kernel.redact import scrubbed_env
+from aries_kernel.rootfs import FileWalk, RootPathError
 
 __all__ = ["Tool", "ToolEnv", "ToolError", "TOOLS", "run_tool", "tool_schema_dict"]
 
@@ -311,7 +311,9 @@ def _utf8(text: str, what: str) -> bytes:
 
 def _read_text(env: ToolEnv, file_path: str) -> tuple[str, str]:
     """The UTF-8 text of ``file_path`` and its real path relative to the root, read beneath the root."""
-    data, rel = rootfs.read_bytes(env.root, file_path, _MAX_TEXT_BYTES)
+    data, rel = rootfs.read_regular(env.root, file_path, _MAX_TEXT_BYTES)
+    if len(data) > _MAX_TEXT_BYTES:
+        raise ToolError(f"{file_path} is over the {_MAX_TEXT_BYTES:,}-byte limit for this tool.")
     if b"\0" in data[:8192]:
         raise ToolError(f"{file_path} is a binary file.")
     try:
@@ -394,20 +396,10 @@ def write(env: ToolEnv, file_path: str, content: str) -> str:
     return f"{verb} {rel} ({len(content.splitlines())} lines)."
 
 
-def _ignore_spec(root: Path) -> Any:
-    """The root .gitignore's valid rules (read beneath the root, so a symlinked one is not read), or None."""
-    try:
-        data, _ = rootfs.read_bytes(root, ".gitignore", 1 << 20)
-    except RootPathError:
-        return None
-    spec, _ = gitignore_spec(data.decode("utf-8", errors="replace").splitlines())
-    return spec
-
-
 def _project_walk(root: Path, start: str | os.PathLike[str]) -> tuple[FileWalk, Callable[[str], bool]]:
     """A walk of the project's files under ``start`` and whether a file is ignored by .gitignore; skipped
     folders and ignored folders are not entered."""
-    spec = _ignore_spec(root)
+    spec, _ = read_gitignore(root, ".gitignore")  # its valid rules, read beneath the root; None if unusable
 
     def ignored(rel: str) -> bool:
         return spec is not None and spec.match_file(rel)
@@ -473,6 +465,8 @@ def grep(env: ToolEnv, pattern: str, path: str = ".", glob: str = "", case_insen
             try:
                 data = rootfs.read_at(found.dir_fd, found.name, _MAX_FILE_BYTES, found.rel)
             except RootPathError:  # changed since it was listed: not read
+                continue
+            if len(data) > _MAX_FILE_BYTES:  # grew since it was listed
                 continue
             scanned += len(data)
             if b"\0" in data[:8192]:

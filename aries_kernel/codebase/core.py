@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from aries_kernel.codebase import extract
 from aries_kernel.codebase.config import AriesCodebase
 from aries_kernel.codebase.extract import Record, content_hash
-from aries_kernel.codebase.files import Problem, Refused, SourceFile, Walk, indexable, read_regular, walk
+from aries_kernel.codebase.files import Problem, SourceFile, Walk, indexable, walk
 from aries_kernel.codebase.graph import FileGraph
 from aries_kernel.codebase.indexer import default_workers, plan, run_plan, too_large
 from aries_kernel.codebase.judgment import JudgmentMixin
@@ -29,6 +29,7 @@ from aries_kernel.codebase.queries import QueryMixin
 from aries_kernel.codebase.ranking import Rankings
 from aries_kernel.codebase.resolve import TSCONFIG_MAX_BYTES, TsConfig, load_tsconfigs
 from aries_kernel.codebase.store import IndexStore, ensure_aries_dir
+from aries_kernel.rootfs import RefusedPathError, read_regular
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -244,9 +245,9 @@ class Codebase(QueryMixin, JudgmentMixin):
 
     def _read_config(self, rel: str) -> str:
         """A tsconfig's text: a regular file inside the root, at most TSCONFIG_MAX_BYTES."""
-        data = read_regular(self.root, rel, TSCONFIG_MAX_BYTES)
+        data, _ = read_regular(self.root, rel, TSCONFIG_MAX_BYTES, walked=True)
         if len(data) > TSCONFIG_MAX_BYTES:
-            raise Refused(f"too large: over {TSCONFIG_MAX_BYTES:,} bytes")
+            raise RefusedPathError(f"too large: over {TSCONFIG_MAX_BYTES:,} bytes")
         return data.decode("utf-8")
 
     # incremental

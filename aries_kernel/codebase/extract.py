@@ -16,15 +16,16 @@ does not reach ``.aries/index.db``.
 from __future__ import annotations
 
 import codecs
+import errno
 import hashlib
 import io
 import re
 import tokenize
 from typing import TYPE_CHECKING, Any
 
-from aries_kernel.codebase.files import Refused, read_regular
 from aries_kernel.codebase.languages import get_parser, get_query
 from aries_kernel.redact import redact
+from aries_kernel.rootfs import RefusedPathError, read_regular
 
 if TYPE_CHECKING:
     from tree_sitter import Node
@@ -92,8 +93,9 @@ def content_hash(data: bytes) -> str:
 
 def read_source(root: str, rel: str, max_bytes: int) -> bytes:
     """Read at most ``max_bytes + 1`` bytes of the regular file ``rel`` under ``root`` (see
-    :func:`files.read_regular`; one seam, so tests can simulate an unreadable file when running as root)."""
-    return read_regular(root, rel, max_bytes)
+    :func:`aries_kernel.rootfs.read_regular`; one seam, so tests can simulate an unreadable file when running as
+    root)."""
+    return read_regular(root, rel, max_bytes, walked=True)[0]
 
 
 def decode_source(data: bytes, language: str) -> str:
@@ -138,12 +140,12 @@ def extract_file(root: str, rel: str, language: str, max_bytes: int, hashes: boo
     """Read and extract the file ``rel`` under ``root``; problems become a skipped record, never an exception."""
     try:
         data = read_source(root, rel, max_bytes)
-    except Refused as exc:
+    except RefusedPathError as exc:
         return _skipped(rel, language, str(exc))
-    except PermissionError:
-        return _skipped(rel, language, "unreadable: permission denied")
-    except OSError as exc:
-        return _skipped(rel, language, f"unreadable: {exc.strerror or exc}")
+    except OSError as exc:  # the system's: an "unreadable" record is not cached, as a chmod can lift it
+        denied = exc.errno in (errno.EACCES, errno.EPERM)
+        reason = "permission denied" if denied else exc.strerror or str(exc)
+        return _skipped(rel, language, f"unreadable: {reason}")
     if len(data) > max_bytes:
         return _skipped(rel, language, f"too large: over the limit of {max_bytes:,} bytes")
     return extract_source(rel, language, data, hashes)

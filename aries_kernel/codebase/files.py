@@ -8,10 +8,11 @@ UTF-8, folders nested deeper than :data:`MAX_DEPTH`, folders that cannot be list
 are not valid patterns (only that line is ignored). Files too large, binary, not decodable or unreadable are
 found later, when they are read.
 
-Every read goes through :func:`read_regular`: it opens the path one component at a time under the root with
-``O_NOFOLLOW`` (so a folder swapped for a symlink between the walk and the read cannot lead outside), follows a
-final symlink only to a target inside the root, opens with ``O_NONBLOCK`` (a FIFO cannot block it), reads only
-regular files and at most ``limit + 1`` bytes, whatever ``stat`` said.
+Every read goes through :func:`aries_kernel.rootfs.read_regular` with ``walked=True``: one component at a time
+beneath the root with ``O_NOFOLLOW`` (so a folder swapped for a symlink between the walk and the read cannot lead
+outside, and a symlinked folder is not read through, as the walk does not enter it), a final symlink followed only
+to a target inside the root, ``O_NONBLOCK`` (a FIFO cannot block it), regular files only and at most
+``limit + 1`` bytes, whatever ``stat`` said.
 """
 
 from __future__ import annotations
@@ -25,20 +26,19 @@ from pathlib import Path
 from typing import Any
 
 from aries_kernel.codebase.languages import language_for_path
+from aries_kernel.rootfs import RefusedPathError, kind, read_regular
 
 __all__ = [
     "CONFIG_FILES",
     "MAX_DEPTH",
     "SKIP_DIRS",
     "Problem",
-    "Refused",
     "SourceFile",
     "Walk",
     "display_name",
     "gitignore_spec",
     "indexable",
     "read_gitignore",
-    "read_regular",
     "walk",
 ]
 
@@ -83,9 +83,6 @@ GITIGNORE_MAX_BYTES = 1 << 20
 # patterns with more single stars in one path part than this are reported and ignored.
 _MAX_STARS = 3
 _STARS = re.compile(r"(?<!\\)\*+")
-_OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
-_DIR_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0)
-_READ_CHUNK = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -115,97 +112,9 @@ class Walk:
     problems: list[Problem] = field(default_factory=list)
 
 
-class Refused(OSError):
-    """A path :func:`read_regular` does not read: not a regular file, or a symlink out of the root."""
-
-
 def display_name(rel: str) -> str:
     """``rel`` printable and storable: bytes that are not UTF-8 (surrogate escapes) shown as ``\\xff``."""
     return os.fsencode(rel).decode("utf-8", "backslashreplace")
-
-
-def _kind(mode: int) -> str:
-    if stat.S_ISDIR(mode):
-        return "folder"
-    if stat.S_ISFIFO(mode):
-        return "FIFO"
-    if stat.S_ISSOCK(mode):
-        return "socket"
-    if stat.S_ISCHR(mode):
-        return "character device"
-    if stat.S_ISBLK(mode):
-        return "block device"
-    if stat.S_ISLNK(mode):
-        return "symlink"
-    return "special file"
-
-
-def read_regular(root: str | os.PathLike[str], rel: str, limit: int) -> bytes:
-    """The bytes of the regular file ``rel`` under ``root``, at most ``limit + 1`` of them (so a caller sees
-    that a file is over the limit without reading all of it).
-
-    Raises :class:`Refused` for a FIFO, socket, device or folder, for a path through a symlinked folder and
-    for a symlink whose target is outside ``root``; other :class:`OSError` for what the system refuses.
-    """
-    fd = _open_beneath(os.fspath(root), rel, follow=True)
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise Refused(f"not a regular file ({_kind(mode)}); not read")
-        chunks: list[bytes] = []
-        left = limit + 1
-        while left > 0:
-            chunk = os.read(fd, min(left, _READ_CHUNK))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
-
-
-def _open_beneath(root: str, rel: str, follow: bool) -> int:
-    parts = [p for p in rel.split("/") if p not in ("", ".")]
-    if not parts or ".." in parts:
-        raise Refused(f"{rel!r} is not a file path inside the repository")
-    fd = os.open(root, _DIR_FLAGS & ~os.O_NOFOLLOW)
-    try:
-        for part in parts[:-1]:
-            try:
-                child = os.open(part, _DIR_FLAGS, dir_fd=fd)
-            except OSError as exc:
-                mode = _lstat_mode(part, fd)
-                if mode is not None and stat.S_ISLNK(mode):
-                    raise Refused("path passes through a symlinked folder; not followed") from exc
-                raise
-            os.close(fd)
-            fd = child
-        try:
-            return os.open(parts[-1], _OPEN_FLAGS, dir_fd=fd)
-        except OSError as exc:
-            mode = _lstat_mode(parts[-1], fd)
-            if mode is None or stat.S_ISREG(mode):
-                raise
-            if not stat.S_ISLNK(mode):  # a socket or a device that refuses to open
-                raise Refused(f"not a regular file ({_kind(mode)}); not read") from exc
-            if not follow:
-                raise Refused("symlink changed while reading; not followed") from exc
-    finally:
-        os.close(fd)
-    # A symlinked file: followed only to a target inside the root, which is then opened without following.
-    target = os.path.realpath(os.path.join(root, rel))
-    inside = os.path.relpath(target, root)
-    if inside == ".." or inside.startswith("../") or os.path.isabs(inside):
-        raise Refused(f"symlink to outside the repository ({target}); not followed")
-    return _open_beneath(root, inside.replace(os.sep, "/"), follow=False)
-
-
-def _lstat_mode(name: str, dir_fd: int) -> int | None:
-    try:
-        return os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
-    except OSError:
-        return None
 
 
 def gitignore_spec(lines: Iterable[str]) -> tuple[Any, list[tuple[int, str]]]:
@@ -239,9 +148,9 @@ def read_gitignore(root: Path, rel: str) -> tuple[Any, list[Problem]]:
     """The spec of the .gitignore ``rel`` (None if it cannot be used) and the problems found reading it
     (missing, unreadable, too large, bad lines: those lines are left out)."""
     try:
-        data = read_regular(root, rel, GITIGNORE_MAX_BYTES)
+        data, _ = read_regular(root, rel, GITIGNORE_MAX_BYTES, walked=True)
     except OSError as exc:
-        reason = str(exc) if isinstance(exc, Refused) else f"unreadable: {exc.strerror or exc}"
+        reason = str(exc) if isinstance(exc, RefusedPathError) else f"unreadable: {exc.strerror or exc}"
         return None, [Problem(rel, f"{reason}; its rules are ignored")]
     if len(data) > GITIGNORE_MAX_BYTES:
         return None, [Problem(rel, f"too large (over {GITIGNORE_MAX_BYTES:,} bytes); its rules are ignored")]
@@ -379,7 +288,7 @@ def _list_dir(
         elif stat.S_ISREG(mode):
             _file(entry, rel, local_specs, extra, out)
         elif _wanted(entry.name) and not _ignored(rel, False, local_specs, extra):
-            out.problems.append(Problem(rel, f"not a regular file ({_kind(mode)}); not read"))
+            out.problems.append(Problem(rel, f"not a regular file ({kind(mode)}); not read"))
     return folders
 
 
@@ -431,7 +340,7 @@ def _symlink(
             Problem(rel, "symlink loop" if loop else f"symlink to a folder ({where}), not followed")
         )
     elif not stat.S_ISREG(mode):
-        out.problems.append(Problem(rel, f"symlink to a {_kind(mode)}; not read"))
+        out.problems.append(Problem(rel, f"symlink to a {kind(mode)}; not read"))
     else:
         _file(entry, rel, specs, extra, out)
 

@@ -1,4 +1,5 @@
-"""Race-free file access under the project root, for the agent's file tools.
+"""Race-free file access beneath a root folder: the one way aries-kernel opens, reads, writes and walks the files
+of a project (the agent's file tools and the code index both go through it).
 
 Every path is opened relative to a directory handle of the root, one component at a time, each with
 ``O_NOFOLLOW`` and ``dir_fd`` of the folder before it. What a component is (file, folder, symlink) is therefore
@@ -8,15 +9,30 @@ it and walking its target again beneath the root's handle (at most :data:`MAX_LI
 allows); a target that leads outside the root is refused. ``..`` pops back to the handle of the folder already
 opened, never through the name ``..``.
 
-Writes go to a temporary file in the target's folder (by ``dir_fd``), then ``os.replace`` by ``dir_fd`` onto the
-name: the directory entry is replaced, whatever it is at that moment, so a write never goes through a symlink
-and never into a hard-linked inode. Reads open only regular files, with ``O_NONBLOCK`` so a FIFO cannot block,
-and read at most a limit.
+Paths come in two kinds. A path someone typed (a tool argument) is checked first by :func:`normalize`: absolute
+paths inside the root and ``~`` are accepted, backslashes and NUL bytes refused. A *walked* path (``walked=True``:
+one a walk of the root produced, as the index's) is taken as the name it is, and a symlinked folder among its own
+components is refused rather than followed, as the walks do not follow folder links (so nothing is seen twice).
 
-The walk (:class:`FileWalk`) lists folders through their handles and never follows a symlink, to a file or a
-folder. What this cannot stop: a process that renames a folder of the root to somewhere outside it while a call
-holds that folder's handle (the handle moves with the folder); ``openat2(RESOLVE_BENEATH)`` would not stop that
+Reads (:func:`read_regular`, :func:`read_at`) open only regular files, with ``O_NONBLOCK`` so a FIFO cannot
+block, and read at most ``limit + 1`` bytes whatever ``stat`` said, so a caller sees that a file is over its
+limit without reading all of it. Writes (:func:`write_bytes`) go to a temporary file in the target's folder (by
+``dir_fd``), then ``os.replace`` by ``dir_fd`` onto the name: the directory entry is replaced, whatever it is at
+that moment, so a write never goes through a symlink and never into a hard-linked inode. The walk
+(:class:`FileWalk`) lists folders through their handles and never follows a symlink, to a file or a folder.
+
+What this cannot stop: a process that renames a folder of the root to somewhere outside it while a call holds
+that folder's handle (the handle moves with the folder); ``openat2(RESOLVE_BENEATH)`` would not stop that
 either. Hard links inside the root to outside files are read like any file.
+
+Errors (all are ``OSError``, so a caller that handles the system's errors handles these; each message names the
+path and says what to do)::
+
+    RootPathError                 a path that is not opened, read or written
+    ├── RefusedPathError          refused by the rules above: malformed, a folder, not a regular file, a symlink
+    │   └── OutsideRootError      that leads outside the root, or a path that does (``..``, absolute)
+    └── FailedPathError           the system refused it (``errno`` and ``strerror`` say why): it may change
+        └── MissingPathError      the path, or a folder on its way, does not exist
 """
 
 from __future__ import annotations
@@ -32,14 +48,17 @@ from pathlib import Path
 
 __all__ = [
     "MAX_LINKS",
+    "FailedPathError",
     "FileWalk",
     "Found",
     "MissingPathError",
     "OutsideRootError",
+    "RefusedPathError",
     "RootPathError",
+    "kind",
     "normalize",
-    "read_bytes",
     "read_at",
+    "read_regular",
     "require_real_folders",
     "resolve",
     "within_root",
@@ -53,53 +72,100 @@ _TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXE
 _CHUNK = 1 << 16
 
 
-class RootPathError(ValueError):
-    """A path a tool was given cannot be used (malformed, missing, the wrong kind); the message says why."""
+class RootPathError(OSError):
+    """A path beneath the root that is not opened, read or written; the message names it and says why."""
+
+    def __str__(self) -> str:
+        # The message, even where errno and strerror are set (OSError would show "[Errno n] ..." instead).
+        return str(self.args[0]) if self.args else ""
 
 
-class OutsideRootError(RootPathError):
-    """A path leads outside the project root (``..``, an absolute path or a symlink)."""
+class RefusedPathError(RootPathError):
+    """Refused by rule: a malformed path, a folder, not a regular file, a symlinked folder on a walked path."""
 
 
-class MissingPathError(RootPathError):
+class OutsideRootError(RefusedPathError):
+    """A path leads outside the root (``..``, an absolute path or a symlink)."""
+
+
+class FailedPathError(RootPathError):
+    """The system refused the path (no permission, a file where a folder should be...); ``errno`` and
+    ``strerror`` are the system's, so a caller can tell a lasting refusal from one that may change."""
+
+
+class MissingPathError(FailedPathError):
     """A path, or a folder on its way, does not exist."""
 
 
+def _failed(cls: type[FailedPathError], message: str, cause: OSError) -> FailedPathError:
+    error = cls(message)
+    error.errno, error.strerror = cause.errno, cause.strerror
+    return error
+
+
+def kind(mode: int) -> str:
+    """What a ``stat`` mode is, in words: "folder", "FIFO", "socket", "character device", ..."""
+    kinds = (
+        (stat.S_ISREG, "regular file"),
+        (stat.S_ISDIR, "folder"),
+        (stat.S_ISFIFO, "FIFO"),
+        (stat.S_ISSOCK, "socket"),
+        (stat.S_ISCHR, "character device"),
+        (stat.S_ISBLK, "block device"),
+        (stat.S_ISLNK, "symlink"),
+    )
+    return next((name for test, name in kinds if test(mode)), "special file")
+
+
+def _outside(path: str, how: str) -> OutsideRootError:
+    return OutsideRootError(
+        f"Refused: {path} {how}. Only files inside the project root can be read or changed."
+    )
+
+
+def _not_regular(shown: str, mode: int) -> RefusedPathError:
+    if stat.S_ISDIR(mode):
+        return RefusedPathError(f"{shown} is a folder; give a file path.")
+    return RefusedPathError(f"{shown} is not a regular file (a {kind(mode)}); it is not read.")
+
+
 def normalize(root: Path, path: object) -> list[str]:
-    """The components of ``path`` relative to ``root``, checked and with ``.`` and inner ``..`` folded.
+    """The components of a typed ``path`` relative to ``root``, checked and with ``.`` and inner ``..`` folded.
 
     Refused with a message the model can act on: a non-string, an empty path, NUL bytes, backslashes, an
     absolute path outside the root, and ``..`` that climbs above the root. Symlinks are not looked at here.
     """
     if not isinstance(path, str):
-        raise RootPathError(f"the path must be a string, not {type(path).__name__} ({path!r}).")
+        raise RefusedPathError(f"the path must be a string, not {type(path).__name__} ({path!r}).")
     if path.strip() == "":
-        raise RootPathError("the path is empty; give a file path relative to the project root.")
+        raise RefusedPathError("the path is empty; give a file path relative to the project root.")
     if "\0" in path:
-        raise RootPathError(f"the path {path!r} contains a NUL byte; file names cannot.")
+        raise RefusedPathError(f"the path {path!r} contains a NUL byte; file names cannot.")
     if "\\" in path:
-        raise RootPathError(
+        raise RefusedPathError(
             f"the path {path!r} contains a backslash; separate folders with / (paths are POSIX here)."
         )
     try:
         os.fsencode(path)
     except UnicodeEncodeError as exc:
-        raise RootPathError(
+        raise RefusedPathError(
             f"the path {path!r} has a character that cannot be in a file name (position {exc.start})."
         ) from None
     text = os.path.expanduser(path) if path.startswith("~") else path
     if text.startswith("/"):
         text = within_root(root, text)
+    return _fold(root, text, path)
+
+
+def _fold(root: Path, text: str, shown: str) -> list[str]:
+    """The components of the root-relative ``text``, without ``.`` and with ``..`` folded into its folder."""
     parts: list[str] = []
     for part in text.split("/"):
         if part in ("", "."):
             continue
         if part == "..":
             if not parts:
-                raise OutsideRootError(
-                    f"Refused: {path} is outside the project root {root} (it climbs out with '..'). "
-                    "Only files inside the project root can be read or changed."
-                )
+                raise _outside(shown, f"is outside the project root {root} (it climbs out with '..')")
             parts.pop()
             continue
         parts.append(part)
@@ -137,49 +203,61 @@ def _open_root(root: Path) -> int:
     try:
         return os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as exc:
-        raise RootPathError(f"the project root {root} cannot be opened: {exc.strerror or exc}.") from exc
+        raise _failed(
+            FailedPathError, f"the project root {root} cannot be opened: {exc.strerror or exc}.", exc
+        ) from exc
 
 
-def _locate(root: Path, root_fd: int, path: str, *, create_folders: bool = False) -> _Place:
-    """Walk ``path`` beneath ``root_fd``, following symlinks only to targets inside the root.
+@contextmanager
+def _located(
+    root: Path, path: str, *, walked: bool = False, create_folders: bool = False
+) -> Iterator[_Place]:
+    """The place of ``path`` beneath the root: the one way this module finds a path (see the module docstring).
 
     Every folder is opened with ``O_NOFOLLOW`` from the handle of the one before; a final symlink is followed
-    too, so the returned place names a non-symlink (or a name that does not exist yet). The caller closes
-    ``dir_fd``.
+    too, so the place names a non-symlink (or a name that does not exist yet). Its handle is closed on exit.
     """
-    pending = normalize(root, path)
-    stack = [os.dup(root_fd)]
+    pending = _fold(root, path, path) if walked else normalize(root, path)
+    stack = [_open_root(root)]
     try:
         with _reported(path):
-            return _walk_parts(root, path, pending, stack, create_folders)
+            place = _walk_parts(root, path, pending, stack, walked, create_folders)
     finally:
         for fd in stack:
             os.close(fd)
+    try:
+        yield place
+    finally:
+        os.close(place.dir_fd)
 
 
 @contextmanager
 def _reported(path: str) -> Iterator[None]:
-    """Any other OS error (a name too long, no permission) as a RootPathError naming the path."""
+    """Any other OS error (a name too long, no permission) as a FailedPathError naming the path."""
     try:
         yield
+    except RootPathError:
+        raise
     except OSError as exc:
-        raise RootPathError(f"{path}: {exc.strerror or exc}.") from None
+        raise _failed(FailedPathError, f"{path}: {exc.strerror or exc}.", exc) from None
 
 
-def _walk_parts(root: Path, path: str, pending: list[str], stack: list[int], create: bool) -> _Place:
+def _walk_parts(
+    root: Path, path: str, pending: list[str], stack: list[int], walked: bool, create: bool
+) -> _Place:
     """Consume ``pending`` from the folder ``stack[-1]``; ``stack`` holds the handles of the folders walked, and
     the one handed back in the place is taken off it."""
     folder: list[str] = []
+    given = len(pending)  # components of the path itself still pending (a link's target goes before them)
     links = 0
     via = ""  # the last symlink followed, for the message
     while pending:
+        own = len(pending) == given  # a component of the path itself, not of a link's target
+        given -= own
         part = pending.pop(0)
         if part == "..":  # only from a link's target: back to the folder handle already held
             if not folder:
-                raise OutsideRootError(
-                    f"Refused: {path} leads outside the project root {root} through a symlink{via}. "
-                    "Only files inside the project root can be read or changed."
-                )
+                raise _outside(path, f"leads outside the project root {root} through a symlink{via}")
             os.close(stack.pop())
             folder.pop()
             continue
@@ -187,16 +265,20 @@ def _walk_parts(root: Path, path: str, pending: list[str], stack: list[int], cre
             continue
         target = _link_target(part, stack[-1])
         if target is not None:
+            link = "/".join([*folder, part])
+            if walked and own and pending:
+                raise RefusedPathError(
+                    f"Refused: {path} passes through the symlinked folder {link}, which walks do not follow."
+                )
             links += 1
             if links > MAX_LINKS:
-                raise RootPathError(f"{path}: too many levels of symlinks (a loop?).")
-            link = "/".join([*folder, part])
+                raise RefusedPathError(f"{path}: too many levels of symlinks (a loop?).")
             pending[:0] = _link_parts(root, path, link, target)
             via = f" ({link} -> {target})"
             continue
         if not pending:  # the final name: the caller opens it, with O_NOFOLLOW
             return _Place(stack.pop(), folder, part)
-        stack.append(_open_folder(root, path, stack[-1], folder, part, create))
+        stack.append(_open_folder(path, stack[-1], folder, part, create))
         folder.append(part)
     return _Place(stack.pop(), folder, None)
 
@@ -214,7 +296,7 @@ def _link_target(name: str, dir_fd: int) -> str | None:
 def _link_parts(root: Path, path: str, link: str, target: str) -> list[str]:
     """A symlink's target as components to walk from the link's folder (absolute targets: from the root)."""
     if "\0" in target:
-        raise RootPathError(f"{path}: the symlink {link} has a malformed target.")
+        raise RefusedPathError(f"{path}: the symlink {link} has a malformed target.")
     if not target.startswith("/"):
         return [part for part in target.split("/") if part not in ("", ".")]
     for prefix in {os.path.abspath(root), os.path.realpath(root)}:
@@ -223,50 +305,46 @@ def _link_parts(root: Path, path: str, link: str, target: str) -> list[str]:
             # Walk it from the root: pop back up with one '..' per folder of the link's own location.
             ups = [".."] * link.count("/")
             return ups + [part for part in clean[len(prefix) :].split("/") if part]
-    raise OutsideRootError(
-        f"Refused: {path} leads outside the project root {os.path.realpath(root)} through a symlink "
-        f"({link} -> {target}). Only files inside the project root can be read or changed."
+    raise _outside(
+        path,
+        f"leads outside the project root {os.path.realpath(root)} through a symlink ({link} -> {target})",
     )
 
 
-def _open_folder(root: Path, path: str, dir_fd: int, folder: list[str], part: str, create: bool) -> int:
+def _open_folder(path: str, dir_fd: int, folder: list[str], part: str, create: bool) -> int:
     shown = "/".join([*folder, part])
     for _ in range(2):
         try:
             return os.open(part, _DIR_FLAGS, dir_fd=dir_fd)
-        except FileNotFoundError:
+        except FileNotFoundError as exc:
             if not create:
-                raise MissingPathError(f"{path} does not exist (no folder {shown}).") from None
+                raise _failed(MissingPathError, f"{path} does not exist (no folder {shown}).", exc) from None
             try:
                 os.mkdir(part, 0o777, dir_fd=dir_fd)
             except FileExistsError:
                 pass  # made by someone else meanwhile; open it (O_NOFOLLOW still decides what it is)
-        except NotADirectoryError:
-            raise RootPathError(f"{path}: {shown} is a file, not a folder.") from None
+        except NotADirectoryError as exc:
+            raise _failed(FailedPathError, f"{path}: {shown} is a file, not a folder.", exc) from None
         except OSError as exc:
             if exc.errno == errno.ELOOP:  # swapped for a symlink since we looked: refuse rather than chase
-                raise RootPathError(
+                raise RefusedPathError(
                     f"{path}: {shown} changed while it was being opened; try again."
                 ) from None
-            raise RootPathError(f"{path}: cannot open folder {shown}: {exc.strerror or exc}.") from None
-    raise RootPathError(f"{path}: cannot create folder {shown}.")
+            raise _failed(
+                FailedPathError, f"{path}: cannot open folder {shown}: {exc.strerror or exc}.", exc
+            ) from None
+    raise FailedPathError(f"{path}: cannot create folder {shown}.")
 
 
 def resolve(root: Path, path: str) -> str:
     """``path`` relative to the root after following symlinks that stay inside it ("" for the root)."""
-    root_fd = _open_root(root)
-    try:
-        place = _locate(root, root_fd, path)
-        os.close(place.dir_fd)
+    with _located(root, path) as place:
         return place.rel
-    finally:
-        os.close(root_fd)
 
 
 def require_real_folders(root: Path, path: str) -> None:
     """Refuse when any existing component of ``path`` is a symlink (for state folders such as ``.aries``)."""
-    root_fd = _open_root(root)
-    fds = [root_fd]
+    fds = [_open_root(root)]
     try:
         walked: list[str] = []
         for part in normalize(root, path):
@@ -281,72 +359,62 @@ def require_real_folders(root: Path, path: str) -> None:
             except FileNotFoundError:
                 return
             except OSError as exc:
-                raise RootPathError(f"{'/'.join(walked)} is not a folder: {exc.strerror or exc}.") from None
+                raise _failed(
+                    FailedPathError, f"{'/'.join(walked)} is not a folder: {exc.strerror or exc}.", exc
+                ) from None
     finally:
         for fd in fds:
             os.close(fd)
 
 
+def read_regular(root: Path, path: str, limit: int, *, walked: bool = False) -> tuple[bytes, str]:
+    """The bytes of the regular file at ``path`` beneath ``root``, at most ``limit + 1`` of them (so a caller
+    sees that a file is over the limit without reading all of it), and its real path relative to the root.
+
+    ``walked``: ``path`` came from a walk of the root (see the module docstring).
+    """
+    with _located(Path(root), path, walked=walked) as place:
+        if place.name is None:
+            raise RefusedPathError(f"{path} is a folder; give a file path.")
+        return read_at(place.dir_fd, place.name, limit, path), place.rel
+
+
 def read_at(dir_fd: int, name: str, limit: int, shown: str) -> bytes:
-    """The bytes of the regular file ``name`` in the folder ``dir_fd``, refused past ``limit`` bytes."""
+    """The bytes of the regular file ``name`` in the folder ``dir_fd``, at most ``limit + 1`` of them."""
     try:
         fd = os.open(name, _FILE_FLAGS, dir_fd=dir_fd)
-    except FileNotFoundError:
-        raise MissingPathError(f"{shown} does not exist.") from None
     except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise RootPathError(
-                f"{shown} changed into a symlink while it was being opened; try again."
-            ) from None
-        raise RootPathError(f"{shown} cannot be read: {exc.strerror or exc}.") from None
+        raise _unopened(dir_fd, name, shown, exc) from None
     try:
-        info = os.fstat(fd)
-        if stat.S_ISDIR(info.st_mode):
-            raise RootPathError(f"{shown} is a folder; use Glob to list it.")
-        if not stat.S_ISREG(info.st_mode):
-            raise RootPathError(f"{shown} is not a regular file ({_kind(info.st_mode)}); it is not read.")
-        if info.st_size > limit:
-            raise RootPathError(
-                f"{shown} is {info.st_size:,} bytes, over the {limit:,}-byte limit for this tool."
-            )
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise _not_regular(shown, mode)
         chunks = []
-        size = 0
-        while size <= limit:  # the file may grow after fstat: read at most limit + 1 bytes
-            chunk = os.read(fd, min(_CHUNK, limit + 1 - size))
+        left = limit + 1  # the file may have grown since any stat: read no more than this, whatever its size
+        while left > 0:
+            chunk = os.read(fd, min(_CHUNK, left))
             if not chunk:
                 break
             chunks.append(chunk)
-            size += len(chunk)
-        if size > limit:
-            raise RootPathError(f"{shown} grew past the {limit:,}-byte limit for this tool while being read.")
+            left -= len(chunk)
         return b"".join(chunks)
     finally:
         os.close(fd)
 
 
-def _kind(mode: int) -> str:
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    return "not a file"
-
-
-def read_bytes(root: Path, path: str, limit: int) -> tuple[bytes, str]:
-    """The bytes of the regular file at ``path`` (at most ``limit``) and its real path relative to the root."""
-    root_fd = _open_root(root)
+def _unopened(dir_fd: int, name: str, shown: str, exc: OSError) -> RootPathError:
+    """Why the final name of a path did not open, as the error to raise."""
+    if exc.errno == errno.ELOOP:
+        return RefusedPathError(f"{shown} changed into a symlink while it was being opened; try again.")
     try:
-        place = _locate(root, root_fd, path)
-        try:
-            if place.name is None:
-                raise RootPathError(f"{path} is a folder; use Glob to list it.")
-            return read_at(place.dir_fd, place.name, limit, path), place.rel
-        finally:
-            os.close(place.dir_fd)
-    finally:
-        os.close(root_fd)
+        mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
+    except OSError:
+        mode = None
+    if mode is not None and not stat.S_ISREG(mode) and not stat.S_ISLNK(mode):
+        return _not_regular(shown, mode)  # a socket or a device that refuses to open
+    if isinstance(exc, FileNotFoundError):
+        return _failed(MissingPathError, f"{shown} does not exist.", exc)
+    return _failed(FailedPathError, f"{shown} cannot be read: {exc.strerror or exc}.", exc)
 
 
 def write_bytes(root: Path, path: str, data: bytes) -> tuple[bool, str]:
@@ -356,32 +424,24 @@ def write_bytes(root: Path, path: str, data: bytes) -> tuple[bool, str]:
     name became a symlink meanwhile, the link itself is replaced, never its target. An existing file keeps its
     permission bits.
     """
-    root_fd = _open_root(root)
-    try:
-        place = _locate(root, root_fd, path, create_folders=True)
-        try:
-            if place.name is None:
-                raise RootPathError(f"{path} is a folder; give a file path.")
-            return _replace(place, data, path), place.rel
-        finally:
-            os.close(place.dir_fd)
-    finally:
-        os.close(root_fd)
+    with _located(root, path, create_folders=True) as place:
+        if place.name is None:
+            raise RefusedPathError(f"{path} is a folder; give a file path.")
+        return _replace(place.dir_fd, place.name, data, path), place.rel
 
 
-def _replace(place: _Place, data: bytes, shown: str) -> bool:
-    assert place.name is not None
+def _replace(dir_fd: int, name: str, data: bytes, shown: str) -> bool:
     try:
-        info = os.stat(place.name, dir_fd=place.dir_fd, follow_symlinks=False)
+        info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except FileNotFoundError:
         info = None
     except OSError as exc:
-        raise RootPathError(f"{shown} cannot be written: {exc.strerror or exc}.") from None
+        raise _failed(FailedPathError, f"{shown} cannot be written: {exc.strerror or exc}.", exc) from None
     if info is not None and stat.S_ISDIR(info.st_mode):
-        raise RootPathError(f"{shown} is a folder; give a file path.")
+        raise RefusedPathError(f"{shown} is a folder; give a file path.")
     temp = f".{secrets.token_hex(6)}.aries-tmp"
     with _reported(shown):
-        fd = os.open(temp, _TEMP_FLAGS, 0o666, dir_fd=place.dir_fd)
+        fd = os.open(temp, _TEMP_FLAGS, 0o666, dir_fd=dir_fd)
     try:
         try:
             if info is not None and stat.S_ISREG(info.st_mode):
@@ -391,16 +451,18 @@ def _replace(place: _Place, data: bytes, shown: str) -> bool:
                 view = view[os.write(fd, view) :]
         finally:
             os.close(fd)
-        os.replace(temp, place.name, src_dir_fd=place.dir_fd, dst_dir_fd=place.dir_fd)
+        os.replace(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     except BaseException as exc:
         try:
-            os.unlink(temp, dir_fd=place.dir_fd)
+            os.unlink(temp, dir_fd=dir_fd)
         except FileNotFoundError:
             pass
         if isinstance(exc, IsADirectoryError):  # became a folder after the stat above
-            raise RootPathError(f"{shown} is a folder; give a file path.") from None
+            raise RefusedPathError(f"{shown} is a folder; give a file path.") from None
         if isinstance(exc, OSError):
-            raise RootPathError(f"{shown} cannot be written: {exc.strerror or exc}.") from None
+            raise _failed(
+                FailedPathError, f"{shown} cannot be written: {exc.strerror or exc}.", exc
+            ) from None
         raise
     return info is not None
 
@@ -435,26 +497,19 @@ class FileWalk:
     seen: int = 0
 
     def __iter__(self) -> Iterator[Found]:
-        root_fd = _open_root(self.root)
-        try:
-            place = _locate(self.root, root_fd, self.start)
-        finally:
-            os.close(root_fd)
-        try:
-            if place.name is not None:
+        with _located(self.root, self.start) as place:
+            if place.name is None:
+                top = os.dup(place.dir_fd)
+            else:
                 try:
                     info = os.stat(place.name, dir_fd=place.dir_fd, follow_symlinks=False)
-                except FileNotFoundError:
-                    raise MissingPathError(f"{self.start} does not exist.") from None
+                except FileNotFoundError as exc:
+                    raise _failed(MissingPathError, f"{self.start} does not exist.", exc) from None
                 if not stat.S_ISDIR(info.st_mode):
                     if stat.S_ISREG(info.st_mode):
                         yield Found(place.rel, place.dir_fd, place.name, info.st_size, info.st_mtime)
                     return
-                top = _open_folder(self.root, self.start, place.dir_fd, place.folder, place.name, False)
-            else:
-                top = os.dup(place.dir_fd)
-        finally:
-            os.close(place.dir_fd)
+                top = _open_folder(self.start, place.dir_fd, place.folder, place.name, False)
         yield from self._folders(top, place.rel)
 
     def _folders(self, top: int, top_rel: str) -> Iterator[Found]:
