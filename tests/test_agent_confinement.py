@@ -25,17 +25,18 @@ from aries_kernel.agent.tools import TOOLS, ToolEnv, run_tool
 
 SECRET = "outside secret 7f3a"
 SWAP_SECONDS = 3.0  # the length of the swapping workload, not a limit on anything
+MAX_ATTEMPTS = 1_000_000  # a bound on the race loop in case one of the two states is never met
 
-# Swaps a path as fast as it can until the time is up, and prints the swap count. "flip": the path becomes a
+# Swaps a path as fast as it can until a stop file appears, and prints the swap count. "flip": the path becomes a
 # symlink to the outside file, then a regular file, each by an atomic rename (so the symlink comes back however
 # often a tool replaces it). "exchange": renameat2(RENAME_EXCHANGE) of two names, for folders.
 SWAPPER = r"""
 import ctypes, ctypes.util, os, sys, time
-mode, a, b, seconds = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+mode, a, b, stop = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
 AT_FDCWD, RENAME_EXCHANGE = -100, 2
-swaps, end = 0, time.monotonic() + seconds
-while time.monotonic() < end:
+swaps = 0
+while not os.path.exists(stop):
     if mode == "exchange":
         swaps += libc.renameat2(AT_FDCWD, a.encode(), AT_FDCWD, b.encode(), RENAME_EXCHANGE) == 0
         continue
@@ -90,22 +91,32 @@ def call(env: ToolEnv, name: str, /, **arguments: object) -> tuple[str, bool]:
 
 def _race(mode: str, outside: Path, a: Path, b: Path, attempt: object) -> tuple[int, int, int]:
     """Run ``attempt()`` in a loop while another process swaps ``a`` (see SWAPPER); (swaps, successes,
-    refusals)."""
+    refusals).
+
+    The loop runs for SWAP_SECONDS and on until both outcomes were met (so a loaded machine, where the swapper
+    starts late, still tests both states).
+    """
     before = snapshot(outside)
+    stop = outside.parent / "stop-swapping"
+    stop.unlink(missing_ok=True)  # left by an earlier race in the same test
     swapper = subprocess.Popen(
-        [sys.executable, "-c", SWAPPER, mode, str(a), str(b), str(SWAP_SECONDS)],
+        [sys.executable, "-c", SWAPPER, mode, str(a), str(b), str(stop)],
         stdout=subprocess.PIPE,
         text=True,
     )
     successes = refusals = 0
+    end = time.monotonic() + SWAP_SECONDS
     try:
-        while swapper.poll() is None:
+        while successes + refusals < MAX_ATTEMPTS and (
+            time.monotonic() < end or not (successes and refusals)
+        ):
             _, is_error = attempt()  # type: ignore[operator]
             if is_error:
                 refusals += 1
             else:
                 successes += 1
     finally:
+        stop.touch()
         output, _ = swapper.communicate()
     assert snapshot(outside) == before, "a write landed outside the root"
     return int(output.strip() or 0), successes, refusals
