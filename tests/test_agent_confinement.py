@@ -22,6 +22,7 @@ import pytest
 from aries_kernel.agent import tools
 from aries_kernel.agent.settings import AriesAgent
 from aries_kernel.agent.tools import TOOLS, ToolEnv, run_tool
+from tests.fs_support import snapshot
 
 SECRET = "outside secret 7f3a"
 SWAP_SECONDS = 3.0  # the length of the swapping workload, not a limit on anything
@@ -69,17 +70,6 @@ def layout(tmp_path: Path) -> tuple[Path, Path]:
     (root / "link_dir").symlink_to(outside)
     (root / "pkg" / "deep_link").symlink_to("../../outside")
     return root, outside
-
-
-def snapshot(folder: Path) -> dict[str, bytes]:
-    """Every file under ``folder`` with its bytes (symlinks by their target), to prove nothing changed."""
-    found = {}
-    for path in sorted(folder.rglob("*")):
-        if path.is_symlink():
-            found[str(path)] = os.readlink(path).encode()
-        elif path.is_file():
-            found[str(path)] = path.read_bytes()
-    return found
 
 
 def call(env: ToolEnv, name: str, /, **arguments: object) -> tuple[str, bool]:

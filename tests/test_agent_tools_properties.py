@@ -7,7 +7,6 @@ is one the tool explains (never ``<Tool> failed: <Exception>``), and a wrong arg
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from aries_kernel.agent import tools
 from aries_kernel.agent.patterns import PatternError, compile_file_filter, compile_regex
 from aries_kernel.agent.settings import AriesAgent
 from aries_kernel.agent.tools import TOOLS, ToolEnv, run_tool
+from tests.fs_support import snapshot
 
 SECRET = "outside secret 91c2"
 FILE_TOOLS = [
@@ -113,16 +113,6 @@ def arguments(tool: str) -> st.SearchStrategy[dict[str, Any]]:
     optional = {name: value for name, value in given_args.items() if name not in required}
     optional["bogus_argument"] = st.integers()
     return st.fixed_dictionaries(required, optional=optional)
-
-
-def snapshot(folder: Path) -> dict[str, bytes]:
-    found = {}
-    for path in sorted(folder.rglob("*")):
-        if path.is_symlink():
-            found[str(path)] = os.readlink(path).encode()
-        elif path.is_file():
-            found[str(path)] = path.read_bytes()
-    return found
 
 
 @pytest.fixture(scope="module")
