@@ -19,7 +19,8 @@ block, and read at most ``limit + 1`` bytes whatever ``stat`` said, so a caller 
 limit without reading all of it. Writes (:func:`write_bytes`) go to a temporary file in the target's folder (by
 ``dir_fd``), then ``os.replace`` by ``dir_fd`` onto the name: the directory entry is replaced, whatever it is at
 that moment, so a write never goes through a symlink and never into a hard-linked inode. The walk
-(:class:`FileWalk`) lists folders through their handles and never follows a symlink, to a file or a folder.
+(:func:`walk_folders`: the index's walk classifies its entries, :class:`FileWalk` yields the agent's regular
+files from it) lists folders through their handles and never walks into a symlink.
 
 What this cannot stop: a process that renames a folder of the root to somewhere outside it while a call holds
 that folder's handle (the handle moves with the folder); ``openat2(RESOLVE_BENEATH)`` would not stop that
@@ -50,6 +51,7 @@ __all__ = [
     "MAX_LINKS",
     "FailedPathError",
     "FileWalk",
+    "Folder",
     "Found",
     "MissingPathError",
     "OutsideRootError",
@@ -61,6 +63,7 @@ __all__ = [
     "read_regular",
     "require_real_folders",
     "resolve",
+    "walk_folders",
     "within_root",
     "write_bytes",
 ]
@@ -467,6 +470,71 @@ def _replace(dir_fd: int, name: str, data: bytes, shown: str) -> bool:
     return info is not None
 
 
+@dataclass
+class Folder:
+    """A folder met by :func:`walk_folders`: its handle (open until the walk moves on), its path relative to the
+    root, how deep it is below where the walk started, and its entries sorted by name. ``error`` says why it
+    could not be opened or listed (it then has no entries and no handle). The walk goes next into the names of
+    subfolders the caller appends to ``enter`` before it asks for the next folder."""
+
+    fd: int
+    rel: str
+    depth: int
+    entries: list[os.DirEntry[str]]
+    error: OSError | None = None
+    enter: list[str] = field(default_factory=list)
+
+
+def walk_folders(root: Path) -> Iterator[Folder]:
+    """The folders of ``root``, depth first, from the root into the subfolders each caller enters (see
+    :class:`Folder`), each opened by handle with ``O_NOFOLLOW``: a symlink is never walked into, and a folder
+    swapped for one after it was listed is not followed."""
+    try:
+        top = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as exc:
+        yield Folder(-1, "", 0, [], exc)
+        return
+    yield from _walk_from(top, "")
+
+
+def _walk_from(top: int, top_rel: str) -> Iterator[Folder]:
+    # The folders with subfolders still to enter, each with its handle open: handles held = depth.
+    stack: list[Folder] = []
+    try:
+        folder: Folder | None = _listed(top, top_rel, 0)
+        while folder is not None:
+            if folder.error is None:
+                stack.append(folder)
+            yield folder
+            folder = None
+            while stack and folder is None:
+                parent = stack[-1]
+                if not parent.enter:
+                    os.close(stack.pop().fd)
+                    continue
+                name = parent.enter.pop(0)
+                rel = f"{parent.rel}/{name}" if parent.rel else name
+                try:
+                    fd = os.open(name, _DIR_FLAGS, dir_fd=parent.fd)
+                except OSError as exc:  # gone, swapped for a symlink or unreadable since listed: not followed
+                    folder = Folder(-1, rel, parent.depth + 1, [], exc)
+                else:
+                    folder = _listed(fd, rel, parent.depth + 1)
+    finally:
+        for parent in stack:
+            os.close(parent.fd)
+
+
+def _listed(fd: int, rel: str, depth: int) -> Folder:
+    try:
+        with os.scandir(fd) as listing:
+            entries = sorted(listing, key=lambda entry: entry.name)
+    except OSError as exc:
+        os.close(fd)
+        return Folder(-1, rel, depth, [], exc)
+    return Folder(fd, rel, depth, entries)
+
+
 @dataclass(frozen=True)
 class Found:
     """A regular file met by :class:`FileWalk`: its path relative to the root, the handle of its folder (open
@@ -481,7 +549,7 @@ class Found:
 
 @dataclass
 class FileWalk:
-    """The regular files beneath ``start`` (a path relative to the root), never through a symlink.
+    """The regular files beneath ``start`` (a typed path relative to the root), never through a symlink.
 
     ``skip_folder(rel, name)`` prunes folders; ``max_depth`` bounds how many folders deep it goes below
     ``start`` and ``max_entries`` how many directory entries it looks at. ``notes`` says afterwards what was cut.
@@ -510,68 +578,35 @@ class FileWalk:
                         yield Found(place.rel, place.dir_fd, place.name, info.st_size, info.st_mtime)
                     return
                 top = _open_folder(self.start, place.dir_fd, place.folder, place.name, False)
-        yield from self._folders(top, place.rel)
+        for folder in _walk_from(top, place.rel):
+            yield from self._files(folder)
 
-    def _folders(self, top: int, top_rel: str) -> Iterator[Found]:
-        # A stack of (folder handle, its path, subfolder names still to visit): handles held = depth.
-        stack: list[tuple[int, str, list[str]]] = []
-        child, child_rel = top, top_rel
-        try:
-            while True:
-                try:
-                    subfolders = yield from self._list(child, child_rel)
-                except BaseException:
-                    os.close(child)
-                    raise
-                if subfolders and len(stack) >= self.max_depth:
-                    self._note(f"folders more than {self.max_depth} levels deep were not searched")
-                    subfolders = []
-                stack.append((child, child_rel, subfolders))
-                child = -1
-                while stack and child < 0:
-                    fd, rel, pending = stack[-1]
-                    if not pending:
-                        os.close(stack.pop()[0])
-                        continue
-                    name = pending.pop(0)
-                    child_rel = f"{rel}/{name}" if rel else name
-                    try:
-                        child = os.open(name, _DIR_FLAGS, dir_fd=fd)
-                    except OSError:  # gone, swapped for a symlink or unreadable since listed: not followed
-                        continue
-                if child < 0:
-                    return
-        finally:
-            for fd, _, _ in stack:
-                os.close(fd)
-
-    def _list(self, fd: int, rel: str) -> Iterator[Found]:
-        """Yield the folder's regular files; return its subfolders (not symlinks, not skipped)."""
-        folders: list[str] = []
+    def _files(self, folder: Folder) -> Iterator[Found]:
+        """Yield the folder's regular files; enter its subfolders (not symlinks, not skipped)."""
         if self.seen >= self.max_entries:
-            return folders
-        try:
-            with os.scandir(fd) as listing:
-                entries = sorted(listing, key=lambda entry: entry.name)
-        except OSError:
-            self._note(f"{rel or '.'} could not be listed")
-            return folders
-        for entry in entries:
+            return
+        if folder.error is not None:
+            self._note(f"{folder.rel or '.'} could not be listed")
+            return
+        for entry in folder.entries:
             self.seen += 1
             if self.seen > self.max_entries:
                 self._note(f"stopped after {self.max_entries:,} entries")
-                return []
-            child_rel = f"{rel}/{entry.name}" if rel else entry.name
+                folder.enter.clear()
+                return
+            child_rel = f"{folder.rel}/{entry.name}" if folder.rel else entry.name
             try:
                 info = entry.stat(follow_symlinks=False)
             except OSError:
                 continue
             if stat.S_ISDIR(info.st_mode):
                 if not self.skip_folder(child_rel, entry.name):
-                    folders.append(entry.name)
+                    folder.enter.append(entry.name)
             elif stat.S_ISREG(info.st_mode):
-                yield Found(child_rel, fd, entry.name, info.st_size, info.st_mtime)
-        return folders
+                yield Found(child_rel, folder.fd, entry.name, info.st_size, info.st_mtime)
+        if folder.enter and folder.depth >= self.max_depth:
+            self._note(f"folders more than {self.max_depth} levels deep were not searched")
+            folder.enter.clear()
 
     def _note(self, text: str) -> None:
         if text not in self.notes:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from aries_kernel.codebase.languages import language_for_path
-from aries_kernel.rootfs import RefusedPathError, kind, read_regular
+from aries_kernel.rootfs import Folder, RefusedPathError, kind, read_regular, walk_folders
 
 __all__ = [
     "CONFIG_FILES",
@@ -168,22 +168,29 @@ def read_gitignore(root: Path, rel: str) -> tuple[Any, list[Problem]]:
 def walk(root: Path, extra_ignores: list[str] | tuple[str, ...] = ()) -> Walk:
     """Walk ``root`` and classify what is there; the result is sorted by path so indexing is deterministic.
 
-    The walk is iterative (a deep tree cannot exhaust the stack) and bounded by :data:`MAX_DEPTH`.
+    Folders are listed by :func:`aries_kernel.rootfs.walk_folders` (by handle, so a folder swapped for a
+    symlink is not walked into); the walk is iterative (a deep tree cannot exhaust the stack) and bounded by
+    :data:`MAX_DEPTH`.
     """
     result = Walk()
     extra = gitignore_spec(extra_ignores)[0] if extra_ignores else None
-    # Folders still to list: (relative path, depth, [(folder relative to root, spec)] of the .gitignores above).
-    pending: list[tuple[str, int, Sequence[tuple[str, Any]]]] = [("", 0, [])]
-    while pending:
-        rel_dir, depth, specs = pending.pop()
-        if depth > MAX_DEPTH:
-            result.problems.append(
-                Problem(rel_dir, f"folder nested deeper than {MAX_DEPTH} levels; not indexed")
-            )
+    # The folders to be listed, each with [(folder relative to root, spec)] of the .gitignores above it.
+    specs_of: dict[str, Sequence[tuple[str, Any]]] = {"": []}
+    for folder in walk_folders(root):
+        specs = specs_of.pop(folder.rel)
+        if folder.error is not None:
+            reason = folder.error.strerror or folder.error
+            result.problems.append(Problem(folder.rel or ".", f"cannot list folder: {reason}"))
             continue
-        for rel, is_dir, local_specs in _list_dir(root, rel_dir, specs, extra, result):
-            if is_dir:
-                pending.append((rel, depth + 1, local_specs))
+        for name, local_specs in _list_dir(root, folder, specs, extra, result):
+            rel = _join(folder.rel, name)
+            if folder.depth >= MAX_DEPTH:
+                result.problems.append(
+                    Problem(rel, f"folder nested deeper than {MAX_DEPTH} levels; not indexed")
+                )
+            else:
+                specs_of[rel] = local_specs
+                folder.enter.append(name)
     result.sources.sort(key=lambda s: s.rel)
     result.configs.sort()
     result.problems.sort(key=lambda p: p.rel)
@@ -251,23 +258,18 @@ def _utf8(name: str) -> bool:
 
 
 def _list_dir(
-    root: Path, rel_dir: str, specs: Sequence[tuple[str, Any]], extra: Any | None, out: Walk
-) -> list[tuple[str, bool, Sequence[tuple[str, Any]]]]:
-    """Classify one folder's entries into ``out``; returns its subfolders to walk, with the specs in force."""
-    directory = root / rel_dir if rel_dir else root
-    try:
-        with os.scandir(directory) as listing:
-            entries = sorted(listing, key=lambda e: e.name)
-    except OSError as exc:
-        out.problems.append(Problem(rel_dir or ".", f"cannot list folder: {exc.strerror or exc}"))
-        return []
+    root: Path, folder: Folder, specs: Sequence[tuple[str, Any]], extra: Any | None, out: Walk
+) -> list[tuple[str, Sequence[tuple[str, Any]]]]:
+    """Classify one folder's entries into ``out``; returns the names of its subfolders to walk, with the specs
+    in force."""
+    rel_dir, entries = folder.rel, folder.entries
     local_specs = specs
     if any(e.name == ".gitignore" for e in entries):
         spec, problems = read_gitignore(root, _join(rel_dir, ".gitignore"))
         out.problems += problems
         if spec is not None:
             local_specs = [*specs, (rel_dir, spec)]
-    folders: list[tuple[str, bool, Sequence[tuple[str, Any]]]] = []
+    folders: list[tuple[str, Sequence[tuple[str, Any]]]] = []
     for entry in entries:
         rel = _join(rel_dir, entry.name)
         try:
@@ -283,8 +285,8 @@ def _list_dir(
         if stat.S_ISLNK(mode):
             _symlink(root, entry, rel, local_specs, extra, out)
         elif stat.S_ISDIR(mode):
-            if not _skip_dir(entry) and not _ignored(rel, True, local_specs, extra):
-                folders.append((rel, True, local_specs))
+            if not _skip_dir(root, rel) and not _ignored(rel, True, local_specs, extra):
+                folders.append((entry.name, local_specs))
         elif stat.S_ISREG(mode):
             _file(entry, rel, local_specs, extra, out)
         elif _wanted(entry.name) and not _ignored(rel, False, local_specs, extra):
@@ -306,8 +308,9 @@ def _symlink(
 ) -> None:
     """Symlinked files inside the root are indexed under the link's path; folder links and links out of the
     root are reported and not followed."""
+    path = root / rel
     try:
-        target = Path(entry.path).resolve(strict=True)
+        target = path.resolve(strict=True)
     except RuntimeError:
         out.problems.append(Problem(rel, "symlink loop"))
         return
@@ -315,7 +318,7 @@ def _symlink(
         if exc.errno == 40:  # ELOOP
             out.problems.append(Problem(rel, "symlink loop"))
         elif _wanted(rel):
-            out.problems.append(Problem(rel, f"broken symlink to {os.readlink(entry.path)}"))
+            out.problems.append(Problem(rel, f"broken symlink to {os.readlink(path)}"))
         return
     try:
         is_dir = target.is_dir()
@@ -327,15 +330,15 @@ def _symlink(
     if (
         (not is_dir and not _wanted(rel))
         or _ignored(rel, is_dir, specs, extra)
-        or (is_dir and _skip_dir(entry))
+        or (is_dir and _skip_dir(root, rel))
     ):
         return
     if not target.is_relative_to(root):
-        link = display_name(os.readlink(entry.path))
+        link = display_name(os.readlink(path))
         out.problems.append(Problem(rel, f"symlink to outside the repository ({link}); not followed"))
     elif is_dir:
         where = os.path.relpath(target, root)
-        loop = Path(entry.path).parent.resolve().is_relative_to(target)
+        loop = path.parent.resolve().is_relative_to(target)
         out.problems.append(
             Problem(rel, "symlink loop" if loop else f"symlink to a folder ({where}), not followed")
         )
@@ -365,12 +368,12 @@ def _file(
     out.sources.append(SourceFile(rel, language, info.st_size, info.st_mtime_ns))
 
 
-def _skip_dir(entry: os.DirEntry[str]) -> bool:
-    name = entry.name
+def _skip_dir(root: Path, rel: str) -> bool:
+    name = rel.rpartition("/")[2]
     if name in SKIP_DIRS or name.endswith(".egg-info"):
         return True
     # A virtualenv under any name.
-    return os.path.exists(os.path.join(entry.path, "pyvenv.cfg"))
+    return os.path.exists(root / rel / "pyvenv.cfg")
 
 
 def _join(rel_dir: str, name: str) -> str:
