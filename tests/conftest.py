@@ -16,6 +16,14 @@ pytest_plugins = ["tests.models_support"]
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _private_index_key(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The index MAC key lives in a scratch folder (kernels inherit it): the suite never writes ~/.aries."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ARIES_INDEX_KEY", str(tmp_path_factory.mktemp("aries-home") / "index.key"))
+        yield
+
+
 @pytest.fixture
 def small_repo(tmp_path: Path) -> Path:
     """A copy of the Python fixture package, so a test may edit it and write .aries/ beside it."""

@@ -7,23 +7,27 @@ reason, and ``top_files``/``search``/``reindex`` still answer.
 
 from __future__ import annotations
 
+import logging
 import marshal
 import os
+import secrets
 import socket
 import sqlite3
 import stat
 import tempfile
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from traitlets.config import Config
 
-from aries_kernel.codebase import Codebase, extract
+from aries_kernel.codebase import Codebase, extract, index_key, store
 from aries_kernel.codebase.files import MAX_DEPTH, gitignore_spec, walk
+from aries_kernel.codebase.index_key import KEY_BYTES, IndexKey
 from aries_kernel.codebase.resolve import TSCONFIG_MAX_BYTES, load_tsconfigs, parse_jsonc, strip_jsonc
-from aries_kernel.codebase.store import IndexStore, UnsafePath, ensure_aries_dir
+from aries_kernel.codebase.store import SCHEMA_VERSION, IndexStore, UnsafePath, ensure_aries_dir
 from aries_kernel.rootfs import RefusedPathError, read_regular
 
 # Far beyond what any case needs; only reached if something hangs.
@@ -377,8 +381,13 @@ def _foreign_db(path: Path, schema: str, rows: list[tuple[object, ...]] = ()) ->
 _OURS = (
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);"
     "CREATE TABLE files (path TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER, hash TEXT, record BLOB);"
-    "INSERT INTO meta VALUES ('schema_version', '5');"
+    f"INSERT INTO meta VALUES ('schema_version', '{SCHEMA_VERSION}');"
 )
+
+
+def _signed(key: IndexKey, path: str, size: int, mtime_ns: int, digest: str, body: bytes) -> tuple:
+    """A row as the store writes it under ``key``: the MAC, then the record's bytes."""
+    return (path, size, mtime_ns, digest, key.tag((path, size, mtime_ns, digest), body) + body)
 
 
 @pytest.mark.parametrize(
@@ -386,6 +395,7 @@ _OURS = (
     [
         ("other schema", "table files has columns"),
         ("extra trigger", "unexpected trigger"),
+        ("unsigned record", "the record for 'good.py' was not written by this user's aries-kernel"),
         ("garbage record", "undecodable record for 'good.py'"),
         ("wrong record shape", "malformed record for 'good.py'"),
         ("null size", "malformed row for 'good.py'"),
@@ -400,10 +410,13 @@ def test_a_bad_index_db_is_named_moved_aside_and_rebuilt(tmp_path: Path, case: s
         _foreign_db(db, "CREATE TABLE files (id INTEGER, name TEXT);", [(1, "x")])
     elif case == "extra trigger":
         _foreign_db(db, _OURS + "CREATE TRIGGER t AFTER INSERT ON files BEGIN DELETE FROM meta; END;")
-    elif case == "garbage record":
-        _foreign_db(db, _OURS, [("good.py", len(GOOD), 1, "h", b"\xff\x00garbage")])
-    elif case == "wrong record shape":
+    elif case == "unsigned record":
         _foreign_db(db, _OURS, [("good.py", len(GOOD), 1, "h", marshal.dumps(shape))])
+    elif case == "garbage record":  # signed with the user's key: a damaged index of ours
+        _foreign_db(db, _OURS, [_signed(index_key.index_key(), "good.py", len(GOOD), 1, "h", b"\xffgarbage")])
+    elif case == "wrong record shape":
+        body = marshal.dumps(shape)
+        _foreign_db(db, _OURS, [_signed(index_key.index_key(), "good.py", len(GOOD), 1, "h", body)])
     elif case == "null size":
         _foreign_db(db, _OURS, [("good.py", None, 1, "h", marshal.dumps(shape))])
     else:
@@ -421,6 +434,88 @@ def test_a_bad_index_db_is_named_moved_aside_and_rebuilt(tmp_path: Path, case: s
     again = indexed(root)  # a new Codebase on the same root works from the fresh index
     assert again.last_run["mode"] == "warm" and ".aries/index.db" not in reasons(again)
     assert_answers(again)
+
+
+def _counting_loads(monkeypatch: pytest.MonkeyPatch, forbidden: bytes | None = None) -> list[bytes]:
+    """Patch the store's marshal.loads to record every blob it is given (failing on ``forbidden``)."""
+    seen: list[bytes] = []
+
+    def loads(blob: bytes) -> object:
+        assert forbidden is None or forbidden not in blob, "an unauthenticated record was unmarshalled"
+        seen.append(blob)
+        return marshal.loads(blob)
+
+    monkeypatch.setattr(store, "marshal", SimpleNamespace(dumps=marshal.dumps, loads=loads))
+    return seen
+
+
+def test_a_committed_index_signed_with_another_key_is_never_unmarshalled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What a hostile repository can commit: our exact schema and version, rows whose records are well-formed
+    # marshal data (here, a record that would plant a symbol), MACs made with a key that is not the user's.
+    root = repo(tmp_path)
+    stat_ = (root / "good.py").stat()
+    record = extract.extract_file(str(root), "good.py", "python", 1 << 20)
+    planted = {**record, "symbols": (("PLANTED_BY_REPO", "function", 1, 2, "def x()", "", None, None),)}
+    body = marshal.dumps(planted)
+    other = IndexKey(secrets.token_bytes(KEY_BYTES), persistent=True)
+    row = _signed(other, "good.py", stat_.st_size, stat_.st_mtime_ns, record["hash"], body)
+    _foreign_db(root / ".aries" / "index.db", _OURS, [row])
+    seen = _counting_loads(monkeypatch, forbidden=body)
+    codebase = indexed(root)
+    notice = reasons(codebase)[".aries/index.db"]
+    assert "index.db was not a usable index" in notice and "its MAC does not verify" in notice
+    assert "'good.py'" in notice and "moved aside to index.db.broken-" in notice
+    assert codebase.last_run["parsed"] == 1 and "PLANTED_BY_REPO" not in set(codebase.symbol_table()["name"])
+    assert_answers(codebase)
+    (aside,) = [p for p in (root / ".aries").iterdir() if p.name.startswith("index.db.broken-")]
+    assert aside.name in notice
+    assert seen == []
+    # The rebuilt index is ours: a warm reopen decodes it from the store and parses nothing.
+    again = indexed(root)
+    assert again.last_run["mode"] == "warm" and again.last_run["parsed"] == 0
+    assert again.last_run["reused"] == 1 and len(seen) == 1 and ".aries/index.db" not in reasons(again)
+    assert_answers(again)
+
+
+def test_the_key_file_is_created_private_once_and_a_symlinked_one_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(index_key, "_keys", {})
+    key_file = tmp_path / "home" / ".aries" / "index.key"
+    monkeypatch.setenv("ARIES_INDEX_KEY", str(key_file))
+    key = index_key.index_key()
+    assert key.persistent and key_file.read_bytes() == key.secret and len(key.secret) == KEY_BYTES
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    assert [p.name for p in key_file.parent.iterdir()] == ["index.key"]  # the temporary file is gone
+    monkeypatch.setattr(index_key, "_keys", {})  # a later process reads the same key
+    assert index_key.index_key() == key
+    linked = tmp_path / "linked.key"
+    os.symlink(key_file, linked)
+    monkeypatch.setenv("ARIES_INDEX_KEY", str(linked))
+    assert not index_key.index_key().persistent  # never read through a link
+
+
+def test_an_unwritable_home_falls_back_to_a_process_key_and_still_indexes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    home = write(tmp_path, "home", "a file, so nothing can be created under it\n")
+    monkeypatch.setenv("ARIES_INDEX_KEY", str(home / ".aries" / "index.key"))
+    monkeypatch.setattr(index_key, "_keys", {})
+    root = repo(tmp_path)
+    with caplog.at_level(logging.WARNING, logger=index_key.__name__):
+        codebase = indexed(root)
+        assert_answers(codebase)
+        again = indexed(root)  # the same process keeps its key: the index is reused
+    assert again.last_run["mode"] == "warm" and again.last_run["parsed"] == 0
+    warnings = [r for r in caplog.records if r.name == index_key.__name__]
+    assert len(warnings) == 1 and "using a key for this process only" in warnings[0].getMessage()
+    monkeypatch.setattr(index_key, "_keys", {})  # a restart: that key is gone
+    restarted = indexed(root)
+    assert restarted.last_run["parsed"] == 1 and ".aries/index.db" not in reasons(restarted)
+    assert not [p for p in (root / ".aries").iterdir() if p.name.startswith("index.db.broken-")]
+    assert_answers(restarted)
 
 
 def test_a_symlinked_index_db_is_refused_and_its_target_untouched(tmp_path: Path) -> None:

@@ -6,7 +6,10 @@ malformed rows, not a database at all) is renamed aside to ``index.db.broken-<ti
 fresh index is built, with :attr:`IndexStore.notice` saying so. An ``index.db`` (or its journal) that is a
 symlink, or a ``.aries`` that is one, is refused: aries-kernel never writes through a link a repository
 brought. Records are stored with :mod:`marshal` (they are plain tuples and dicts), which loads a large
-repository's index in a fraction of the time parsing it takes; every row is checked before it is used.
+repository's index in a fraction of the time parsing it takes. marshal is not safe against crafted bytes and a
+repository can commit its own ``index.db``, so each record is stored behind a MAC under the user's key
+(:mod:`aries_kernel.codebase.index_key`) and is unmarshalled only when the MAC verifies; a row that does not
+verify makes the file foreign (moved aside and rebuilt, as above). Every decoded row is then checked before use.
 """
 
 from __future__ import annotations
@@ -22,9 +25,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from aries_kernel.codebase.index_key import TAG_BYTES, IndexKey, index_key
+
 __all__ = ["SCHEMA_VERSION", "IndexStore", "StoredFile", "UnsafePath", "ensure_aries_dir"]
 
-SCHEMA_VERSION = "5"  # bump when extraction or the symbol hashes change: old rows would be stale
+SCHEMA_VERSION = "6"  # bump when extraction, the symbol hashes or the record format change: old rows go stale
 log = logging.getLogger(__name__)
 
 # The index and sessions stay out of version control; the project brain (memory/) travels with the repository.
@@ -84,8 +89,9 @@ class IndexStore:
     right, and the next start re-parses what was not stored.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, key: IndexKey | None = None) -> None:
         self.path = path
+        self._key = key or index_key()
         self._lock = threading.Lock()
         self.rebuilt_reason: str | None = None
         # What the user should hear about: an index renamed aside. Shown in ``skipped()``.
@@ -122,6 +128,7 @@ class IndexStore:
                     conn.execute(
                         "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (SCHEMA_VERSION,)
                     )
+                self._claim(conn)
             return conn
         except (sqlite3.Error, _Broken) as exc:
             if conn is not None:
@@ -141,7 +148,24 @@ class IndexStore:
         conn = self._connect()
         with conn:
             conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (SCHEMA_VERSION,))
+            self._claim(conn)
         return conn
+
+    def _claim(self, conn: sqlite3.Connection) -> None:
+        """Record whether rows are written under a process-only key; empty rows whose such key is gone.
+
+        Rows written under another process's key would otherwise fail their MACs and make every restart with a
+        read-only home move the index aside. A forged marker only gets the rows emptied: none is unmarshalled.
+        """
+        row = conn.execute("SELECT value FROM meta WHERE key = 'key'").fetchone()
+        if row is not None and row[0] != self._key.marker:
+            self.rebuilt_reason = "written under a key that ended with its process"
+            log.info("Emptying %s: %s", self.path, self.rebuilt_reason)
+            conn.execute("DELETE FROM files")
+        if self._key.marker is None:
+            conn.execute("DELETE FROM meta WHERE key = 'key'")
+        else:
+            conn.execute("INSERT OR REPLACE INTO meta VALUES ('key', ?)", (self._key.marker,))
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, timeout=30, check_same_thread=False)
@@ -183,7 +207,7 @@ class IndexStore:
                 rows = self._conn.execute("SELECT path, size, mtime_ns, hash, record FROM files").fetchall()
             out: dict[str, StoredFile] = {}
             for path, size, mtime_ns, digest, blob in rows:
-                out[path] = (size, mtime_ns, digest, _decode_row(path, size, mtime_ns, digest, blob))
+                out[path] = (size, mtime_ns, digest, self._decode_row(path, size, mtime_ns, digest, blob))
             return out
         except (sqlite3.Error, _Broken) as exc:
             with self._lock:
@@ -193,9 +217,11 @@ class IndexStore:
 
     def save(self, rows: Iterable[tuple[str, int, int, dict[str, Any]]]) -> None:
         """Store ``(path, size, mtime_ns, record)`` rows, replacing older ones."""
-        data = [
-            (rel, size, mtime, record["hash"], marshal.dumps(record)) for rel, size, mtime, record in rows
-        ]
+        data = []
+        for rel, size, mtime, record in rows:
+            blob = marshal.dumps(record)
+            tag = self._key.tag((rel, size, mtime, record["hash"]), blob)
+            data.append((rel, size, mtime, record["hash"], tag + blob))
         self._write("INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?)", data)
 
     def delete(self, paths: Iterable[str]) -> None:
@@ -216,24 +242,30 @@ class IndexStore:
         with self._lock:
             self._conn.close()
 
-
-def _decode_row(path: Any, size: Any, mtime_ns: Any, digest: Any, blob: Any) -> dict[str, Any]:
-    """The record of one row, checked field by field (a record feeds the graph, so a malformed one must not)."""
-    if not (
-        isinstance(path, str)
-        and isinstance(size, int)
-        and isinstance(mtime_ns, int)
-        and isinstance(digest, str)
-        and isinstance(blob, bytes)
-    ):
-        raise _Broken(f"malformed row for {path!r}")
-    try:
-        record = marshal.loads(blob)
-    except (EOFError, ValueError, TypeError, MemoryError, RecursionError) as exc:
-        raise _Broken(f"undecodable record for {path!r} ({exc})") from None
-    if not _well_formed(record, path, digest):
-        raise _Broken(f"malformed record for {path!r}")
-    return record
+    def _decode_row(self, path: Any, size: Any, mtime_ns: Any, digest: Any, blob: Any) -> dict[str, Any]:
+        """The record of one row: unmarshalled only once its MAC verifies, then checked field by field (a
+        record feeds the graph, so a malformed one must not)."""
+        if not (
+            isinstance(path, str)
+            and type(size) is int
+            and type(mtime_ns) is int
+            and isinstance(digest, str)
+            and isinstance(blob, bytes)
+        ):
+            raise _Broken(f"malformed row for {path!r}")
+        tag, body = blob[:TAG_BYTES], blob[TAG_BYTES:]
+        if not self._key.verifies((path, size, mtime_ns, digest), body, tag):
+            raise _Broken(
+                f"the record for {path!r} was not written by this user's aries-kernel (its MAC does not "
+                "verify): a foreign index, not loaded"
+            )
+        try:
+            record = marshal.loads(body)
+        except (EOFError, ValueError, TypeError, MemoryError, RecursionError) as exc:
+            raise _Broken(f"undecodable record for {path!r} ({exc})") from None
+        if not _well_formed(record, path, digest):
+            raise _Broken(f"malformed record for {path!r}")
+        return record
 
 
 def _well_formed(record: Any, path: str, digest: str) -> bool:
