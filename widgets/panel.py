@@ -90,6 +90,21 @@ def _note_html(text: str, colour: str) -> str:
     return f'<div style="background:{colour};padding:2px 6px"><small>{html.escape(text)}</small></div>'
 
 
+_TARGET_ARGUMENTS = ("file_path", "notebook_path", "command", "url", "pattern")
+_TARGET_CHARS = 60
+
+
+def _call_target(arguments: dict[str, Any]) -> str:
+    """What a call acts on (a file, a command, a URL), for its card's title; multi-line code is left out."""
+    for name in _TARGET_ARGUMENTS:
+        value = arguments.get(name)
+        if isinstance(value, str) and value:
+            line = value.splitlines()[0]
+            cut = len(line) > _TARGET_CHARS or line != value
+            return line[:_TARGET_CHARS] + ("…" if cut else "")
+    return ""
+
+
 def _decision(event: ApprovalRequested) -> str:
     return "waiting for your answer" if event.decision is None else decision_text(event)
 
@@ -117,7 +132,8 @@ class _Card:
 
     def title(self) -> str:
         asked = f" · {_decision(self.approvals[-1])}" if self.approvals else ""
-        return f"{self.name} {self.state}{asked}"
+        target = _call_target(self.arguments)
+        return f"{self.name} {self.state}{f' · {target}' if target else ''}{asked}"
 
     def html(self) -> str:
         parts = [call_body_html(self.name, self.arguments)]
