@@ -13,12 +13,15 @@ Paths come in two kinds. A path someone typed (a tool argument) is checked first
 paths inside the root and ``~`` are accepted, backslashes and NUL bytes refused. A *walked* path (``walked=True``:
 one a walk of the root produced, as the index's) is taken as the name it is, and a symlinked folder among its own
 components is refused rather than followed, as the walks do not follow folder links (so nothing is seen twice).
+With ``follow_links=False`` (the vault's rule) no symlink is followed at all: one on the way is refused, and a
+final one is handed to the caller as the name it is, to be opened with ``O_NOFOLLOW`` or replaced.
 
 Reads (:func:`read_regular`, :func:`read_at`) open only regular files, with ``O_NONBLOCK`` so a FIFO cannot
 block, and read at most ``limit + 1`` bytes whatever ``stat`` said, so a caller sees that a file is over its
 limit without reading all of it. Writes (:func:`write_bytes`) go to a temporary file in the target's folder (by
 ``dir_fd``), then ``os.replace`` by ``dir_fd`` onto the name: the directory entry is replaced, whatever it is at
-that moment, so a write never goes through a symlink and never into a hard-linked inode. The walk
+that moment, so a write never goes through a symlink and never into a hard-linked inode; :func:`move` renames
+by the handles of both folders the same way. The walk
 (:func:`walk_folders`: the index's walk classifies its entries, :class:`FileWalk` yields the agent's regular
 files from it) lists folders through their handles and never walks into a symlink.
 
@@ -55,12 +58,18 @@ __all__ = [
     "Found",
     "MissingPathError",
     "OutsideRootError",
+    "Place",
     "RefusedPathError",
     "RootPathError",
+    "exists",
     "kind",
+    "located",
+    "move",
     "normalize",
     "read_at",
     "read_regular",
+    "read_stat_at",
+    "replace_at",
     "require_real_folders",
     "resolve",
     "walk_folders",
@@ -190,7 +199,7 @@ def within_root(root: Path, absolute: str) -> str:
 
 
 @dataclass
-class _Place:
+class Place:
     """Where a path ends: an open handle of its folder, that folder's components, and the final name."""
 
     dir_fd: int
@@ -206,25 +215,30 @@ def _open_root(root: Path) -> int:
     try:
         return os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as exc:
-        raise _failed(
-            FailedPathError, f"the project root {root} cannot be opened: {exc.strerror or exc}.", exc
-        ) from exc
+        cls = MissingPathError if isinstance(exc, FileNotFoundError) else FailedPathError
+        raise _failed(cls, f"the project root {root} cannot be opened: {exc.strerror or exc}.", exc) from exc
 
 
 @contextmanager
-def _located(
-    root: Path, path: str, *, walked: bool = False, create_folders: bool = False
-) -> Iterator[_Place]:
+def located(
+    root: Path,
+    path: str,
+    *,
+    walked: bool = False,
+    create_folders: bool = False,
+    follow_links: bool = True,
+) -> Iterator[Place]:
     """The place of ``path`` beneath the root: the one way this module finds a path (see the module docstring).
 
     Every folder is opened with ``O_NOFOLLOW`` from the handle of the one before; a final symlink is followed
-    too, so the place names a non-symlink (or a name that does not exist yet). Its handle is closed on exit.
+    too, so the place names a non-symlink (or a name that does not exist yet), unless ``follow_links`` is False:
+    then any symlink on the way is refused and a final one is the place's name. Its handle is closed on exit.
     """
     pending = _fold(root, path, path) if walked else normalize(root, path)
     stack = [_open_root(root)]
     try:
         with _reported(path):
-            place = _walk_parts(root, path, pending, stack, walked, create_folders)
+            place = _walk_parts(root, path, pending, stack, walked, create_folders, follow_links)
     finally:
         for fd in stack:
             os.close(fd)
@@ -246,8 +260,8 @@ def _reported(path: str) -> Iterator[None]:
 
 
 def _walk_parts(
-    root: Path, path: str, pending: list[str], stack: list[int], walked: bool, create: bool
-) -> _Place:
+    root: Path, path: str, pending: list[str], stack: list[int], walked: bool, create: bool, follow: bool
+) -> Place:
     """Consume ``pending`` from the folder ``stack[-1]``; ``stack`` holds the handles of the folders walked, and
     the one handed back in the place is taken off it."""
     folder: list[str] = []
@@ -267,8 +281,15 @@ def _walk_parts(
         if part == ".":
             continue
         target = _link_target(part, stack[-1])
+        if target is not None and not follow and not pending:
+            # The link itself is the name: the caller opens it with O_NOFOLLOW or replaces it, never follows it.
+            return Place(stack.pop(), folder, part)
         if target is not None:
             link = "/".join([*folder, part])
+            if not follow:
+                raise RefusedPathError(
+                    f"Refused: {path}: {link!r} is not a plain folder (a symlink, which is not followed here)."
+                )
             if walked and own and pending:
                 raise RefusedPathError(
                     f"Refused: {path} passes through the symlinked folder {link}, which walks do not follow."
@@ -280,10 +301,10 @@ def _walk_parts(
             via = f" ({link} -> {target})"
             continue
         if not pending:  # the final name: the caller opens it, with O_NOFOLLOW
-            return _Place(stack.pop(), folder, part)
+            return Place(stack.pop(), folder, part)
         stack.append(_open_folder(path, stack[-1], folder, part, create))
         folder.append(part)
-    return _Place(stack.pop(), folder, None)
+    return Place(stack.pop(), folder, None)
 
 
 def _link_target(name: str, dir_fd: int) -> str | None:
@@ -341,8 +362,21 @@ def _open_folder(path: str, dir_fd: int, folder: list[str], part: str, create: b
 
 def resolve(root: Path, path: str) -> str:
     """``path`` relative to the root after following symlinks that stay inside it ("" for the root)."""
-    with _located(root, path) as place:
+    with located(root, path) as place:
         return place.rel
+
+
+def exists(root: Path, path: str, *, walked: bool = False, follow_links: bool = True) -> bool:
+    """Whether ``path`` names anything beneath the root (with ``follow_links=False``, a final symlink counts as
+    itself); a missing folder on the way is False, a refused path raises."""
+    try:
+        with located(root, path, walked=walked, follow_links=follow_links) as place:
+            if place.name is None:
+                return True
+            os.stat(place.name, dir_fd=place.dir_fd, follow_symlinks=False)
+            return True
+    except (MissingPathError, FileNotFoundError):
+        return False
 
 
 def require_real_folders(root: Path, path: str) -> None:
@@ -376,7 +410,7 @@ def read_regular(root: Path, path: str, limit: int, *, walked: bool = False) -> 
 
     ``walked``: ``path`` came from a walk of the root (see the module docstring).
     """
-    with _located(Path(root), path, walked=walked) as place:
+    with located(Path(root), path, walked=walked) as place:
         if place.name is None:
             raise RefusedPathError(f"{path} is a folder; give a file path.")
         return read_at(place.dir_fd, place.name, limit, path), place.rel
@@ -384,14 +418,19 @@ def read_regular(root: Path, path: str, limit: int, *, walked: bool = False) -> 
 
 def read_at(dir_fd: int, name: str, limit: int, shown: str) -> bytes:
     """The bytes of the regular file ``name`` in the folder ``dir_fd``, at most ``limit + 1`` of them."""
+    return read_stat_at(dir_fd, name, limit, shown)[0]
+
+
+def read_stat_at(dir_fd: int, name: str, limit: int, shown: str) -> tuple[bytes, os.stat_result]:
+    """As :func:`read_at`, with the ``fstat`` of the file read (so size and time belong to the bytes)."""
     try:
         fd = os.open(name, _FILE_FLAGS, dir_fd=dir_fd)
     except OSError as exc:
         raise _unopened(dir_fd, name, shown, exc) from None
     try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise _not_regular(shown, mode)
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise _not_regular(shown, info.st_mode)
         chunks = []
         left = limit + 1  # the file may have grown since any stat: read no more than this, whatever its size
         while left > 0:
@@ -400,7 +439,7 @@ def read_at(dir_fd: int, name: str, limit: int, shown: str) -> bytes:
                 break
             chunks.append(chunk)
             left -= len(chunk)
-        return b"".join(chunks)
+        return b"".join(chunks), info
     finally:
         os.close(fd)
 
@@ -427,13 +466,15 @@ def write_bytes(root: Path, path: str, data: bytes) -> tuple[bool, str]:
     name became a symlink meanwhile, the link itself is replaced, never its target. An existing file keeps its
     permission bits.
     """
-    with _located(root, path, create_folders=True) as place:
+    with located(root, path, create_folders=True) as place:
         if place.name is None:
             raise RefusedPathError(f"{path} is a folder; give a file path.")
-        return _replace(place.dir_fd, place.name, data, path), place.rel
+        return replace_at(place.dir_fd, place.name, data, path), place.rel
 
 
-def _replace(dir_fd: int, name: str, data: bytes, shown: str) -> bool:
+def replace_at(dir_fd: int, name: str, data: bytes, shown: str) -> bool:
+    """Replace the name ``name`` in the folder ``dir_fd`` with a new file holding ``data`` (as
+    :func:`write_bytes` does), returning whether something was there."""
     try:
         info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except FileNotFoundError:
@@ -468,6 +509,21 @@ def _replace(dir_fd: int, name: str, data: bytes, shown: str) -> bool:
             ) from None
         raise
     return info is not None
+
+
+def move(root: Path, src: str, dst: str, *, walked: bool = False, follow_links: bool = True) -> str:
+    """Rename ``src`` to ``dst`` beneath the root (folders of ``dst`` created), by the handles of both folders,
+    so the entry renamed and the one replaced are the names found, whatever they are; returns ``dst``'s real
+    path relative to the root."""
+    with (
+        located(root, src, walked=walked, follow_links=follow_links) as source,
+        located(root, dst, walked=walked, follow_links=follow_links, create_folders=True) as target,
+    ):
+        if source.name is None or target.name is None:
+            raise RefusedPathError(f"{src} -> {dst}: a folder's own path; give file paths.")
+        with _reported(src):
+            os.replace(source.name, target.name, src_dir_fd=source.dir_fd, dst_dir_fd=target.dir_fd)
+        return target.rel
 
 
 @dataclass
@@ -565,7 +621,7 @@ class FileWalk:
     seen: int = 0
 
     def __iter__(self) -> Iterator[Found]:
-        with _located(self.root, self.start) as place:
+        with located(self.root, self.start) as place:
             if place.name is None:
                 top = os.dup(place.dir_fd)
             else:

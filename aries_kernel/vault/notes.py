@@ -5,11 +5,12 @@ The files are the source of truth of the vault (Ori/Obsidian layout: ``self/``, 
 note can never be written outside its vault. Reading a file either returns a :class:`Note` or raises
 :class:`NoteError` saying which file was skipped and why.
 
-Hostile files are expected: only regular files are read (a symlink, FIFO or device file is refused without being
-opened, and the open itself uses ``O_NOFOLLOW`` under a walk of directory handles from the vault root, so nothing
-swapped in between is followed out), reads stop at :data:`MAX_NOTE_BYTES`, and front matter is parsed by a YAML
-safe loader capped in bytes, nesting depth and alias expansion (no billion laughs). Writes go through the same
-directory handles, so a folder swapped for a symlink cannot redirect them.
+Hostile files are expected: every file access goes through :mod:`aries_kernel.rootfs` with ``follow_links=False``
+(the vault follows no symlink at all): only regular files are read (a symlink, FIFO or device file is refused
+without being opened, and the open itself uses ``O_NOFOLLOW`` under a walk of directory handles from the vault
+root, so nothing swapped in between is followed out), reads stop at :data:`MAX_NOTE_BYTES`, and front matter is
+parsed by a YAML safe loader capped in bytes, nesting depth and alias expansion (no billion laughs). Writes and
+moves go through the same directory handles, so a folder swapped for a symlink cannot redirect them.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ import hashlib
 import math
 import os
 import re
-import secrets
 import stat as _stat
 import unicodedata
 from collections.abc import Iterator
@@ -30,6 +30,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from aries_kernel import rootfs
 
 __all__ = [
     "FOLDERS",
@@ -45,12 +47,12 @@ __all__ = [
     "move_file",
     "normalize_title",
     "not_a_file",
+    "note_exists",
     "parse_created",
     "parse_note",
     "parse_text",
     "read_note_bytes",
     "render_note",
-    "safe_path",
     "sanitize_title",
     "title_key",
     "wiki_links",
@@ -66,7 +68,6 @@ MAX_TITLE_BYTES = 200
 MAX_FRONT_MATTER_BYTES = 64 * 1024
 MAX_YAML_DEPTH = 64
 MAX_YAML_NODES = 100_000
-_OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 # [[target]], [[target|alias]], [[target#heading]], [[target#heading|alias]]
 _WIKILINK = re.compile(r"\[\[([^\[\]|#\n]*)(?:#([^\[\]|\n]*))?(?:\|([^\[\]\n]*))?\]\]")
@@ -357,27 +358,17 @@ def _parts(rel: str) -> list[str]:
 
 
 @contextlib.contextmanager
-def _directory(root: Path, parts: list[str], create: bool) -> Iterator[int]:
-    """A handle on ``root/<parts...>`` reached one ``O_NOFOLLOW`` step at a time (symlinks refused)."""
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+def _confined(rel: str) -> Iterator[None]:
+    """A path :mod:`aries_kernel.rootfs` refused (a symlink on the way, a file where a folder should be) as a
+    :class:`NoteError` naming it; other system errors stay ``OSError``."""
     try:
-        for part in parts:
-            if create:
-                with contextlib.suppress(FileExistsError):
-                    os.mkdir(part, 0o777, dir_fd=fd)
-            try:
-                child = os.open(part, _OPEN_DIR, dir_fd=fd)
-            except OSError as exc:
-                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                    raise NoteError(
-                        f"Refusing {'/'.join(parts)!r}: {part!r} is not a plain folder (a symlink?)."
-                    ) from exc
-                raise
-            os.close(fd)
-            fd = child
-        yield fd
-    finally:
-        os.close(fd)
+        yield
+    except rootfs.RefusedPathError as exc:
+        raise NoteError(str(exc)) from exc
+    except rootfs.FailedPathError as exc:
+        if exc.errno != errno.ENOTDIR:
+            raise
+        raise NoteError(f"{exc} {rel!r} is not a plain path inside the vault.") from exc
 
 
 def read_note_bytes(root: Path, rel: str) -> tuple[bytes, os.stat_result]:
@@ -385,34 +376,18 @@ def read_note_bytes(root: Path, rel: str) -> tuple[bytes, os.stat_result]:
 
     :class:`NoteError` names the file when it is a symlink, FIFO, device or folder (none of them opened for
     reading, so nothing blocks), or is over the size limit."""
-    parts = _parts(rel)
-    with _directory(root, parts[:-1], create=False) as parent:
-        kind = not_a_file(os.lstat(parts[-1], dir_fd=parent).st_mode)
+    _parts(rel)
+    with _confined(rel), rootfs.located(root, rel, walked=True, follow_links=False) as place:
+        assert place.name is not None  # _parts refused "", "." and ".."
+        kind = not_a_file(os.lstat(place.name, dir_fd=place.dir_fd).st_mode)
         if kind:
             raise NoteError(f"{rel}: {kind}.")
-        # O_NONBLOCK: should a FIFO be swapped in after the lstat, opening it does not wait for a writer.
-        fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=parent)
-    try:
-        info = os.fstat(fd)
-        kind = not_a_file(info.st_mode)
-        if kind:
-            raise NoteError(f"{rel}: {kind}.")
-        if info.st_size > MAX_NOTE_BYTES:
-            raise NoteError(
-                f"{rel}: {info.st_size:,} bytes is over the {MAX_NOTE_BYTES:,}-byte note limit; "
-                "split it into smaller notes."
-            )
-        chunks: list[bytes] = []
-        left = MAX_NOTE_BYTES + 1
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 16))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-    finally:
-        os.close(fd)
-    raw = b"".join(chunks)
+        raw, info = rootfs.read_stat_at(place.dir_fd, place.name, MAX_NOTE_BYTES, rel)
+    if info.st_size > MAX_NOTE_BYTES:
+        raise NoteError(
+            f"{rel}: {info.st_size:,} bytes is over the {MAX_NOTE_BYTES:,}-byte note limit; "
+            "split it into smaller notes."
+        )
     if len(raw) > MAX_NOTE_BYTES:
         raise NoteError(f"{rel}: grew over the {MAX_NOTE_BYTES:,}-byte note limit while being read.")
     return raw, info
@@ -452,72 +427,61 @@ def render_note(meta: dict[str, Any], body: str) -> str:
     return f"---\n{front}\n---\n\n{body.strip()}\n"
 
 
-def safe_path(root: Path, rel: str) -> Path:
-    """``root / rel``, refusing anything that resolves outside ``root`` (symlinks included)."""
-    base = root.resolve()
-    target = (base / rel).resolve()
-    if target != base and base not in target.parents:
-        raise NoteError(f"Refusing to touch {rel!r}: it resolves outside the vault {base}.")
-    return target
+def note_exists(root: Path, rel: str) -> bool:
+    """Whether anything (a symlink included) is at ``root/rel``; a symlinked folder on the way is refused, as it
+    could lead outside the vault."""
+    _parts(rel)
+    with _confined(rel):
+        try:
+            return rootfs.exists(root, rel, walked=True, follow_links=False)
+        except rootfs.RefusedPathError as exc:
+            raise NoteError(
+                f"Refusing to touch {rel!r}: it could lead outside the vault {root} ({exc})"
+            ) from exc
 
 
 def atomic_write(root: Path, rel: str, text: str) -> os.stat_result:
     """Write ``text`` to ``root/rel`` so readers see the old file or the new one, never half of it (temp file
     + rename, both inside a folder handle reached without following symlinks); returns the new file's stat."""
-    parts = _parts(rel)
+    _parts(rel)
     root.mkdir(parents=True, exist_ok=True)
-    data = text.encode("utf-8")
-    with _directory(root, parts[:-1], create=True) as parent:
-        tmp = f".{parts[-1]}.{secrets.token_hex(4)}.tmp"
-        fd = os.open(
-            tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=parent
-        )
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-            # rename() replaces whatever is at the name, a symlink included, without following it.
-            os.replace(tmp, parts[-1], src_dir_fd=parent, dst_dir_fd=parent)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp, dir_fd=parent)
-            raise
-        return os.stat(parts[-1], dir_fd=parent, follow_symlinks=False)
+    with (
+        _confined(rel),
+        rootfs.located(root, rel, walked=True, follow_links=False, create_folders=True) as place,
+    ):
+        assert place.name is not None  # _parts refused "", "." and ".."
+        rootfs.replace_at(place.dir_fd, place.name, text.encode("utf-8"), rel)
+        return os.stat(place.name, dir_fd=place.dir_fd, follow_symlinks=False)
 
 
 def move_file(root: Path, src: str, dst: str) -> None:
     """Rename ``root/src`` to ``root/dst`` (folders of ``dst`` created), both reached without following symlinks."""
-    src_parts, dst_parts = _parts(src), _parts(dst)
-    with (
-        _directory(root, src_parts[:-1], create=False) as src_dir,
-        _directory(root, dst_parts[:-1], create=True) as dst_dir,
-    ):
-        os.replace(src_parts[-1], dst_parts[-1], src_dir_fd=src_dir, dst_dir_fd=dst_dir)
+    _parts(src)
+    _parts(dst)
+    with _confined(src):
+        rootfs.move(root, src, dst, walked=True, follow_links=False)
 
 
 def iter_note_files(root: Path) -> tuple[list[Path], list[tuple[str, str]]]:
     """Every entry under ``root`` that is not a folder or hidden (index, archive, temp files), sorted, and the
-    (path, reason) of folders that could not be listed. Symlinks are listed, never descended; the walk is
-    iterative, so a folder tree thousands of levels deep does not overflow the stack."""
+    (path, reason) of folders that could not be listed. Symlinks are listed, never descended (the walk is
+    :func:`aries_kernel.rootfs.walk_folders`, by handle and without recursion)."""
     found: list[Path] = []
     problems: list[tuple[str, str]] = []
-    stack = [root]
-    while stack:
-        folder = stack.pop()
-        try:
-            with os.scandir(folder) as entries:
-                listed = sorted(entries, key=lambda e: e.name)
-        except OSError as exc:
-            rel = folder.relative_to(root).as_posix()
-            problems.append((rel, f"{rel}: folder not listed ({exc.strerror or exc})"))
+    for folder in rootfs.walk_folders(root):
+        rel = folder.rel or "."
+        if folder.error is not None:
+            problems.append((rel, f"{rel}: folder not listed ({folder.error.strerror or folder.error})"))
             continue
-        subfolders = []
-        for entry in listed:
+        for entry in folder.entries:
             if entry.name.startswith("."):
                 continue
             try:
                 is_dir = entry.is_dir(follow_symlinks=False)
             except OSError:
                 is_dir = False
-            (subfolders if is_dir else found).append(Path(entry.path))
-        stack.extend(reversed(subfolders))
+            if is_dir:
+                folder.enter.append(entry.name)
+            else:
+                found.append(root / folder.rel / entry.name)
     return sorted(found), problems

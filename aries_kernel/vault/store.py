@@ -10,11 +10,10 @@ the index re-indexes the files whenever it had to be reopened or rebuilt (``Vaul
 from __future__ import annotations
 
 import datetime as _dt
-import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from sqlalchemy.engine import Connection
@@ -32,9 +31,9 @@ from aries_kernel.vault.notes import (
     move_file,
     normalize_title,
     not_a_file,
+    note_exists,
     parse_note,
     render_note,
-    safe_path,
     sanitize_title,
     wiki_links,
 )
@@ -261,8 +260,7 @@ class NoteStore:
             self._write(conn, twin["title"], twin["path"], kept, body, twin["created"], "update")
             return AddResult(twin["title"], self.source, twin["path"], "updated", twin["title"])
         rel = f"{folder}/{title}.md"
-        target = safe_path(self.root, rel)
-        if os.path.lexists(target):
+        if note_exists(self.root, rel):
             # A readable file the index does not know yet (written since the last sync, or by a writer that
             # died before committing) is this note: overwrite it. An unreadable one is the user's to fix.
             try:
@@ -338,8 +336,7 @@ class NoteStore:
             raise KeyError(f"No note titled {title!r} in the {self.source} vault.")
 
         def work(conn: Connection) -> str:
-            archived = _free_name(safe_path(self.root, f"{ARCHIVE_DIR}/{row['path']}"))
-            rel = archived.relative_to(self.root.resolve()).as_posix()
+            rel = _free_name(self.root, f"{ARCHIVE_DIR}/{row['path']}")
             move_file(self.root, row["path"], rel)
             VaultIndex.delete_note(conn, row["path"])
             conn.exec_driver_sql(
@@ -366,8 +363,7 @@ class NoteStore:
             raise KeyError(f"No archived note titled {title!r} in the {self.source} vault.")
 
         def work(conn: Connection) -> AddResult:
-            target = safe_path(self.root, row["path"])
-            if os.path.lexists(target):
+            if note_exists(self.root, row["path"]):
                 raise NoteError(
                     f"Cannot restore {row['path']}: a note already exists there; rename or forget it first."
                 )
@@ -391,16 +387,18 @@ class NoteStore:
         archive = self.root / ARCHIVE_DIR
         if not archive.is_dir():
             return None
-        for path in sorted(archive.rglob("*.md"), key=lambda p: p.stat().st_mtime, reverse=True):
-            if path.stem.casefold() == key:
-                rel = path.relative_to(self.root).as_posix()
-                return {
-                    "id": None,
-                    "title": path.stem,
-                    "path": rel.removeprefix(f"{ARCHIVE_DIR}/"),
-                    "archived_path": rel,
-                }
-        return None
+        files, _ = iter_note_files(archive)
+        named = [path for path in files if path.suffix == ".md" and path.stem.casefold() == key]
+        if not named:
+            return None
+        path = max(named, key=lambda p: p.lstat().st_mtime)  # the most recently archived
+        rel = path.relative_to(self.root).as_posix()
+        return {
+            "id": None,
+            "title": path.stem,
+            "path": rel.removeprefix(f"{ARCHIVE_DIR}/"),
+            "archived_path": rel,
+        }
 
 
 def _check_content(title: str, content: str) -> str:
@@ -426,9 +424,10 @@ def _first_line(body: str) -> str:
     return line[:157] + "..." if len(line) > 160 else line
 
 
-def _free_name(path: Path) -> Path:
-    candidate, n = path, 1
-    while candidate.exists():
-        candidate = path.with_name(f"{path.stem} ({n}){path.suffix}")
+def _free_name(root: Path, rel: str) -> str:
+    """``rel``, or ``rel`` with " (n)" after its stem, whichever is the first name not taken in ``root``."""
+    path, candidate, n = PurePosixPath(rel), rel, 1
+    while note_exists(root, candidate):
+        candidate = path.with_name(f"{path.stem} ({n}){path.suffix}").as_posix()
         n += 1
     return candidate
