@@ -7,17 +7,20 @@ router are built on first use.
 
 from __future__ import annotations
 
+import importlib
+import logging
 import threading
 from typing import Any
 
 from aries_kernel.context import AriesContext, set_context
 from aries_kernel.diagnostics import install_stack_dump
 from aries_kernel.lazy import LazyName
-from aries_kernel.warmup import warm_up_in_background
 
 __all__ = ["install", "uninstall", "BODY_NAMES"]
 
 BODY_NAMES = ("codebase", "vault", "rlm_call", "rlm_batch", "rlm_stats")
+
+log = logging.getLogger(__name__)
 
 
 _SUB_QUESTIONS = (
@@ -88,7 +91,7 @@ def install(shell: Any, root: str | None = None, index_delay: float = 0.0) -> Ar
 
     def start_background_work(*_: Any) -> None:
         codebase.build_in_background()
-        warm_up_in_background()  # the agent, the provider SDKs and widgets, ahead of the first %aries
+        _warm_up_in_background()  # the agent, the provider SDKs and widgets, ahead of the first %aries
 
     if index_delay > 0:
         timer = threading.Timer(index_delay, start_background_work)
@@ -146,3 +149,35 @@ def uninstall(shell: Any) -> None:
     if keep_question_marks in shell.input_transformers_cleanup:
         shell.input_transformers_cleanup.remove(keep_question_marks)
     delattr(shell, "_aries_context")
+
+
+# A fresh kernel answers its first request quickly because it imports almost nothing. The first ``%aries`` then
+# paid for the agent loop, the memory plug-in (the vault, SQLAlchemy), the provider SDKs and ipywidgets, about
+# four seconds, before its request could leave; so they are imported in a daemon thread started with the
+# indexing. A prompt that comes sooner waits for the imports it needs, as it would have anyway. The list lives
+# here because this module is the one part of the core that knows the magics and widgets.
+_WARM_MODULES = (
+    "aries_kernel.magics.agent",  # the %aries prompt handler, and with it the agent loop and its tools
+    "aries_kernel.agent.memory",  # the memory hook the agent loads as a plug-in: the vault, SQLAlchemy
+    "aries_kernel.models.anthropic_provider",  # the anthropic SDK and httpx
+    "aries_kernel.models.openai_provider",  # the openai SDK
+    "aries_kernel.widgets",  # ipywidgets, for the panel
+    "igraph",  # the communities of the code map in the agent's system prompt
+)
+_warm_up_started = threading.Event()
+
+
+def _import_warm_modules() -> None:
+    for name in _WARM_MODULES:
+        try:
+            importlib.import_module(name)
+        except Exception as exc:  # the same import fails again, visibly, where the user needs the module
+            log.debug("warm-up import of %s failed: %r", name, exc)
+
+
+def _warm_up_in_background() -> None:
+    """Start importing :data:`_WARM_MODULES` in a daemon thread (once per process)."""
+    if _warm_up_started.is_set():
+        return
+    _warm_up_started.set()
+    threading.Thread(target=_import_warm_modules, name="aries-warm-up", daemon=True).start()

@@ -52,7 +52,7 @@ def format_arguments(arguments: dict[str, Any]) -> str:
 
 
 class Renderer(Protocol):
-    """What ``%aries`` drives: the text renderer here, or the widget panel (``aries_kernel.widgets``)."""
+    """What ``%aries`` drives: the text renderer here, or the widget panel."""
 
     stop_requested: bool
 
