@@ -90,6 +90,8 @@ _ARIES_OWN = tuple(
     [str(_ARIES / part) + os.sep for part in ("vault", "codebase", "models")]
     + [str(_ARIES / name) for name in ("context.py", "lazy.py")]
 )
+# The shared file layer: whoever called it (a store, or the agent's own code) decides, as for a library.
+_ARIES_PASS_THROUGH = (str(_ARIES / "rootfs.py"),)
 
 
 def _library_prefixes() -> tuple[str, ...]:
@@ -176,7 +178,7 @@ def _is_aries_own(frame: FrameType) -> bool:
         name = current.f_code.co_filename
         if name.startswith(_ARIES_OWN):
             return True
-        if not _is_library(current):
+        if not _is_library(current) and name not in _ARIES_PASS_THROUGH:
             return False
         current = current.f_back
     return False
