@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -148,6 +150,10 @@ def test_closing_a_stream_early_closes_the_connection(
     assert router.client("primary").complete(request()).message.content == "next"
 
 
+# Where a streamed reply's bytes are read: httpcore's sync backend (the SDKs may ship it as httpcore2).
+_READ_FILE = os.path.join("_backends", "sync.py")
+
+
 def test_keyboard_interrupt_while_streaming_closes_the_stream(
     router: ModelRouter, server: ScriptedModelServer
 ) -> None:
@@ -156,13 +162,32 @@ def test_keyboard_interrupt_while_streaming_closes_the_stream(
     received: list[object] = []
     main = threading.main_thread().ident
     assert main is not None
-    timer = threading.Timer(
-        0.5, signal.pthread_kill, (main, signal.SIGINT)
-    )  # a real Ctrl-C / kernel interrupt
+
+    def interrupt_while_reading() -> None:
+        """A real Ctrl-C / kernel interrupt, sent once text has come and the main thread waits on the socket.
+
+        A signal at a fixed delay could land anywhere (in an import, in a finalizer, which swallows it, or
+        between opening a connection and keeping it, which leaks the socket); a user's lands in the read.
+        """
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            frame = sys._current_frames().get(main)
+            code = frame.f_code if frame is not None else None
+            if (
+                received
+                and code is not None
+                and code.co_name == "read"
+                and code.co_filename.endswith(_READ_FILE)
+            ):
+                signal.pthread_kill(main, signal.SIGINT)
+                return
+            time.sleep(0.001)
+
+    interrupter = threading.Thread(target=interrupt_while_reading)
     with pytest.raises(KeyboardInterrupt):
-        timer.start()
+        interrupter.start()
         received.extend(router.client("primary").stream(request()))  # keeps what came before the interrupt
-    timer.join()
+    interrupter.join()
     deadline = time.monotonic() + 20
     while server.in_flight and time.monotonic() < deadline:
         time.sleep(0.05)
