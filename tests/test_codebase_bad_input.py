@@ -10,16 +10,7 @@ import pytest
 from traitlets.config import Config
 
 from aries_kernel.codebase import Codebase, extract
-
-
-def write(root: Path, rel: str, data: str | bytes) -> Path:
-    path = root / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if isinstance(data, bytes):
-        path.write_bytes(data)
-    else:
-        path.write_text(data, encoding="utf-8")
-    return path
+from tests.fs_support import write
 
 
 @pytest.fixture

@@ -29,20 +29,11 @@ from aries_kernel.codebase.index_key import KEY_BYTES, IndexKey
 from aries_kernel.codebase.resolve import TSCONFIG_MAX_BYTES, load_tsconfigs, parse_jsonc, strip_jsonc
 from aries_kernel.codebase.store import SCHEMA_VERSION, IndexStore, UnsafePath, ensure_aries_dir
 from aries_kernel.rootfs import RefusedPathError, read_regular
+from tests.fs_support import write
 
 # Far beyond what any case needs; only reached if something hangs.
 _BOUND = 120
 GOOD = "def good_function():\n    return 1\n"
-
-
-def write(root: Path, rel: str, data: str | bytes) -> Path:
-    path = root / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if isinstance(data, bytes):
-        path.write_bytes(data)
-    else:
-        path.write_text(data, encoding="utf-8")
-    return path
 
 
 def repo(tmp_path: Path) -> Path:
