@@ -15,7 +15,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 
 from aries_kernel.agent import Agent, agent_for
 from aries_kernel.agent.events import ApprovalRequested, Waiting
-from aries_kernel.agent.permissions import MODES
+from aries_kernel.agent.permissions import MODES, decide
 from aries_kernel.agent.phases import LEAN, schema_tokens
 from aries_kernel.agent.render import Renderer, TextRenderer
 from aries_kernel.agent.repl import format_value, truncate
@@ -170,15 +170,19 @@ def run_prompt(magics: Any, text: str, cell: str | None) -> None:
 
 @subcommand("tools", "the agent's tools: phase, approval, schema tokens")
 def tools_command(magics: Any, args: str, cell: str | None) -> pd.DataFrame:
-    """One row per tool; ``lean`` says whether its schema is sent before any widening in the current mode."""
+    """One row per tool; ``lean`` says whether its schema is sent before any widening in the current mode, and
+    ``permission`` what the permission mode does with it (allow, ask, refuse; Repl's effects are weighed one by
+    one as its code runs)."""
     agent = _agent(magics)
     lean = set(LEAN[agent.settings.mode])
+    mode = agent.permission_mode
     rows = [
         {
             "tool": tool.name,
             "lean": tool.name in lean,
             "memory": tool.memory,
-            "needs_approval": tool.needs_approval and not agent.settings.auto_approve,
+            "effect": tool.effect,
+            "permission": "per effect" if tool.effect == "repl" else decide(mode, tool.effect),
             "schema_tokens": schema_tokens([tool]),
             "arguments": ", ".join(tool.parameters["properties"]),
         }

@@ -331,8 +331,13 @@ def test_cell_form_options_and_subcommands(
 
     tools = run_cell(kc, "frame = %aries tools\n(len(frame), int(frame['lean'].sum()), frame['tool'][0])")
     assert tools.result == "(20, 6, 'Repl')"
+    permission = (
+        "p = %aries tools\n(p.set_index('tool').loc[['Edit', 'Bash', 'Read', 'Repl'], 'permission'].tolist())"
+    )
+    assert run_cell(kc, permission).result == "['ask', 'ask', 'allow', 'per effect']"
     config = run_cell(kc, "%aries config max_turns=7 auto_approve=true")
     assert config.error is None
+    assert run_cell(kc, permission).result == "['allow', 'allow', 'allow', 'per effect']"  # bypassPermissions
     assert (
         run_cell(
             kc,
