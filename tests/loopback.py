@@ -21,6 +21,8 @@ use the slot spec ``gpt4o`` or ``openai:<any model>`` (``%aries model bulk gpt4o
 from __future__ import annotations
 
 import json
+import select
+import socket
 import sys
 import threading
 import time
@@ -60,6 +62,8 @@ class Reply:
     delay: float = 0.0  # seconds before the answer starts
     chunk: int = 3  # characters per text / argument delta when streaming
     pause: float = 0.0  # seconds between streamed events
+    hold_after: int | None = None  # after this many streamed events, wait ``hold`` seconds before the rest
+    hold: float = 0.0
     stream_error: int | None = None  # status of an error event sent inside a stream, after error_after events
     error_after: int = 1
     model: str | None = None  # default: the model the request named
@@ -205,7 +209,7 @@ def _handler_for(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
                     events = _events(wire, reply, body)
                     if reply.stream_error:
                         events = _failing(events, wire, reply)
-                    self._send_stream(events, reply.pause)
+                    self._send_stream(events, reply)
                 else:
                     self._send_json(200, _complete(wire, reply, body), reply.headers)
             except (BrokenPipeError, ConnectionResetError):
@@ -231,24 +235,32 @@ def _handler_for(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
                 payload = {"error": {"message": reply.error, "type": "scripted", "code": reply.status}}
             self._send_json(reply.status, payload, reply.headers)
 
-        def _send_stream(self, events: Iterator[tuple[str | None, Any]], pause: float) -> None:
+        def _send_stream(self, events: Iterator[tuple[str | None, Any]], reply: Reply) -> None:
             # Chunked transfer encoding, as real providers send SSE, so the connection can be kept alive.
             self.send_response(200)
             self.send_header("content-type", "text/event-stream")
             self.send_header("cache-control", "no-cache")
             self.send_header("transfer-encoding", "chunked")
             self.end_headers()
-            for name, data in events:
+            for sent, (name, data) in enumerate(events, 1):
                 head = f"event: {name}\n" if name else ""
                 payload = data if isinstance(data, str) else json.dumps(data)
                 event = f"{head}data: {payload}\n\n".encode()
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
                 self.wfile.flush()
-                if pause:
-                    time.sleep(pause)
+                if reply.pause:
+                    time.sleep(reply.pause)
+                if sent == reply.hold_after and _hangs_up_within(self.connection, reply.hold):
+                    return  # the client closed the stream while it was held
             self.wfile.write(b"0\r\n\r\n")
 
     return Handler
+
+
+def _hangs_up_within(connection: socket.socket, seconds: float) -> bool:
+    """Wait up to ``seconds`` for the client to close ``connection``; whether it did."""
+    readable, _, _ = select.select([connection], [], [], seconds)
+    return bool(readable) and connection.recv(1, socket.MSG_PEEK) == b""
 
 
 def _failing(

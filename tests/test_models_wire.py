@@ -158,7 +158,8 @@ def test_keyboard_interrupt_while_streaming_closes_the_stream(
     router: ModelRouter, server: ScriptedModelServer
 ) -> None:
 
-    server.script(Reply(text="x" * 2000, chunk=1, pause=0.05), Reply(text="next"))
+    # Some text, then the server holds the stream: the client is then surely blocked in its socket read.
+    server.script(Reply(text="x" * 2000, chunk=1, hold_after=20, hold=100), Reply(text="next"))
     received: list[object] = []
     main = threading.main_thread().ident
     assert main is not None
@@ -166,8 +167,9 @@ def test_keyboard_interrupt_while_streaming_closes_the_stream(
     def interrupt_while_reading() -> None:
         """A real Ctrl-C / kernel interrupt, sent once text has come and the main thread waits on the socket.
 
-        A signal at a fixed delay could land anywhere (in an import, in a finalizer, which swallows it, or
-        between opening a connection and keeping it, which leaks the socket); a user's lands in the read.
+        A signal at a fixed delay, or while text still flows, could land anywhere (in an import, in a finalizer,
+        which swallows it, or between opening a connection and keeping it, which leaks the socket); with the
+        server holding the stream, it lands in the read, where a user's does.
         """
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
