@@ -22,8 +22,8 @@ limit without reading all of it. Writes (:func:`write_bytes`) go to a temporary 
 ``dir_fd``), then ``os.replace`` by ``dir_fd`` onto the name: the directory entry is replaced, whatever it is at
 that moment, so a write never goes through a symlink and never into a hard-linked inode; :func:`move` renames
 by the handles of both folders the same way. The walk
-(:func:`walk_folders`: the index's walk classifies its entries, :class:`FileWalk` yields the agent's regular
-files from it) lists folders through their handles and never walks into a symlink.
+(:func:`walk_folders`, under the one project walk of :mod:`aries_kernel.codebase.files`) lists folders through
+their handles and never walks into a symlink.
 
 What this cannot stop: a process that renames a folder of the root to somewhere outside it while a call holds
 that folder's handle (the handle moves with the folder); ``openat2(RESOLVE_BENEATH)`` would not stop that
@@ -45,7 +45,7 @@ import errno
 import os
 import secrets
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,9 +53,7 @@ from pathlib import Path
 __all__ = [
     "MAX_LINKS",
     "FailedPathError",
-    "FileWalk",
     "Folder",
-    "Found",
     "MissingPathError",
     "OutsideRootError",
     "Place",
@@ -541,16 +539,20 @@ class Folder:
     enter: list[str] = field(default_factory=list)
 
 
-def walk_folders(root: Path) -> Iterator[Folder]:
-    """The folders of ``root``, depth first, from the root into the subfolders each caller enters (see
-    :class:`Folder`), each opened by handle with ``O_NOFOLLOW``: a symlink is never walked into, and a folder
-    swapped for one after it was listed is not followed."""
+def walk_folders(root: Path, start: str = "") -> Iterator[Folder]:
+    """The folders of ``root``, depth first, from ``start`` (a walked folder path, ``""`` for the root) into the
+    subfolders each caller enters (see :class:`Folder`), each opened by handle with ``O_NOFOLLOW``: a symlink is
+    never walked into, and a folder swapped for one after it was listed is not followed."""
     try:
-        top = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        if start:
+            with located(root, start, walked=True) as place:
+                top = os.open(place.name or ".", _DIR_FLAGS, dir_fd=place.dir_fd)
+        else:
+            top = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as exc:
-        yield Folder(-1, "", 0, [], exc)
+        yield Folder(-1, start, 0, [], exc)
         return
-    yield from _walk_from(top, "")
+    yield from _walk_from(top, start)
 
 
 def _walk_from(top: int, top_rel: str) -> Iterator[Folder]:
@@ -589,81 +591,3 @@ def _listed(fd: int, rel: str, depth: int) -> Folder:
         os.close(fd)
         return Folder(-1, rel, depth, [], exc)
     return Folder(fd, rel, depth, entries)
-
-
-@dataclass(frozen=True)
-class Found:
-    """A regular file met by :class:`FileWalk`: its path relative to the root, the handle of its folder (open
-    only until the walk moves on), its name there, size and modification time."""
-
-    rel: str
-    dir_fd: int
-    name: str
-    size: int
-    mtime: float
-
-
-@dataclass
-class FileWalk:
-    """The regular files beneath ``start`` (a typed path relative to the root), never through a symlink.
-
-    ``skip_folder(rel, name)`` prunes folders; ``max_depth`` bounds how many folders deep it goes below
-    ``start`` and ``max_entries`` how many directory entries it looks at. ``notes`` says afterwards what was cut.
-    Files come sorted by name within a folder, before its subfolders.
-    """
-
-    root: Path
-    start: str = "."
-    skip_folder: Callable[[str, str], bool] = lambda rel, name: False
-    max_depth: int = 64
-    max_entries: int = 200_000
-    notes: list[str] = field(default_factory=list)
-    seen: int = 0
-
-    def __iter__(self) -> Iterator[Found]:
-        with located(self.root, self.start) as place:
-            if place.name is None:
-                top = os.dup(place.dir_fd)
-            else:
-                try:
-                    info = os.stat(place.name, dir_fd=place.dir_fd, follow_symlinks=False)
-                except FileNotFoundError as exc:
-                    raise _failed(MissingPathError, f"{self.start} does not exist.", exc) from None
-                if not stat.S_ISDIR(info.st_mode):
-                    if stat.S_ISREG(info.st_mode):
-                        yield Found(place.rel, place.dir_fd, place.name, info.st_size, info.st_mtime)
-                    return
-                top = _open_folder(self.start, place.dir_fd, place.folder, place.name, False)
-        for folder in _walk_from(top, place.rel):
-            yield from self._files(folder)
-
-    def _files(self, folder: Folder) -> Iterator[Found]:
-        """Yield the folder's regular files; enter its subfolders (not symlinks, not skipped)."""
-        if self.seen >= self.max_entries:
-            return
-        if folder.error is not None:
-            self._note(f"{folder.rel or '.'} could not be listed")
-            return
-        for entry in folder.entries:
-            self.seen += 1
-            if self.seen > self.max_entries:
-                self._note(f"stopped after {self.max_entries:,} entries")
-                folder.enter.clear()
-                return
-            child_rel = f"{folder.rel}/{entry.name}" if folder.rel else entry.name
-            try:
-                info = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            if stat.S_ISDIR(info.st_mode):
-                if not self.skip_folder(child_rel, entry.name):
-                    folder.enter.append(entry.name)
-            elif stat.S_ISREG(info.st_mode):
-                yield Found(child_rel, folder.fd, entry.name, info.st_size, info.st_mtime)
-        if folder.enter and folder.depth >= self.max_depth:
-            self._note(f"folders more than {self.max_depth} levels deep were not searched")
-            folder.enter.clear()
-
-    def _note(self, text: str) -> None:
-        if text not in self.notes:
-            self.notes.append(text)

@@ -100,6 +100,7 @@ def test_writes_outside_the_root_are_refused(env: ToolEnv, repo: Path, tmp_path:
 
 def test_grep_and_glob_skip_ignored_folders(env: ToolEnv, repo: Path) -> None:
     (repo / ".venv").mkdir()
+    (repo / ".venv" / "pyvenv.cfg").write_text("home = /usr/bin\n")  # a virtualenv by evidence, not by name
     (repo / ".venv" / "x.py").write_text("def run(): pass\n")
     (repo / ".gitignore").write_text("ignored.py\n")
     (repo / "ignored.py").write_text("def run(): pass\n")

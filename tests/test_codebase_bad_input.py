@@ -93,8 +93,15 @@ def test_skip_rules_and_gitignore(tmp_path: Path) -> None:
     write(root, "README.md", "# not code\n")
     codebase = Codebase(root, config=Config({"AriesCodebase": {"ignore": ["src/sub/shared.py"]}}))
     codebase.wait_ready()
-    assert list(codebase.list_files()["file"]) == ["src/keep.py"]
-    assert codebase.skipped().empty
+    # build/ is not skipped by its name: nothing says it is build output (see tests/test_codebase_skips.py).
+    assert list(codebase.list_files()["file"]) == ["build/out.py", "src/keep.py"]
+    # Every folder skipped is listed, with its rule (ignored files are not: only folders).
+    assert dict(zip(codebase.skipped()["file"], codebase.skipped()["reason"], strict=True)) == {
+        ".git": "folder skipped: version-control data (.git)",
+        "env_named_anything": "folder skipped: virtualenv (pyvenv.cfg)",
+        "generated": "folder skipped: ignored by .gitignore line 1 ('generated/')",
+        "node_modules": "folder skipped: installed npm packages (node_modules)",
+    }
 
 
 def test_aries_folder_gitignore_keeps_only_memory(tmp_path: Path) -> None:

@@ -39,32 +39,12 @@ from aries_kernel.agent.patterns import (
 from aries_kernel.agent.repl import format_value, run_code, truncate
 from aries_kernel.agent.safety import TOOL_EFFECTS, confine
 from aries_kernel.agent.settings import AriesAgent
-from aries_kernel.codebase.files import read_gitignore
+from aries_kernel.codebase.files import FileWalk
 from aries_kernel.redact import scrubbed_env
-from aries_kernel.rootfs import FileWalk, RootPathError
+from aries_kernel.rootfs import RootPathError
 
 __all__ = ["Tool", "ToolEnv", "ToolError", "TOOLS", "run_tool", "tool_schema_dict"]
 
-# Folders never searched or listed: VCS data, environments, caches, and Aries' own state.
-SKIP_DIRS = frozenset(
-    {
-        ".git",
-        ".hg",
-        ".svn",
-        ".venv",
-        "venv",
-        "node_modules",
-        "__pycache__",
-        ".aries",
-        ".mypy_cache",
-        ".pytest_cache",
-        ".ruff_cache",
-        ".tox",
-        "dist",
-        "build",
-        ".ipynb_checkpoints",
-    }
-)
 _MAX_FILE_BYTES = 1 << 20  # Grep skips larger files
 _MAX_TEXT_BYTES = 8 << 20  # Read, Edit and NotebookEdit refuse larger files
 _READ_LINES = 2000
@@ -396,31 +376,13 @@ def write(env: ToolEnv, file_path: str, content: str) -> str:
     return f"{verb} {rel} ({len(content.splitlines())} lines)."
 
 
-def _project_walk(root: Path, start: str | os.PathLike[str]) -> tuple[FileWalk, Callable[[str], bool]]:
-    """A walk of the project's files under ``start`` and whether a file is ignored by .gitignore; skipped
-    folders and ignored folders are not entered."""
-    spec, _ = read_gitignore(root, ".gitignore")  # its valid rules, read beneath the root; None if unusable
-
-    def ignored(rel: str) -> bool:
-        return spec is not None and spec.match_file(rel)
-
-    walk = FileWalk(
-        root,
-        os.fspath(start),
-        skip_folder=lambda rel, name: name in SKIP_DIRS or ignored(rel + "/"),
-        max_entries=_WALK_ENTRIES,
-    )
-    return walk, ignored
-
-
 def iter_files(root: Path, start: str | os.PathLike[str] = ".") -> Iterator[Path]:
-    """Regular files under ``start`` (inside ``root``), skipping VCS, environments, caches and what .gitignore
-    ignores; symlinks are never followed."""
-    walk, ignored = _project_walk(root, start)
+    """Regular files under ``start`` (inside ``root``), through the project's one walk and skip policy
+    (:class:`aries_kernel.codebase.files.FileWalk`: what the index skips, and what .gitignore ignores, is not
+    listed); symlinks are never followed."""
     base = root.resolve()
-    for found in walk:
-        if not ignored(found.rel):
-            yield base / found.rel
+    for found in FileWalk(root, os.fspath(start), max_entries=_WALK_ENTRIES):
+        yield base / found.rel
 
 
 def _cut(notes: list[str]) -> str:
@@ -445,15 +407,14 @@ def grep(env: ToolEnv, pattern: str, path: str = ".", glob: str = "", case_insen
     except PatternError as exc:
         raise ToolError(str(exc)) from None
     budget = Budget(env.settings.search_timeout)
-    walk, ignored = _project_walk(env.root, path)
+    walk = FileWalk(env.root, path, max_entries=_WALK_ENTRIES)
     matches: list[str] = []
     total = scanned = 0
     skipped: dict[str, int] = {}
     try:
         for found in walk:
-            if ignored(found.rel) or (
-                wanted is not None
-                and not (budget.fullmatch(wanted, found.name) or budget.fullmatch(wanted, found.rel))
+            if wanted is not None and not (
+                budget.fullmatch(wanted, found.name) or budget.fullmatch(wanted, found.rel)
             ):
                 continue
             if found.size > _MAX_FILE_BYTES:
@@ -541,10 +502,10 @@ def glob_files(env: ToolEnv, pattern: str, path: str = ".") -> str:
     start = rootfs.resolve(env.root, base or path)
     prefix = len(start) + 1 if start else 0
 
-    def skip(rel: str, name: str) -> bool:
-        return name in SKIP_DIRS or (depth is not None and rel[prefix:].count("/") >= depth)
+    def too_deep(rel: str) -> bool:
+        return depth is not None and rel[prefix:].count("/") >= depth
 
-    walk = FileWalk(env.root, start or ".", skip_folder=skip, max_entries=_WALK_ENTRIES)
+    walk = FileWalk(env.root, start or ".", skip_folder=too_deep, max_entries=_WALK_ENTRIES)
     budget = Budget(env.settings.search_timeout)
     found: list[tuple[float, str]] = []
     try:
