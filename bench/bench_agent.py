@@ -160,7 +160,7 @@ def scan_time(root: Path) -> None:
         begin = time.perf_counter()
         agent.changed_files()
         times.append(time.perf_counter() - begin)
-    files = len(agent._scan())
+    files = len(agent.changes)
     print(
         f"   change scan after a Repl/Bash turn on {root.name}/ ({files} files): "
         f"median {statistics.median(times) * 1000:.1f} ms"

@@ -55,7 +55,8 @@ from aries_kernel.agent.prompt import build_system_prompt, orientation
 from aries_kernel.agent.safety import describe_call
 from aries_kernel.agent.session import Session, list_sessions
 from aries_kernel.agent.settings import AriesAgent
-from aries_kernel.agent.tools import TOOLS, Tool, ToolEnv, iter_files, run_tool
+from aries_kernel.agent.tools import TOOLS, Tool, ToolEnv, run_tool
+from aries_kernel.codebase.changes import ChangeWatch
 from aries_kernel.models import types as mt
 from aries_kernel.redact import redact, withheld_keys
 
@@ -139,7 +140,7 @@ class Agent:
         self.session: Session | None = None
         self.last_request_tokens = 0
         self._orientation: str | None = None
-        self._snapshot: dict[str, tuple[int, int]] | None = None
+        self.changes = ChangeWatch(self.root)  # files changed between turns (inotify, else a walk)
         self._partial_text = ""
         self._pending: list[mt.ToolCall] = []
         self._running = False
@@ -592,27 +593,11 @@ class Agent:
 
     # ------------------------------------------------------------------------------------------- re-indexing
 
-    def _scan(self) -> dict[str, tuple[int, int]]:
-        state = {}
-        for path in iter_files(self.root, self.root):
-            try:
-                info = path.stat()
-            except OSError:
-                continue
-            state[str(path)] = (info.st_mtime_ns, info.st_size)
-        return state
-
     def changed_files(self) -> list[Path]:
-        """Files under the root created, changed or deleted since the last look, tool edits included."""
-        current = self._scan()
+        """Files under the root created, changed or deleted since the last look, tool edits included (the first
+        look records the tree); skipped folders and ignored files are not looked at."""
         changed = {path.resolve() for path in self.env.changed}
-        if self._snapshot is not None:
-            before = self._snapshot
-            changed.update(Path(path) for path in current.keys() ^ before.keys())
-            changed.update(
-                Path(path) for path in current.keys() & before.keys() if current[path] != before[path]
-            )
-        self._snapshot = current
+        changed.update(self.root / rel for rel in self.changes.changed())
         self.env.changed.clear()
         return sorted(changed)
 
