@@ -26,7 +26,9 @@ __all__ = ["MAX_DEFINERS", "FileGraph", "name_weight", "top_level_names"]
 
 MAX_DEFINERS = 8
 _LOW_WEIGHT = 0.3
-_TOP_KINDS = frozenset({"function", "class", "variable", "interface", "type", "enum"})
+_TOP_KINDS = frozenset(
+    {"function", "class", "variable", "interface", "type", "enum", "struct", "trait", "constant", "macro"}
+)
 _COMMON = frozenset(dir(builtins)) | frozenset(
     [
         "self",
@@ -130,8 +132,8 @@ _COMMON = frozenset(dir(builtins)) | frozenset(
 
 
 def _family(language: str) -> str:
-    """Languages whose files can use each other's names: Python alone, and JavaScript with TypeScript."""
-    return "python" if language == "python" else "js"
+    """Languages whose files can use each other's names: JavaScript with TypeScript, every other one alone."""
+    return "js" if language in ("javascript", "typescript", "tsx") else language
 
 
 def name_weight(name: str) -> float:
