@@ -54,6 +54,7 @@ _PY_STATEMENTS = {
     "class_definition": "def",
     "import_statement": "import",
     "import_from_statement": "import",
+    "future_import_statement": "import",
 }
 _PY_LOCAL_SCOPES = frozenset({"function_definition", "lambda"})
 _PY_CLASS = frozenset({"class_definition"})
@@ -82,6 +83,12 @@ _KINDS = {
     "type_alias_declaration": "type",
     "enum_declaration": "enum",
 }
+# TypeScript syntax newer than the grammar wheel (0.23.2): variance annotations on type parameters
+# (`<in out T>`) and `export type * from`. Read for parsing only, with the keywords blanked to spaces of the same
+# length, so every byte offset and line stays where it was (see _mask_newer_typescript).
+_TS_VARIANCE = re.compile(rb"[<,]\s*(?:const\s+)?((?:in\s+)?(?:out\s+)?)(?=[A-Za-z_$])")
+_TS_EXPORT_TYPE_STAR = re.compile(rb"\bexport\s+(type)\s*\*")
+_TS_NOT_CODE = frozenset({"comment", "string", "string_fragment", "template_string", "regex", "jsx_text"})
 # Hashes are for code that can be duplicated; declarations of types and variables get none.
 _HASHED_KINDS = frozenset({"function", "class", "method"})
 
@@ -187,13 +194,25 @@ def _extract(rel: str, language: str, raw: bytes, text: str, data: bytes, hashes
     tree = get_parser(language).parse(data)
     root = tree.root_node
     python = language == "python"
-    captures = _python_captures(root, data) if python else get_query(language).captures(root)
+    first_error = _first_error(root) if root.has_error else None
+    masked = _mask_newer_typescript(root, data) if first_error and language in ("typescript", "tsx") else None
+    type_exports: frozenset[int] = frozenset()
+    if masked is not None:
+        # Parse without the newer syntax; signatures and hashes still read the file's own bytes.
+        tree = get_parser(language).parse(masked[0])
+        root, type_exports = tree.root_node, masked[1]
     # Redacting the whole text once tells whether this file holds a credential; only then are the stored
     # strings redacted one by one (before truncation, so no key prefix survives a cut signature).
     clean = redact(text)
     secret = clean != text
-    symbols = _symbols(captures, data, python, hashes, secret)
-    imports = _python_imports(captures.get("import", ())) if python else _js_imports(captures)
+    if language in _NATIVE_EXTRACTORS:
+        symbols, imports = _native_extractor(language)(root, data, hashes, secret)
+    else:
+        captures = _python_captures(root, data) if python else get_query(language).captures(root)
+        symbols = _symbols(captures, data, python, hashes, secret)
+        imports = (
+            _python_imports(captures.get("import", ())) if python else _js_imports(captures, type_exports)
+        )
     uses = set(_IDENTIFIER.findall(text))
     if secret:
         uses &= set(_IDENTIFIER.findall(clean))  # drops a key's fragments, adds none of the markers' words
@@ -210,11 +229,68 @@ def _extract(rel: str, language: str, raw: bytes, text: str, data: bytes, hashes
         "imports": imports,
         "uses": tuple(sorted(uses)),
     }
-    if root.has_error:
-        line, column = _first_error(root)
+    if first_error is not None:
         record["status"] = "partial"
-        record["reason"] = f"syntax error at line {line}, column {column}: indexed what parsed"
+        if root.has_error:
+            line, column = _first_error(root)
+            record["reason"] = f"syntax error at line {line}, column {column}: indexed what parsed"
+        else:
+            line, column = first_error
+            record["reason"] = (
+                f"syntax error at line {line}, column {column}: TypeScript syntax newer than the grammar "
+                "(variance annotations or `export type *`); indexed with it masked"
+            )
     return record
+
+
+def _mask_newer_typescript(root: Node, data: bytes) -> tuple[bytes, frozenset[int]] | None:
+    """``data`` with the newer TypeScript syntax the grammar rejects blanked out (same length), and the start
+    bytes of the ``export type *`` statements (type-only once masked); None when there is none.
+
+    A keyword is masked only where the first parse went wrong around it (inside an ERROR node or a type
+    parameter list with an error) and not in a comment or string, so valid code is never changed.
+    """
+    spans: list[tuple[int, int]] = []
+    type_exports: set[int] = set()
+    for match in _TS_VARIANCE.finditer(data):
+        start, end = match.span(1)
+        if start < end and _misparsed(root, start, end, "type_parameters"):
+            spans.append((start, end))
+    for match in _TS_EXPORT_TYPE_STAR.finditer(data):
+        start, end = match.span(1)
+        if _misparsed(root, start, end, "export_statement"):
+            spans.append((start, end))
+            type_exports.add(match.start())
+    if not spans:
+        return None
+    out = bytearray(data)
+    for start, end in spans:
+        out[start:end] = b" " * (end - start)
+    return bytes(out), frozenset(type_exports)
+
+
+def _misparsed(root: Node, start: int, end: int, container: str) -> bool:
+    """True when the code at ``start:end`` is not in a comment or string and sits in an ERROR node or in a
+    ``container`` node with an error."""
+    node = root.descendant_for_byte_range(start, end)
+    while node is not None:
+        if node.type in _TS_NOT_CODE:
+            return False
+        if node.is_error or (node.type == container and node.has_error):
+            return True
+        node = node.parent
+    return False
+
+
+_NATIVE_EXTRACTORS = {"go": "lang_go", "rust": "lang_rust", "java": "lang_java"}
+
+
+def _native_extractor(language: str) -> Any:
+    """``extract(root, data, hashes, secret) -> (symbols, imports)`` of a language with a module of its own
+    (imported on first use: those modules build on this one's helpers)."""
+    import importlib
+
+    return importlib.import_module(f"aries_kernel.codebase.{_NATIVE_EXTRACTORS[language]}").extract
 
 
 def _python_captures(root: Node, data: bytes) -> dict[str, list[Node]]:
@@ -302,7 +378,7 @@ def _symbols(
         if kind == "function" and parent:
             kind = "method"
         pair = fingerprint(node, node) if kind in _HASHED_KINDS else ("", "")
-        out.append((_text(name_node), kind, *_lines(node), _signature(node, data, secret), parent, *pair))
+        out.append((_name(name_node), kind, *_lines(node), _signature(node, data, secret), parent, *pair))
     for node in captures.get("var", ()):
         if python:
             decl = node.parent or node  # a captured assignment target always has its assignment as parent
@@ -331,16 +407,18 @@ def _declaration(node: Node) -> Node:
 
 
 def _enclosing_class(node: Node, local_scopes: frozenset[str], class_types: frozenset[str]) -> str | None:
-    """Name of the class a definition sits in, "" at module level, or None when it is local to a function."""
+    """Name of the class a definition sits in, "" at module level, or None when it is local to a function,
+    also through its classes: a class defined in a function is dropped with its methods."""
+    found: str | None = None
     parent = node.parent
     while parent is not None:
         if parent.type in local_scopes:
             return None
-        if parent.type in class_types:
+        if found is None and parent.type in class_types:
             name = parent.child_by_field_name("name")
-            return _text(name) if name is not None else "<anonymous>"
+            found = _name(name) if name is not None else "<anonymous>"
         parent = parent.parent
-    return ""
+    return found if found is not None else ""
 
 
 def _lines(node: Node) -> tuple[int, int]:
@@ -349,6 +427,21 @@ def _lines(node: Node) -> tuple[int, int]:
 
 def _text(node: Node) -> str:
     return (node.text or b"").decode()
+
+
+def _name(node: Node) -> str:
+    """A definition's name as code refers to it: a quoted member name without its quotes (``"~standard"`` ->
+    ``~standard``, and ``["~standard"]`` alike), a computed one in brackets with its spaces collapsed
+    (``[ Symbol.iterator ]`` -> ``[Symbol.iterator]``, which TypeScript's declarations print), others as
+    written (``#private``, ``0``)."""
+    if node.type == "string":
+        return _string_value(node)
+    if node.type == "computed_property_name":
+        inner = node.named_children
+        if len(inner) == 1 and inner[0].type == "string":
+            return _string_value(inner[0])
+        return "[" + " ".join(_text(node)[1:-1].split()) + "]"
+    return _text(node)
 
 
 def _signature(node: Node, data: bytes, secret: bool = False) -> str:
@@ -378,6 +471,10 @@ def _python_imports(nodes: list[Node] | tuple[()]) -> tuple[tuple[Any, ...], ...
             for name in node.children_by_field_name("name"):
                 out.append((_dotted(name), (), 0, False, line))
             continue
+        if node.type == "future_import_statement":  # a real import of __future__.py, as any other
+            names = tuple(_dotted(n) for n in node.children_by_field_name("name"))
+            out.append(("__future__", names, 0, False, line))
+            continue
         module = node.child_by_field_name("module_name")
         if module is None:
             continue
@@ -405,14 +502,18 @@ def _dotted(node: Node) -> str:
     return _text(node)
 
 
-def _js_imports(captures: dict[str, list[Node]]) -> tuple[tuple[Any, ...], ...]:
-    """``(specifier, (), 0, type_only, line)`` for ESM imports/re-exports, ``require`` and dynamic ``import()``."""
+def _js_imports(
+    captures: dict[str, list[Node]], type_exports: frozenset[int] = frozenset()
+) -> tuple[tuple[Any, ...], ...]:
+    """``(specifier, (), 0, type_only, line)`` for ESM imports/re-exports, ``require`` and dynamic ``import()``;
+    ``type_exports``: start bytes of statements that are type-only though the tree no longer says so."""
     out: list[tuple[Any, ...]] = []
     for node in captures.get("import", ()):
         source = node.child_by_field_name("source")
         if source is None:
             continue  # `import x = require(...)` is captured as a require
-        out.append((_string_value(source), (), 0, _type_only(node), node.start_point[0] + 1))
+        type_only = node.start_byte in type_exports or _type_only(node)
+        out.append((_string_value(source), (), 0, type_only, node.start_point[0] + 1))
     for node in captures.get("require", ()):
         out.append((_string_value(node), (), 0, False, node.start_point[0] + 1))
     out.sort(key=lambda i: (i[4], i[0]))
