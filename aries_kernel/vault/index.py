@@ -444,10 +444,18 @@ class VaultIndex:
 
     # -- embeddings cache -----------------------------------------------------------------------------
 
-    def cached_vectors(self, model: str) -> dict[str, np.ndarray]:
-        """Every cached vector of ``model`` by content hash."""
-        rows = self.rows("SELECT content_hash, vector FROM embeddings WHERE model = ?", (model,))
-        return {r[0]: np.frombuffer(r[1], dtype=np.float32) for r in rows}
+    def cached_vectors(self, model: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
+        """The cached vectors of ``model`` among ``hashes``, by content hash (so a reload after a write reads
+        only the vectors it does not hold yet)."""
+        found: dict[str, np.ndarray] = {}
+        for chunk in _chunks(hashes, 500):
+            marks = ",".join("?" * len(chunk))
+            rows = self.rows(
+                f"SELECT content_hash, vector FROM embeddings WHERE model = ? AND content_hash IN ({marks})",
+                (model, *chunk),
+            )
+            found.update((r[0], np.frombuffer(r[1], dtype=np.float32)) for r in rows)
+        return found
 
     def store_vectors(self, model: str, vectors: dict[str, np.ndarray]) -> None:
         """Cache vectors by content hash (no generation bump: the notes did not change)."""

@@ -156,6 +156,10 @@ class Vault:
         self.clock = clock
         self.project_name = project_name
         self._corpus_cache: _Corpus | None = None
+        # What the last corpus read, kept so a reload after a write reads only what changed: each store's note
+        # and link rows by its generation, and the embeddings by content hash.
+        self._store_rows: dict[int, tuple[int, list[Any], list[Any]]] = {}
+        self._vector_memo: dict[str, dict[str, np.ndarray]] = {}  # embedder name -> content hash -> vector
         self._lock = threading.RLock()
         # Sub-question decomposition for explore(); the kernel sets it to the cheap model when one is configured.
         self.decompose: Callable[[str], list[str]] | None = None
@@ -192,6 +196,7 @@ class Vault:
             for store in self.stores:
                 store.rebuild()
             self._corpus_cache = None
+            self._store_rows.clear()
 
     def _corpus(self) -> _Corpus:
         generation = tuple(store.index.generation() for store in self.stores)
@@ -211,10 +216,8 @@ class Vault:
         created: list[float] = []
         hashes: list[str] = []
         raw_links: list[tuple[int, int, str]] = []
-        for s, store in enumerate(self.stores):
-            rows = store.index.rows(
-                "SELECT id, title, key, folder, type, path, created, content_hash FROM notes ORDER BY id"
-            )
+        for s in range(len(self.stores)):
+            rows, links = self._rows_of(s, generation[s])
             for r in rows:
                 store_col.append(s)
                 ids.append(int(r[0]))
@@ -225,7 +228,6 @@ class Vault:
                 paths.append(r[5])
                 created.append(float(r[6]))
                 hashes.append(r[7])
-            links = store.index.rows("SELECT src, target FROM links")
             raw_links.extend((s, int(src), target) for src, target in links)
         position = {(s, i): n for n, (s, i) in enumerate(zip(store_col, ids, strict=False))}
         by_uid: dict[str, int] = {}
@@ -266,13 +268,32 @@ class Vault:
             pagerank=ranking.pagerank(graph) if titles else np.zeros(0),
         )
 
+    def _rows_of(self, s: int, generation: int) -> tuple[list[Any], list[Any]]:
+        """The note and link rows of store ``s`` at ``generation``: read again only when that store changed."""
+        kept = self._store_rows.get(s)
+        if kept is not None and kept[0] == generation:
+            return kept[1], kept[2]
+        index = self.stores[s].index
+        rows = index.rows(
+            "SELECT id, title, key, folder, type, path, created, content_hash FROM notes ORDER BY id"
+        )
+        links = index.rows("SELECT src, target FROM links")
+        self._store_rows[s] = (generation, rows, links)
+        return rows, links
+
     def _vectors(
         self, store_col: list[int], ids: list[int], titles: list[str], hashes: list[str]
     ) -> np.ndarray:
         name = self.embedder.name
-        cached: dict[str, np.ndarray] = {}
+        # Vectors are keyed by content: those held from the last load stay right; only new content is read.
+        memo = self._vector_memo.get(name, {})
+        cached = {h: memo[h] for h in hashes if h in memo}
+        unknown = sorted(set(hashes) - cached.keys())
         for store in self.stores:
-            cached.update(store.index.cached_vectors(name))
+            if not unknown:
+                break
+            cached.update(store.index.cached_vectors(name, unknown))
+            unknown = [h for h in unknown if h not in cached]
         missing: dict[int, list[int]] = {}
         for n, h in enumerate(hashes):
             if h not in cached:
@@ -290,6 +311,7 @@ class Vault:
             new = {hashes[n]: fresh[k] for k, n in enumerate(rows)}
             store.index.store_vectors(name, new)
             cached.update(new)
+        self._vector_memo = {name: {h: cached[h] for h in hashes}}
         if not hashes:
             return np.zeros((0, 1), dtype=np.float32)
         return np.vstack([cached[h] for h in hashes]).astype(np.float32, copy=False)

@@ -1,0 +1,53 @@
+"""After a write the vault re-reads only what changed: the written store's rows and the new note's vector, and its
+answers equal those of a vault opened afresh."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from aries_kernel.vault import open_vault
+from aries_kernel.vault.embeddings import HashEmbedder
+
+
+class CountingEmbedder(HashEmbedder):
+    """The hash embedder, counting the texts it embeds."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.texts: list[str] = []
+
+    def embed(self, texts: Any) -> np.ndarray:
+        self.texts += texts
+        return super().embed(texts)
+
+
+def test_a_write_rereads_only_the_written_store_and_the_new_vector(tmp_path: Path) -> None:
+    embedder = CountingEmbedder()
+    vault = open_vault(tmp_path / "repo", path=tmp_path / "global", embedder=embedder)
+    for n in range(20):
+        vault.add(f"global fact number {n} about parsing", f"body {n}")
+    vault.add("the project parses with tree-sitter", "details", project=True)
+    vault.query_ranked("parsing")
+    embedder.texts.clear()
+    reads: dict[str, int] = {"global": 0, "project": 0}
+    for store in vault.stores:
+        rows = store.index.rows
+
+        def counted(sql: str, params: Any = (), rows: Any = rows, source: str = store.source) -> Any:
+            if sql.startswith("SELECT id, title") or "FROM embeddings" in sql:
+                reads[source] += 1
+            return rows(sql, params)
+
+        store.index.rows = counted  # type: ignore[method-assign]
+    vault.add("the project keeps its index in .aries", "more details", project=True)
+    answer = vault.query_ranked("project index")
+    # No note already loaded is embedded again, and the global store's note and link rows are not re-read.
+    assert not [text for text in embedder.texts if "fact number" in text or "tree-sitter" in text]
+    assert any(text.startswith("the project keeps its index") for text in embedder.texts)
+    assert reads == {"global": 1, "project": 2}  # global: one vector look-up for the new hash, no rows
+    fresh = open_vault(tmp_path / "repo", path=tmp_path / "global", embedder=HashEmbedder())
+    again = fresh.query_ranked("project index")
+    assert answer["title"].tolist() == again["title"].tolist()
