@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from aries_kernel.codebase.shapes import split_identifier
-from aries_kernel.codebase.syntax import CLASS_TYPES, JS_FUNCTION_TYPES, node_text, nodes_of
+from aries_kernel.codebase.syntax import CLASS_TYPES, JS_FUNCTION_TYPES, native_import, node_text, nodes_of
 
 if TYPE_CHECKING:
     from tree_sitter import Node, Tree
@@ -49,6 +49,10 @@ _ASYNC_LIBS = ("asyncio.", "trio.", "anyio.", "Promise.")
 
 def _callee(node: Node) -> str:
     """Source text of what a call calls, whitespace removed (`logging.getLogger`, `axios.get`)."""
+    if node.type == "method_invocation":  # Java: object.name(...)
+        obj = node_text(node.child_by_field_name("object"))
+        name = node_text(node.child_by_field_name("name"))
+        return re.sub(r"\s+", "", f"{obj}.{name}" if obj else name)
     return re.sub(r"\s+", "", node_text(node.child_by_field_name("function")))
 
 
@@ -78,6 +82,11 @@ def _error_pattern(node: Node, python: bool) -> str | None:
         if thrown is not None and thrown.type == "new_expression":
             return f"throw new {node_text(thrown.child_by_field_name('constructor'))}(...)"
         return "throw <value>"
+    if kind == "catch_clause" and node.child_by_field_name("parameter") is None:
+        caught = next((c for c in node.named_children if c.type == "catch_formal_parameter"), None)
+        if caught is not None:  # Java
+            types = next((c for c in caught.named_children if c.type == "catch_type"), None)
+            return f"catch ({node_text(types)} <err>)"
     if kind == "catch_clause":
         param = node.child_by_field_name("parameter")
         return f"catch ({node_text(param)})" if param is not None else "catch without binding"
@@ -94,8 +103,26 @@ def _error_pattern(node: Node, python: bool) -> str | None:
                     if python
                     else f"class * extends {base} — custom error"
                 )
+    if kind == "if_statement" and re.fullmatch(
+        r"err\s*!=\s*nil", node_text(node.child_by_field_name("condition"))
+    ):
+        return "if err != nil { ... } (Go)"
+    if kind == "try_expression":
+        return "? operator: propagate the error (Rust)"
+    if kind == "macro_invocation" and node_text(node.child_by_field_name("macro")) in (
+        "panic",
+        "unreachable",
+    ):
+        return f"{node_text(node.child_by_field_name('macro'))}!(...)"
     if kind == "call_expression":
         function = node.child_by_field_name("function")
+        callee = _callee(node)
+        if callee in ("errors.New", "fmt.Errorf", "errors.Is", "errors.As"):
+            return f"{callee}(...)"
+        if function is not None and function.type == "field_expression":  # Rust
+            method = node_text(function.child_by_field_name("field"))
+            if method in ("unwrap", "expect"):
+                return f".{method}(...)"
         if function is not None and function.type == "member_expression":
             prop = node_text(function.child_by_field_name("property"))
             if prop == "catch":
@@ -131,9 +158,23 @@ def _logging_pattern(node: Node, python: bool) -> str | None:
         if "getLogger" in callee:
             return " ".join(node_text(node).split())
         return f"{node_text(target)} = {callee}(...)" if _is_logger_name(node_text(target)) else None
+    if kind == "macro_invocation":  # Rust: println!, log::info!, tracing::warn!
+        macro = node_text(node.child_by_field_name("macro"))
+        level = macro.rsplit("::", 1)[-1]
+        if level in ("println", "eprintln", "print", "eprint", "dbg") or level in _LOG_LEVELS:
+            return f"{macro}!(...)"
+        return None
+    if kind == "method_invocation":  # Java
+        obj = node_text(node.child_by_field_name("object"))
+        method = node_text(node.child_by_field_name("name"))
+        if obj in ("System.out", "System.err") or (method in _LOG_LEVELS and _is_logger_name(obj)):
+            return f"{obj}.{method}(...)"
+        return None
     if kind not in ("call", "call_expression"):
         return None
     callee = _callee(node)
+    if callee.startswith(("log.", "slog.")) or callee in ("fmt.Println", "fmt.Printf"):  # Go
+        return f"{callee}(...)"
     if callee in ("print", "warnings.warn") or (callee.startswith("console.") and not python):
         return f"{callee}(...)"
     obj, _, method = callee.rpartition(".")
@@ -152,6 +193,9 @@ def _logging_pattern(node: Node, python: bool) -> str | None:
 
 def _imports_pattern(node: Node, python: bool) -> str | None:
     kind = node.type
+    if kind in _NATIVE_IMPORTS:
+        form, path = native_import(node)
+        return f"{form} ({path})"
     if python:
         if kind == "future_import_statement":
             return node_text(node)
@@ -231,7 +275,7 @@ def _async_pattern(node: Node, python: bool) -> str | None:
 
 
 def _api_pattern(node: Node, python: bool) -> str | None:
-    if node.type not in ("call", "call_expression"):
+    if node.type not in _CALLS:
         return None
     callee = _callee(node)
     if callee in ("fetch", "axios", "window.fetch"):
@@ -248,22 +292,28 @@ def _api_pattern(node: Node, python: bool) -> str | None:
 _Rule = Callable[["Node", bool], "str | None"]
 
 
-_CALLS = frozenset({"call", "call_expression"})
+_CALLS = frozenset({"call", "call_expression", "method_invocation"})
+_NATIVE_IMPORTS = frozenset({"import_spec", "use_declaration", "import_declaration"})
 
 
 # Each topic's rule with the node types it recognizes: a file is scanned by one query, not a Python walk.
 CONVENTION_RULES: dict[str, tuple[frozenset[str], _Rule]] = {
     "error handling": (
         CLASS_TYPES
-        | {"raise_statement", "except_clause", "throw_statement", "catch_clause", "call_expression"},
+        | {"raise_statement", "except_clause", "throw_statement", "catch_clause", "call_expression"}
+        | {"if_statement", "try_expression", "macro_invocation"},
         _error_pattern,
     ),
-    "logging": (_CALLS | {"assignment", "variable_declarator"}, _logging_pattern),
+    "logging": (
+        _CALLS | {"assignment", "variable_declarator", "macro_invocation", "method_invocation"},
+        _logging_pattern,
+    ),
     "imports": (
         frozenset(
             {"future_import_statement", "import_statement", "import_from_statement", "assignment_expression"}
         )
-        | _CALLS,
+        | _CALLS
+        | _NATIVE_IMPORTS,
         _imports_pattern,
     ),
     "async": (

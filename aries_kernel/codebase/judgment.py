@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from aries_kernel.codebase.conventions import CONVENTION_RULES, canonical_topic, scan_conventions
+from aries_kernel.codebase.languages import family
 from aries_kernel.codebase.shapes import ShapeProfile, exact_hash, shape_hash, split_identifier
 from aries_kernel.codebase.style import StyleProfile, percentile_rank, style_profile
 from aries_kernel.codebase.syntax import CLASS_TYPES, JS_FUNCTION_VALUES, node_text, nodes_of
@@ -42,6 +43,17 @@ _JS_DEFS = frozenset(
         "method_definition",
     }
 )
+# Go, Rust and Java definitions the index hashes (see lang_go, lang_rust, lang_java); classes by CLASS_TYPES.
+_NATIVE_DEFS = frozenset(
+    {
+        "method_declaration",
+        "function_item",
+        "constructor_declaration",
+        "class_declaration",
+        "record_declaration",
+    }
+)
+_NATIVE_CLASSES = frozenset({"record_declaration"})
 _LANGUAGE_ALIASES = {
     "python": "python",
     "py": "python",
@@ -51,6 +63,11 @@ _LANGUAGE_ALIASES = {
     "typescript": "typescript",
     "ts": "typescript",
     "tsx": "tsx",
+    "go": "go",
+    "golang": "go",
+    "rust": "rust",
+    "rs": "rust",
+    "java": "java",
 }
 _CRITERIA = ("naming", "structure", "imports")
 _SIGNATURE_KINDS = {
@@ -114,9 +131,9 @@ def _units(root: Node, python: bool) -> list[_Unit]:
 
 
 def _unit_of(node: Node, python: bool) -> _Unit | None:
-    defs = _PY_DEFS if python else _JS_DEFS
+    defs = _PY_DEFS if python else _JS_DEFS | _NATIVE_DEFS
     if node.type in defs:
-        kind = "class" if node.type in CLASS_TYPES else "function"
+        kind = "class" if node.type in CLASS_TYPES or node.type in _NATIVE_CLASSES else "function"
         return _Unit(node_text(node.child_by_field_name("name")), kind, node, node.text or b"")
     if not python and node.type == "variable_declarator":
         value = node.child_by_field_name("value")
@@ -125,7 +142,7 @@ def _unit_of(node: Node, python: bool) -> _Unit | None:
     return None
 
 
-_DEFINITION_TYPES = _PY_DEFS | _JS_DEFS | {"variable_declarator"}
+_DEFINITION_TYPES = _PY_DEFS | _JS_DEFS | _NATIVE_DEFS | {"variable_declarator"}
 
 
 def _definition_shapes(tree: Tree, language: str, kind: str) -> dict[int, ShapeProfile]:
@@ -245,7 +262,8 @@ class JudgmentMixin:
             lang = _LANGUAGE_ALIASES.get(language.lower())
             if lang is None:
                 raise ValueError(
-                    f"Unknown language {language!r}; use one of: python, javascript, typescript, tsx."
+                    f"Unknown language {language!r}; use one of: python, javascript, typescript, tsx, go, "
+                    "rust, java."
                 )
             return self.parse(source, lang), lang
         candidates = ([prefer] if prefer else []) + self._repo_languages()
@@ -277,7 +295,7 @@ class JudgmentMixin:
     def _shape_candidates(self, symbols: pd.DataFrame, unit: _Unit, language: str) -> pd.DataFrame:
         """Symbols of the unit's kind in a compatible language, within a plausible size of the unit."""
         kind_ok = symbols["kind"].isin(["class"] if unit.kind == "class" else ["function", "method"])
-        lang_ok = (symbols["language"] == "python") == (language == "python")
+        lang_ok = symbols["language"].map(family) == family(language)
         size = unit.shape_node.end_point[0] - unit.shape_node.start_point[0] + 1
         span = symbols["end_line"] - symbols["line"] + 1
         size_ok = (span >= size / 3 - 2) & (span <= size * 3 + 2)
@@ -714,7 +732,7 @@ class JudgmentMixin:
 
 
 _PY_COMMENTS = re.compile(r"#([^\n]*)|\"\"\"([\s\S]*?)\"\"\"|'''([\s\S]*?)'''")
-_JS_COMMENTS = re.compile(r"//([^\n]*)|/\*([\s\S]*?)\*/")
+_JS_COMMENTS = re.compile(r"//([^\n]*)|/\*([\s\S]*?)\*/")  # also Go's, Rust's and Java's
 
 
 def _comment_text(text: str, language: str) -> str:

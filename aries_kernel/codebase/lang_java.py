@@ -203,7 +203,6 @@ class JavaResolver:
         return [c for c in candidates if shared(c) == best]
 
 
-
 def _visible(rel: str, candidates: list[str]) -> list[str]:
     """Candidates on the importer's classpath: test sources (``src/test/``) only for test sources."""
     if _is_test_source(rel):

@@ -16,7 +16,14 @@ from aries_kernel.codebase.lang_go import GoModule, GoResolver, parse_go_mod
 from aries_kernel.codebase.lang_java import JavaResolver
 from aries_kernel.codebase.lang_rust import CargoManifest, RustResolver, parse_cargo_toml
 
-__all__ = ["MANIFEST_FILES", "NATIVE_LANGUAGES", "NativeConfig", "NativeResolvers", "is_manifest", "load_manifest"]
+__all__ = [
+    "MANIFEST_FILES",
+    "NATIVE_LANGUAGES",
+    "NativeConfig",
+    "NativeResolvers",
+    "is_manifest",
+    "load_manifest",
+]
 
 MANIFEST_FILES = frozenset({"go.mod", "Cargo.toml"})
 NATIVE_LANGUAGES = frozenset({"go", "rust", "java"})

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from tree_sitter import Language, Parser, QueryCursor, Tree
 
-__all__ = ["EXTENSIONS", "LANGUAGES", "get_language", "get_parser", "get_query", "language_for_path", "parse"]
+__all__ = ["EXTENSIONS", "LANGUAGES", "family", "get_language", "get_parser", "get_query", "language_for_path", "parse"]
 
 EXTENSIONS: dict[str, str] = {
     ".py": "python",
@@ -25,8 +25,13 @@ EXTENSIONS: dict[str, str] = {
     ".mts": "typescript",
     ".cts": "typescript",
     ".tsx": "tsx",
+    ".go": "go",
+    ".rs": "rust",
+    ".java": "java",
 }
-LANGUAGES = ("python", "javascript", "typescript", "tsx")
+LANGUAGES = ("python", "javascript", "typescript", "tsx", "go", "rust", "java")
+# Grammars whose extraction lives in a module of its own (lang_go, lang_rust, lang_java), by their wheel.
+_NATIVE_GRAMMARS = {"go": "tree_sitter_go", "rust": "tree_sitter_rust", "java": "tree_sitter_java"}
 
 # One query per language, run once per file: every capture the extractor needs comes from a single tree walk
 # in C, which is far cheaper than walking the tree node by node from Python. Used names are not captured here:
@@ -63,6 +68,12 @@ _QUERIES = {
 }
 
 
+def family(language: str) -> str:
+    """Languages whose files can use each other's names and code: JavaScript with TypeScript (and TSX), every
+    other language alone."""
+    return "js" if language in ("javascript", "typescript", "tsx") else language
+
+
 def language_for_path(path: str) -> str | None:
     """The language of a source file by its extension (``.d.ts`` is TypeScript), or None for other files."""
     return EXTENSIONS.get(PurePosixPath(path).suffix.lower())
@@ -87,6 +98,10 @@ def get_language(name: str) -> Language:
         typescript = tree_sitter_typescript.language_typescript  # type: ignore[attr-defined]
         tsx = tree_sitter_typescript.language_tsx  # type: ignore[attr-defined]
         return Language(typescript() if name == "typescript" else tsx())
+    if name in _NATIVE_GRAMMARS:
+        import importlib
+
+        return Language(importlib.import_module(_NATIVE_GRAMMARS[name]).language())
     raise ValueError(f"No tree-sitter grammar for language {name!r}; known: {', '.join(LANGUAGES)}")
 
 

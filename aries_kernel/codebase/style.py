@@ -14,6 +14,7 @@ from aries_kernel.codebase.syntax import (
     CLASS_TYPES,
     JS_FUNCTION_TYPES,
     JS_FUNCTION_VALUES,
+    native_import,
     node_text,
     nodes_of,
 )
@@ -24,7 +25,17 @@ if TYPE_CHECKING:
 __all__ = ["StyleProfile", "percentile_rank", "style_profile"]
 
 
-_FUNCTION_TYPES = JS_FUNCTION_TYPES | {"function_definition", "lambda"}
+# Go methods, Java methods and constructors, Rust functions (Go's functions share JavaScript's node type).
+_NATIVE_FUNCTIONS = frozenset({"method_declaration", "constructor_declaration", "function_item"})
+_FUNCTION_TYPES = JS_FUNCTION_TYPES | _NATIVE_FUNCTIONS | {"function_definition", "lambda"}
+# Named types of Go, Rust and Java beyond CLASS_TYPES: their names are class names.
+_NATIVE_TYPES = frozenset(
+    {"type_spec", "struct_item", "enum_item", "trait_item", "interface_declaration", "enum_declaration",
+     "record_declaration"}
+)  # fmt: skip
+# Imports of Go, Rust and Java: (form, path) of each, see _native_import.
+_NATIVE_IMPORTS = frozenset({"import_spec", "use_declaration", "import_declaration"})
+_TYPED = frozenset({"python", "typescript", "tsx"})  # where annotating types is a choice, not the language
 
 
 _NESTING = frozenset(
@@ -38,6 +49,17 @@ _NESTING = frozenset(
         "with_statement",
         "switch_statement",
         "match_statement",
+        # Go, Rust and Java
+        "expression_switch_statement",
+        "type_switch_statement",
+        "select_statement",
+        "enhanced_for_statement",
+        "switch_expression",
+        "if_expression",
+        "for_expression",
+        "while_expression",
+        "loop_expression",
+        "match_expression",
     }
 )
 
@@ -67,7 +89,7 @@ class StyleProfile:
             getattr(self, name).extend(getattr(other, name))
 
 
-_PARAMETER_LISTS = frozenset({"parameters", "formal_parameters", "lambda_parameters"})
+_PARAMETER_LISTS = frozenset({"parameters", "formal_parameters", "lambda_parameters", "parameter_list"})
 
 
 _PROFILE_TYPES = (
@@ -82,20 +104,24 @@ _PROFILE_TYPES = (
         "import_from_statement",
     }
     | {"call_expression"}
+    | _NATIVE_FUNCTIONS
+    | _NATIVE_TYPES
+    | _NATIVE_IMPORTS
+    | {"var_spec", "const_spec", "let_declaration", "const_item", "static_item"}
 )
 
 
 def style_profile(tree: Tree, language: str) -> StyleProfile:
     """Collect the style facts of one parsed file or snippet."""
     python = language == "python"
-    typed_language = language != "javascript"
+    typed_language = language in _TYPED
     prof = StyleProfile()
     nesting = _nesting_depths(tree, language)
     for node in nodes_of(tree, language, _PROFILE_TYPES):
         kind = node.type
-        if kind in CLASS_TYPES:
+        if kind in CLASS_TYPES or kind in _NATIVE_TYPES:
             _add_name(prof, "class", node_text(node.child_by_field_name("name")))
-        elif kind == "function_definition" or kind in JS_FUNCTION_TYPES:
+        elif kind == "function_definition" or kind in JS_FUNCTION_TYPES or kind in _NATIVE_FUNCTIONS:
             name = _function_name(node)
             if not name:
                 continue  # anonymous callbacks say nothing about naming or documentation habits
@@ -104,7 +130,8 @@ def style_profile(tree: Tree, language: str) -> StyleProfile:
             prof.lengths.append((name, node.end_point[0] - node.start_point[0] + 1))
             prof.nesting.append((name, nesting.get(node.id, 0)))
             if not (name.startswith("__") and name.endswith("__")):  # dunders are documented by the language
-                prof.documented.append((name, "documented" if _has_doc(node, python) else "undocumented"))
+                documented = _has_doc(node, python, language)
+                prof.documented.append((name, "documented" if documented else "undocumented"))
             if typed_language:
                 prof.typed.append((name, "type-annotated" if _has_types(node, python) else "unannotated"))
         elif kind == "assignment":
@@ -117,6 +144,16 @@ def style_profile(tree: Tree, language: str) -> StyleProfile:
             is_function = value is not None and value.type in JS_FUNCTION_VALUES
             if not is_function and target is not None and target.type == "identifier":
                 _add_variable(prof, node_text(target))
+        elif kind in ("var_spec", "const_spec", "let_declaration", "const_item", "static_item"):
+            targets = node.children_by_field_name("name") or [node.child_by_field_name("pattern")]
+            for target in targets:
+                if target is not None and target.type == "identifier":
+                    _add_variable(prof, node_text(target))
+        elif kind in _NATIVE_IMPORTS:
+            form, path = native_import(node)
+            line = f"line {node.start_point[0] + 1}"
+            prof.import_form.append((line, form))
+            prof.import_path.append((line, path))
         elif kind in _PARAMETER_LISTS:
             for param in _parameter_names(node):
                 if param not in ("self", "cls"):
@@ -137,7 +174,7 @@ def _parameter_names(params: Node) -> Iterator[str]:
             continue
         if param.type == "typed_parameter":
             target = param.named_children[0] if param.named_children else None
-        elif param.type in ("required_parameter", "optional_parameter"):
+        elif param.type in ("required_parameter", "optional_parameter", "parameter"):
             target = param.child_by_field_name("pattern")
         elif param.type == "assignment_pattern":
             target = param.child_by_field_name("left")
@@ -182,7 +219,9 @@ def _function_name(node: Node) -> str:
     return ""
 
 
-def _has_doc(node: Node, python: bool) -> bool:
+def _has_doc(node: Node, python: bool, language: str = "") -> bool:
+    if language in ("go", "rust", "java"):
+        return _native_doc(node, language)
     if python:
         body = node.child_by_field_name("body")
         first = body.named_children[0] if body is not None and body.named_children else None
@@ -203,6 +242,20 @@ def _has_doc(node: Node, python: bool) -> bool:
             anchor = anchor.parent
     previous = anchor.prev_named_sibling
     return bool(previous is not None and previous.type == "comment" and node_text(previous).startswith("/**"))
+
+
+def _native_doc(node: Node, language: str) -> bool:
+    """A doc comment right above a definition: ``// Name ...`` (Go), ``///`` (Rust, above any attributes),
+    ``/** ... */`` (Java, whose annotations sit inside the declaration)."""
+    previous = node.prev_named_sibling
+    while language == "rust" and previous is not None and previous.type == "attribute_item":
+        previous = previous.prev_named_sibling
+    if previous is None or "comment" not in previous.type:
+        return False
+    text = node_text(previous)
+    if language == "go":
+        return previous.end_point[0] + 1 >= node.start_point[0]
+    return text.startswith("///" if language == "rust" else "/**")
 
 
 def _has_types(node: Node, python: bool) -> bool:

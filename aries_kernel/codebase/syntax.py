@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from tree_sitter import Node, Query, Tree
 
-__all__ = ["CLASS_TYPES", "JS_FUNCTION_TYPES", "JS_FUNCTION_VALUES", "node_text", "nodes_of"]
+__all__ = ["CLASS_TYPES", "JS_FUNCTION_TYPES", "JS_FUNCTION_VALUES", "native_import", "node_text", "nodes_of"]
 
 
 JS_FUNCTION_VALUES = frozenset({"arrow_function", "function_expression", "function", "generator_function"})
@@ -26,25 +26,47 @@ def node_text(node: Node | None) -> str:
     return (node.text or b"").decode("utf-8", "replace") if node is not None else ""
 
 
+def native_import(node: Node) -> tuple[str, str]:
+    """The form and the path kind of a Go import spec, Rust ``use`` or Java ``import``."""
+    text = " ".join(node_text(node).split())
+    if node.type == "import_spec":
+        alias = node.child_by_field_name("name")
+        path = node_text(node.child_by_field_name("path")).strip('"`')
+        form = "import" if alias is None else f'import {"_" if node_text(alias) == "_" else "alias"} "path"'
+        return form, "module" if "." in path.split("/")[0] else "standard library"
+    if node.type == "use_declaration":
+        form = (
+            "use a::{b, c} (grouped)" if "{" in text else ("use a::*" if text.endswith("*;") else "use a::b")
+        )
+        root = text.removeprefix("pub ").split(" ", 1)[-1].split("::")[0]
+        return form, f"{root}::" if root in ("crate", "self", "super") else "external crate"
+    static = "static " if " static " in f" {text} " else ""
+    return (f"import {static}a.b.*" if text.endswith("*;") else f"import {static}a.b.C"), "package"
+
+
 def nodes_of(tree: Tree, language: str, types: frozenset[str]) -> list[Node]:
     """Nodes of the given types in document order, found by a tree-sitter query (in C, not a Python walk)."""
     from tree_sitter import QueryCursor
 
-    captures = QueryCursor(_type_query(tree, language, types)).captures(tree.root_node)
+    query = _type_query(tree, language, types)
+    if query is None:
+        return []  # the grammar has none of these node types (Java has no call_expression)
+    captures = QueryCursor(query).captures(tree.root_node)
     nodes = [node for found in captures.values() for node in found]
     nodes.sort(key=lambda n: (n.start_byte, -n.end_byte))
     return nodes
 
 
-_QUERIES: dict[tuple[str, frozenset[str]], Query] = {}
+_QUERIES: dict[tuple[str, frozenset[str]], Query | None] = {}
 
 
-def _type_query(tree: Tree, language: str, types: frozenset[str]) -> Query:
+def _type_query(tree: Tree, language: str, types: frozenset[str]) -> Query | None:
     from tree_sitter import Query
 
-    query = _QUERIES.get((language, types))
-    if query is None:
+    key = (language, types)
+    if key not in _QUERIES:
         grammar = tree.language
         known = sorted(t for t in types if grammar.id_for_node_kind(t, True))
-        query = _QUERIES[(language, types)] = Query(grammar, "[" + " ".join(f"({t})" for t in known) + "] @n")
-    return query
+        pattern = "[" + " ".join(f"({t})" for t in known) + "] @n"
+        _QUERIES[key] = Query(grammar, pattern) if known else None
+    return _QUERIES[key]
