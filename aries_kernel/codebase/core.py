@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from aries_kernel.codebase import extract
 from aries_kernel.codebase.config import AriesCodebase
 from aries_kernel.codebase.extract import Record, content_hash
-from aries_kernel.codebase.files import Problem, SourceFile, Walk, indexable, walk
+from aries_kernel.codebase.files import CONFIG_FILES, Problem, SourceFile, Walk, indexable, walk
 from aries_kernel.codebase.graph import FileGraph
 from aries_kernel.codebase.indexer import default_workers, plan, run_plan, too_large
 from aries_kernel.codebase.judgment import JudgmentMixin
@@ -27,7 +27,8 @@ from aries_kernel.codebase.languages import parse as parse_source
 from aries_kernel.codebase.progress import Progress
 from aries_kernel.codebase.queries import QueryMixin
 from aries_kernel.codebase.ranking import Rankings
-from aries_kernel.codebase.resolve import TSCONFIG_MAX_BYTES, TsConfig, load_tsconfigs
+from aries_kernel.codebase.resolve import TSCONFIG_MAX_BYTES, ImportConfig, config_problem, load_tsconfigs
+from aries_kernel.codebase.snapshot import BadSnapshot, Snapshot, code_digest, decode, encode
 from aries_kernel.codebase.store import IndexStore, ensure_aries_dir
 from aries_kernel.rootfs import RefusedPathError, read_regular
 
@@ -66,8 +67,8 @@ class Codebase(QueryMixin, JudgmentMixin):
         self._records: dict[str, Record] = {}
         self._stat: dict[str, tuple[int, int]] = {}
         self._problems: list[Problem] = []
-        self._configs: dict[str, str] = {}  # tsconfig path -> content hash
-        self._tsconfigs: dict[str, TsConfig] = {}
+        self._configs: dict[str, str] = {}  # tsconfig/package.json path -> content hash
+        self._tsconfigs: dict[str, ImportConfig] = {}
         self._graph = FileGraph(self.root.name)
         self._rankings = Rankings(self._graph, self._names_of)
         self._store: IndexStore | None = None
@@ -207,31 +208,76 @@ class Codebase(QueryMixin, JudgmentMixin):
             if gone:
                 self._store.delete(sorted(gone))
         tsconfigs, config_hashes, config_problems = self._read_tsconfigs(found)
+        records = dict(sorted(records.items()))
+        key = repr((code_digest(), self.root.name, sorted(config_hashes.items())))
+        graph, graph_changed = self._graph_of(records, tsconfigs, key)
         with self._lock:
-            self._records = dict(sorted(records.items()))
+            self._records = records
             self._stat = stat
             self._problems = found.problems + config_problems + self._store_problems
             self._configs, self._tsconfigs = config_hashes, tsconfigs
-            self._graph = FileGraph(self.root.name)
-            self._graph.build((r for r in self._records.values() if r["status"] != "skipped"), tsconfigs)
+            self._graph = graph
             self._rankings = Rankings(self._graph, self._names_of)
             self._tables.clear()
             self._texts.clear()
+            if graph_changed and self._store is not None:
+                hashes = {rel: records[rel]["hash"] for rel in graph.node_of}
+                self._store.save_graph(encode(graph.snapshot(key, hashes)))
             self.last_run = {
                 "mode": "warm" if stored else "cold",
                 "seconds": time.perf_counter() - started,
                 "parsed": len(parsed),
                 "reused": len(work.reused),
+                "graph": "built" if graph_changed else "loaded",
             }
 
-    def _read_tsconfigs(self, found: Walk) -> tuple[dict[str, TsConfig], dict[str, str], list[Problem]]:
+    def _graph_of(
+        self, records: dict[str, Record], tsconfigs: dict[str, ImportConfig], key: str
+    ) -> tuple[FileGraph, bool]:
+        """The graph of ``records``, and whether it differs from the stored one. The stored graph is loaded when
+        its ``key`` matches and brought up to date through :meth:`FileGraph.update` (which gives exactly what a
+        full build gives), so a warm start resolves and weighs only what changed; it is built otherwise."""
+        indexed = {rel: r for rel, r in records.items() if r["status"] != "skipped"}
+        snapshot = self._stored_graph(key)
+        if snapshot is not None:
+            stored = dict(zip(snapshot.files, snapshot.hashes, strict=True))
+            changed = {
+                rel: indexed.get(rel)
+                for rel in sorted(stored.keys() | indexed.keys())
+                if stored.get(rel) != (indexed[rel]["hash"] if rel in indexed else None)
+            }
+            if len(changed) <= len(stored) // 2:  # beyond that, building afresh is quicker
+                try:
+                    graph = FileGraph.from_snapshot(self.root.name, snapshot, indexed, tsconfigs)
+                    if changed:
+                        graph.update(changed, tsconfigs)
+                    return graph, bool(changed)
+                except (ValueError, KeyError, IndexError) as exc:  # verified, yet not what this code wrote
+                    log.warning("The stored graph of %s does not load (%r); rebuilding it", self.root, exc)
+        graph = FileGraph(self.root.name)
+        graph.build(indexed.values(), tsconfigs)
+        return graph, True
+
+    def _stored_graph(self, key: str) -> Snapshot | None:
+        """The stored graph snapshot, when there is one that verifies, decodes and was stored under ``key``."""
+        blob = self._store.load_graph() if self._store is not None else None
+        if blob is None:
+            return None
+        try:
+            snapshot = decode(blob)
+        except BadSnapshot as exc:
+            log.warning("The stored graph of %s is damaged (%s); rebuilding it", self.root, exc)
+            return None
+        return snapshot if snapshot.key == key else None
+
+    def _read_tsconfigs(self, found: Walk) -> tuple[dict[str, ImportConfig], dict[str, str], list[Problem]]:
         texts: dict[str, str] = {}
         problems: list[Problem] = []
         for rel in found.configs:
             try:
                 texts[rel] = self._read_config(rel)
             except (OSError, UnicodeDecodeError) as exc:
-                problems.append(Problem(rel, f"tsconfig unreadable ({exc}); its paths/baseUrl are ignored"))
+                problems.append(Problem(rel, config_problem(rel, f"unreadable ({exc})")))
 
         def read(rel: str) -> str | None:
             try:
@@ -275,7 +321,7 @@ class Codebase(QueryMixin, JudgmentMixin):
             else:
                 candidates, checked = self._candidates(paths)
                 tsconfigs, config_hashes, problems = self._tsconfigs, self._configs, self._problems
-                if any(p.rsplit("/", 1)[-1] in ("tsconfig.json", "jsconfig.json") for p in checked):
+                if any(p.rsplit("/", 1)[-1] in CONFIG_FILES for p in checked):
                     return self.reindex(None)
             changes = self._apply(candidates, checked)
             self._problems = problems

@@ -9,20 +9,31 @@ more than :data:`MAX_DEFINERS` definers say nothing about where they come from a
 
 Every weight depends only on the file's own names and on who defines them, so :meth:`FileGraph.update` can
 recompute just the files an edit touches and still produce exactly the graph a full build produces.
+
+Kept compact for 20,000+ files and millions of edges: edges with equal ``(kind, weight, type_only)`` share one
+payload tuple, and who uses which name is a :class:`Users` index (arrays) rather than a set per name.
+:meth:`FileGraph.snapshot` and :meth:`FileGraph.from_snapshot` store and load the whole graph
+(:mod:`.snapshot`), so a warm start resolves and weighs nothing.
 """
 
 from __future__ import annotations
 
 import builtins
+from bisect import bisect_left
 from collections.abc import Iterable, Iterator
+from itertools import chain
 from typing import TYPE_CHECKING, Any
 
-from aries_kernel.codebase.resolve import Resolver, TsConfig
+import numpy as np
+
+from aries_kernel.codebase.languages import family
+from aries_kernel.codebase.resolve import ImportConfig, Resolver
+from aries_kernel.codebase.snapshot import Snapshot
 
 if TYPE_CHECKING:
     import rustworkx
 
-__all__ = ["MAX_DEFINERS", "FileGraph", "name_weight", "top_level_names"]
+__all__ = ["MAX_DEFINERS", "FileGraph", "Users", "name_weight", "top_level_names"]
 
 MAX_DEFINERS = 8
 _LOW_WEIGHT = 0.3
@@ -131,9 +142,15 @@ _COMMON = frozenset(dir(builtins)) | frozenset(
 )
 
 
+def _holds(vocabulary: tuple[str, ...], groups: list[list[str]]) -> bool:
+    """Whether the sorted ``vocabulary`` holds every name of ``groups``."""
+    known = set(vocabulary)
+    return all(known.issuperset(group) for group in groups)
+
+
 def _family(language: str) -> str:
-    """Languages whose files can use each other's names: JavaScript with TypeScript, every other one alone."""
-    return "js" if language in ("javascript", "typescript", "tsx") else language
+    """Languages whose files can use each other's names (see :func:`.languages.family`)."""
+    return family(language)
 
 
 def name_weight(name: str) -> float:
@@ -152,6 +169,54 @@ def top_level_names(symbols: Iterable[tuple[Any, ...]]) -> frozenset[str]:
     )
 
 
+class Users:
+    """Name -> files that use it: a base of arrays (a sorted vocabulary, and per name the positions of its users
+    in ``files``) plus the files whose uses changed since, as sets. A dict of sets would cost a set entry per use
+    (millions at 20,000 files) and seconds to build."""
+
+    def __init__(self, files: tuple[str, ...], vocabulary: tuple[str, ...], offsets: Any, members: Any) -> None:
+        self.files, self.vocabulary, self.offsets, self.members = files, vocabulary, offsets, members
+        self.changed: set[str] = set()  # files whose base entries are stale: their uses are in _extra
+        self._extra: dict[str, set[str]] = {}
+
+    @classmethod
+    def build(cls, uses: dict[str, tuple[str, ...]], vocabulary: tuple[str, ...] | None = None) -> Users:
+        """The index of every file's uses, over ``vocabulary`` (sorted, holding every name used; default: those)."""
+        files = tuple(uses)
+        if vocabulary is None:
+            vocabulary = tuple(sorted(set(chain.from_iterable(uses.values()))))
+        position = dict(zip(vocabulary, range(len(vocabulary)), strict=True))
+        counts = np.fromiter(map(len, uses.values()), np.int64, len(files))
+        total = int(counts.sum())
+        ids = np.fromiter(map(position.__getitem__, chain.from_iterable(uses.values())), np.int64, total)
+        owners = np.repeat(np.arange(len(files), dtype=np.uint32), counts)
+        offsets = np.zeros(len(vocabulary) + 1, np.int64)
+        np.cumsum(np.bincount(ids, minlength=len(vocabulary)), out=offsets[1:])
+        return cls(files, vocabulary, offsets, owners[np.argsort(ids, kind="stable")])
+
+    def of(self, name: str) -> set[str]:
+        """The files that use ``name``."""
+        found = set(self._extra.get(name, ()))
+        k = bisect_left(self.vocabulary, name)
+        if k < len(self.vocabulary) and self.vocabulary[k] == name:
+            changed = self.changed
+            members = self.members[self.offsets[k] : self.offsets[k + 1]].tolist()
+            found.update(f for f in map(self.files.__getitem__, members) if f not in changed)
+        return found
+
+    def replace(self, rel: str, old: Iterable[str], new: Iterable[str]) -> None:
+        """``rel`` now uses ``new`` (empty: removed) where it used ``old`` (empty: added)."""
+        if rel in self.changed:
+            for name in old:
+                users = self._extra[name]
+                users.discard(rel)
+                if not users:
+                    del self._extra[name]
+        self.changed.add(rel)
+        for name in new:
+            self._extra.setdefault(name, set()).add(rel)
+
+
 class FileGraph:
     """The graph plus the name tables that let it be updated file by file."""
 
@@ -165,36 +230,121 @@ class FileGraph:
         self.imports: dict[str, tuple[Any, ...]] = {}
         self.uses: dict[str, tuple[str, ...]] = {}
         self.defines: dict[str, frozenset[str]] = {}
-        self.definers: dict[str, set[str]] = {}
-        self._users: dict[str, set[str]] | None = None
-        self.tsconfigs: dict[str, TsConfig] = {}
+        # Language family -> name -> files of that family defining it at top level.
+        self.definers: dict[str, dict[str, set[str]]] = {}
+        self._users: Users | None = None
+        self._payloads: dict[tuple[str, float, bool], tuple[str, float, bool]] = {}
+        self.tsconfigs: dict[str, ImportConfig] = {}
         self.resolver = Resolver((), root_name, {})
         # Bumped on every change; ranking caches compare against it.
         self.version = 0
 
     # building
 
-    def build(self, records: Iterable[dict[str, Any]], tsconfigs: dict[str, TsConfig]) -> None:
+    def build(self, records: Iterable[dict[str, Any]], tsconfigs: dict[str, ImportConfig]) -> None:
         """Add every indexed record and compute all edges."""
         for record in records:
             self._add_file(record)
         self.tsconfigs = tsconfigs
         self.resolver = Resolver(self.node_of, self.root_name, tsconfigs)
-        # A fresh graph has no edges to replace: add them all in one call, in the order updates would.
-        self.graph.add_edges_from(
-            [
-                edge
-                for rel in self.node_of
-                for kind, targets in (
-                    ("import", self._import_targets(rel)),
-                    ("reference", self._reference_targets(rel)),
-                )
-                for edge in self._edges(rel, kind, targets)
-            ]
-        )
+        # A fresh graph has no edges to replace: add them file by file (not one list of millions of tuples),
+        # in the order updates would.
+        add = self.graph.add_edges_from
+        for rel in self.node_of:
+            add(self._edges(rel, "import", self._import_targets(rel)))
+            add(self._edges(rel, "reference", self._reference_targets(rel)))
         self.version += 1
 
-    def update(self, changed: dict[str, dict[str, Any] | None], tsconfigs: dict[str, TsConfig]) -> None:
+    def snapshot(self, key: str, hashes: dict[str, str]) -> Snapshot:
+        """The graph as stored; ``hashes`` are its files' record hashes, ``key`` what else its edges depend on."""
+        graph = self.graph
+        files = tuple(self.node_of)
+        position = np.zeros(max(self.node_of.values(), default=-1) + 1, np.uint32)
+        position[np.fromiter(self.node_of.values(), np.int64, len(files))] = np.arange(
+            len(files), dtype=np.uint32
+        )
+        ends = np.asarray(graph.edge_list(), dtype=np.int64).reshape(-1, 2)
+        ids = {id(p): i for i, p in enumerate(self._payloads.values())}
+        defines = [sorted(self.defines[rel]) for rel in files]
+        users = self._users
+        if users is None or users.files != files or users.changed or not _holds(users.vocabulary, defines):
+            vocabulary = tuple(sorted(set(chain.from_iterable(self.uses.values())).union(*defines)))
+            users = self._users = Users.build(self.uses, vocabulary)
+        position_of = dict(zip(users.vocabulary, range(len(users.vocabulary)), strict=True))
+        counts = np.fromiter(map(len, defines), np.int64, len(files))
+        defined_at = np.zeros(len(files) + 1, np.int64)
+        np.cumsum(counts, out=defined_at[1:])
+        return Snapshot(
+            key,
+            files,
+            tuple(hashes[rel] for rel in files),
+            tuple(self.language[rel] for rel in files),
+            tuple(self._payloads),
+            users.vocabulary,
+            {
+                "source": position[ends[:, 0]],
+                "target": position[ends[:, 1]],
+                "payload": np.fromiter(map(ids.__getitem__, map(id, graph.edges())), np.uint32, len(ends)),
+                "offsets": users.offsets,
+                "members": users.members,
+                "defined_at": defined_at,
+                "defined": np.fromiter(
+                    map(position_of.__getitem__, chain.from_iterable(defines)), np.uint32, int(defined_at[-1])
+                ),
+            },
+        )
+
+    @classmethod
+    def from_snapshot(
+        cls,
+        root_name: str,
+        snapshot: Snapshot,
+        records: dict[str, dict[str, Any]],
+        tsconfigs: dict[str, ImportConfig],
+    ) -> FileGraph:
+        """The graph ``snapshot`` holds. Its files' imports and uses come from ``records`` where the hashes
+        match; for the others (changed or gone since) they are empty until :meth:`update` gives their records,
+        which it can, as their top-level names and uses are in the snapshot."""
+        self = cls(root_name)
+        vocabulary, arrays = snapshot.vocabulary, snapshot.arrays
+        names = arrays["defined"].tolist()
+        cuts = arrays["defined_at"].tolist()
+        for i, (rel, digest, language) in enumerate(
+            zip(snapshot.files, snapshot.hashes, snapshot.languages, strict=True)
+        ):
+            record = records.get(rel)
+            same = record is not None and record["hash"] == digest
+            self.language[rel] = language
+            self.imports[rel] = record["imports"] if same else ()
+            self.uses[rel] = record["uses"] if same else ()
+            defines = self.defines[rel] = frozenset(map(vocabulary.__getitem__, names[cuts[i] : cuts[i + 1]]))
+            definers = self.definers.setdefault(_family(language), {})
+            for name in defines:
+                definers.setdefault(name, set()).add(rel)
+        self.node_of = dict(
+            zip(snapshot.files, self.graph.add_nodes_from(list(snapshot.files)), strict=True)
+        )
+        self.tsconfigs = tsconfigs
+        self.resolver = Resolver(self.node_of, root_name, tsconfigs)
+        payloads = [self._payload(p) for p in snapshot.payloads]
+        step = 1 << 18  # bounded batches: one list of 2 million edge tuples would cost hundreds of MB at once
+        for start in range(0, len(arrays["source"]), step):
+            part = slice(start, start + step)
+            self.graph.add_edges_from(
+                list(
+                    zip(
+                        arrays["source"][part].tolist(),
+                        arrays["target"][part].tolist(),
+                        map(payloads.__getitem__, arrays["payload"][part].tolist()),
+                        strict=True,
+                    )
+                )
+            )
+        self._users = Users(snapshot.files, vocabulary, arrays["offsets"], arrays["members"])
+        self.version += 1
+        return self
+
+    def update(self, changed: dict[str, dict[str, Any] | None], tsconfigs: dict[str, ImportConfig]) -> None:
         """Apply new records (None = file gone) and recompute exactly the edges they can affect."""
         users = self.users()
         affected_names: set[str] = set()
@@ -215,7 +365,7 @@ class FileGraph:
             affected_names |= before ^ self.defines.get(rel, frozenset())
         sources = {rel for rel in changed if rel in self.node_of}
         for name in affected_names:
-            sources |= users.get(name, set())
+            sources |= users.of(name)
         if file_set_changed or tsconfigs != self.tsconfigs:
             self.tsconfigs = tsconfigs
             self.resolver = Resolver(self.node_of, self.root_name, tsconfigs)
@@ -229,14 +379,10 @@ class FileGraph:
                 self._replace_edges(rel, "reference", self._reference_targets(rel))
         self.version += 1
 
-    def users(self) -> dict[str, set[str]]:
-        """Name -> files that use it; built on the first incremental update, then kept current."""
+    def users(self) -> Users:
+        """Who uses which name; built on the first incremental update (or loaded), then kept current."""
         if self._users is None:
-            users: dict[str, set[str]] = {}
-            for rel, names in self.uses.items():
-                for name in names:
-                    users.setdefault(name, set()).add(rel)
-            self._users = users
+            self._users = Users.build(self.uses)
         return self._users
 
     def _add_file(self, record: dict[str, Any]) -> None:
@@ -245,37 +391,45 @@ class FileGraph:
 
     def _remove_file(self, rel: str) -> None:
         self.graph.remove_node(self.node_of.pop(rel))
-        self._forget_names(rel)
+        self._forget_names(rel, removed=True)
 
     def _learn_names(self, record: dict[str, Any]) -> None:
         rel = record["file"]
         self.language[rel] = record["language"]
         self.imports[rel] = record["imports"]
+        old = self.uses.get(rel, ())
         self.uses[rel] = record["uses"]
         names = top_level_names(record["symbols"])
         self.defines[rel] = names
+        definers = self.definers.setdefault(_family(record["language"]), {})
         for name in names:
-            self.definers.setdefault(name, set()).add(rel)
+            definers.setdefault(name, set()).add(rel)
         if self._users is not None:
-            for name in record["uses"]:
-                self._users.setdefault(name, set()).add(rel)
+            self._users.replace(rel, old, record["uses"])
 
-    def _forget_names(self, rel: str) -> None:
+    def _forget_names(self, rel: str, removed: bool = False) -> None:
+        """Drop ``rel``'s names; ``removed``: the file is gone (else its new record is learned next)."""
+        definers = self.definers[_family(self.language[rel])]
         for name in self.defines.pop(rel):
-            definers = self.definers[name]
-            definers.discard(rel)
-            if not definers:
-                del self.definers[name]
-        if self._users is not None:
-            for name in self.uses[rel]:
-                self._users[name].discard(rel)
-        del self.language[rel], self.imports[rel], self.uses[rel]
+            found = definers[name]
+            found.discard(rel)
+            if not found:
+                del definers[name]
+        if removed:
+            if self._users is not None:
+                self._users.replace(rel, self.uses[rel], ())
+            del self.uses[rel]
+        del self.language[rel], self.imports[rel]
 
     def _edges(
         self, rel: str, kind: str, targets: dict[str, tuple[float, bool]]
     ) -> list[tuple[int, int, tuple[str, float, bool]]]:
-        node, node_of = self.node_of[rel], self.node_of
-        return [(node, node_of[t], (kind, *targets[t])) for t in sorted(targets)]
+        node, node_of, payload = self.node_of[rel], self.node_of, self._payload
+        return [(node, node_of[t], payload((kind, *targets[t]))) for t in sorted(targets)]
+
+    def _payload(self, data: tuple[str, float, bool]) -> tuple[str, float, bool]:
+        """The one shared tuple for this edge data (a few thousand distinct ones for millions of edges)."""
+        return self._payloads.setdefault(data, data)
 
     def _replace_edges(self, rel: str, kind: str, targets: dict[str, tuple[float, bool]]) -> None:
         graph = self.graph
@@ -290,17 +444,15 @@ class FileGraph:
 
     def _reference_targets(self, rel: str) -> dict[str, tuple[float, bool]]:
         own = self.defines[rel]
-        definers = self.definers
-        family = _family(self.language[rel])
-        language = self.language
+        # A Python file naming `app` says nothing about a JavaScript file defining `app`.
+        definers = self.definers.get(_family(self.language[rel]), {})
         weights: dict[str, float] = {}
         # Only names some file defines matter; the set intersection runs in C, sorting keeps sums reproducible.
         for name in sorted(definers.keys() & self.uses[rel]):
             if name in own:
                 continue
-            # A Python file naming `app` says nothing about a JavaScript file defining `app`.
-            found = [t for t in definers[name] if _family(language[t]) == family]
-            if not found or len(found) > MAX_DEFINERS:
+            found = definers[name]
+            if len(found) > MAX_DEFINERS:
                 continue
             share = name_weight(name) / len(found)
             for target in found:

@@ -18,7 +18,7 @@ from pathlib import Path
 from aries_kernel.codebase import extract
 from aries_kernel.codebase.extract import Record, content_hash, extract_batch, extract_file
 from aries_kernel.codebase.files import SourceFile
-from aries_kernel.codebase.store import StoredFile
+from aries_kernel.codebase.store import StoredFile, compact
 
 __all__ = ["Plan", "plan", "run_plan", "too_large"]
 
@@ -100,7 +100,7 @@ def run_plan(
     out: dict[str, Record] = {}
     if workers <= 1 or total_bytes < POOL_MIN_BYTES:
         for base, rel, language in items:
-            out[rel] = extract_file(base, rel, language, max_bytes, hashes)
+            out[rel] = compact(extract_file(base, rel, language, max_bytes, hashes))
             on_progress(len(out))
         return out
     import multiprocessing
@@ -111,8 +111,8 @@ def run_plan(
         with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
             futures = [pool.submit(extract_batch, batch, max_bytes, hashes) for batch in batches]
             for future in as_completed(futures):
-                for record in future.result():
-                    out[record["file"]] = record
+                for record in future.result():  # names interned as they arrive: far less memory at peak
+                    out[record["file"]] = compact(record)
                 on_progress(len(out))
     except BrokenProcessPool:
         # Spawned workers re-import the main module: a script that indexes at import time, without an
@@ -123,7 +123,7 @@ def run_plan(
         )
         for base, rel, language in items:
             if rel not in out:
-                out[rel] = extract_file(base, rel, language, max_bytes, hashes)
+                out[rel] = compact(extract_file(base, rel, language, max_bytes, hashes))
                 on_progress(len(out))
     return out
 

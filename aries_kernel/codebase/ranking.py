@@ -100,7 +100,10 @@ class Rankings:
         try:
             hubs, authorities = rustworkx.hits(g, weight_fn=_weight, max_iter=500, tol=1e-8)
         except rustworkx.FailedToConverge:
-            hubs, authorities = rustworkx.hits(g, weight_fn=_weight, max_iter=2000, tol=1e-5)
+            try:
+                hubs, authorities = rustworkx.hits(g, weight_fn=_weight, max_iter=2000, tol=1e-5)
+            except rustworkx.FailedToConverge:
+                return _hits_iterated(g)
         return {g[n]: s for n, s in hubs.items()}, {g[n]: s for n, s in authorities.items()}
 
     def _communities(self) -> dict[str, tuple[int, str]]:
@@ -148,6 +151,28 @@ class Rankings:
             for rel in part:
                 out[rel] = (number, label)
         return out
+
+
+def _hits_iterated(g: Any, rounds: int = 2000) -> tuple[dict[str, float], dict[str, float]]:
+    """HITS by a fixed number of power iterations, for graphs where it converges too slowly to meet a tolerance
+    (two leading eigenvalues nearly equal): the scores reached, rather than no scores at all."""
+    import numpy as np
+
+    nodes = list(g.node_indices())
+    position = np.zeros(max(nodes) + 1, np.int64)
+    position[nodes] = np.arange(len(nodes))
+    ends = position[np.asarray(g.edge_list(), dtype=np.int64).reshape(-1, 2)]
+    source, target = ends[:, 0], ends[:, 1]
+    weights = np.fromiter(map(_weight, g.edges()), np.float64, len(ends))
+    hubs = np.full(len(nodes), 1.0 / len(nodes))
+    authorities = hubs
+    for _ in range(rounds):
+        authorities = np.bincount(target, weights=weights * hubs[source], minlength=len(nodes))
+        authorities /= authorities.sum() or 1.0
+        hubs = np.bincount(source, weights=weights * authorities[target], minlength=len(nodes))
+        hubs /= hubs.sum() or 1.0
+    names = [g[n] for n in nodes]
+    return dict(zip(names, hubs.tolist(), strict=True)), dict(zip(names, authorities.tolist(), strict=True))
 
 
 def community_label(files: list[str], names: Iterable[str]) -> str:

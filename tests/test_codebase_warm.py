@@ -1,0 +1,213 @@
+"""Warm start from the stored graph: nothing parsed or resolved, the same graph and rankings as a cold index, a
+damaged stored graph rebuilt, and edits after a warm start giving what a cold index of the edited tree gives."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from traitlets.config import Config
+
+from aries_kernel.codebase import Codebase, extract, indexer
+from aries_kernel.codebase.graph import FileGraph
+from aries_kernel.codebase.resolve import Resolver
+from aries_kernel.codebase.snapshot import decode, encode
+from aries_kernel.codebase.store import IndexStore
+
+PY_FILES, JS_FILES = 90, 30
+
+
+def generate(root: Path) -> Path:
+    """A mixed repository whose files import each other and use each other's names."""
+    package = root / "pkg"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("from .m0 import func_0\n")
+    for i in range(PY_FILES):
+        a, b = (i * 7 + 3) % PY_FILES, (i * 11 + 5) % PY_FILES
+        (package / f"m{i}.py").write_text(
+            f"import os\nfrom pkg import m{a}\nfrom .m{b} import func_{b}\n\n\n"
+            f"class Thing{i}:\n    def method(self):\n        return func_{a}(os.sep)\n\n\n"
+            f"def func_{i}(value):\n    return Thing{b}, shared_{i % 5}, value\n\n\nshared_{i % 5} = {i}\n"
+        )
+    web = root / "web"
+    web.mkdir()
+    for i in range(JS_FILES):
+        a = (i * 5 + 1) % JS_FILES
+        (web / f"a{i}.js").write_text(
+            f"import {{ helper{a} }} from './a{a}.js';\nexport function helper{i}() {{ return helper{a}(); }}\n"
+        )
+        (web / f"t{i}.ts").write_text(
+            f"import type {{ Shape{a} }} from './t{a}';\nimport {{ helper{i} }} from './a{i}.js';\n"
+            f"export interface Shape{i} {{ size: number }}\nexport const use{i} = (s: Shape{a}) => helper{i}();\n"
+        )
+    return root
+
+
+def fresh(root: Path) -> Codebase:
+    """A cold index that neither reads nor writes .aries/index.db."""
+    codebase = Codebase(root, config=Config({"AriesCodebase": {"persist": False}}))
+    codebase.wait_ready()
+    return codebase
+
+
+def opened(root: Path) -> Codebase:
+    codebase = Codebase(root)
+    codebase.wait_ready()
+    return codebase
+
+
+def assert_same_as(codebase: Codebase, expected: dict[str, Any]) -> None:
+    """The same graph and communities; scores equal but for float rounding (the edges' order differs)."""
+    found = graph_of(codebase)
+    assert [found[k] for k in ("nodes", "edges", "communities")] == [
+        expected[k] for k in ("nodes", "edges", "communities")
+    ]
+    assert found["pagerank"] == pytest.approx(expected["pagerank"], abs=1e-12)
+    for scores, wanted in zip(found["hits"], expected["hits"], strict=True):
+        assert scores == pytest.approx(wanted, abs=1e-12)
+
+
+def graph_of(codebase: Codebase) -> dict[str, Any]:
+    """Everything the graph holds and everything ranked over it."""
+    return {
+        "nodes": sorted(codebase._graph.node_of),
+        "edges": sorted(codebase._graph.edge_rows()),
+        "pagerank": codebase._rankings.pagerank(),
+        "hits": codebase._rankings.hits(),
+        "communities": codebase._rankings.communities(),
+    }
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    return generate(tmp_path / "repo")
+
+
+def counted(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """Counts of parsing and of graph computation, from here on."""
+    counts = {"parse": 0, "resolve": 0, "weigh": 0}
+
+    def counting(name: str, function: Any) -> Any:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            counts[name] += 1
+            return function(*args, **kwargs)
+
+        return wrapper
+
+    monkeypatch.setattr(indexer, "extract_file", counting("parse", indexer.extract_file))
+    monkeypatch.setattr(extract, "_extract", counting("parse", extract._extract))
+    monkeypatch.setattr(Resolver, "resolve", counting("resolve", Resolver.resolve))
+    monkeypatch.setattr(FileGraph, "_reference_targets", counting("weigh", FileGraph._reference_targets))
+    return counts
+
+
+def test_warm_start_parses_and_resolves_nothing_and_gives_the_cold_graph(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cold = opened(repo)
+    assert cold.last_run["mode"] == "cold" and cold.last_run["graph"] == "built"
+    expected = graph_of(cold)
+    assert len(expected["nodes"]) == 1 + PY_FILES + 2 * JS_FILES
+    kinds = {row[2] for row in expected["edges"]}
+    assert kinds == {"import", "reference"} and any(row[4] for row in expected["edges"])  # type-only too
+    counts = counted(monkeypatch)
+    warm = opened(repo)
+    assert counts == {"parse": 0, "resolve": 0, "weigh": 0}
+    assert warm.last_run == {**warm.last_run, "mode": "warm", "parsed": 0, "graph": "loaded"}
+    assert graph_of(warm) == expected
+    assert graph_of(fresh(repo)) == expected
+    # Names are shared across records loaded from the store: one string per distinct name.
+    first, second = warm._records["pkg/m1.py"]["uses"], warm._records["pkg/m2.py"]["uses"]
+    assert first[first.index("method")] is second[second.index("method")]
+
+
+def _flip_a_byte(blob: bytes) -> bytes:
+    return blob[:-5] + bytes([blob[-5] ^ 1]) + blob[-4:]
+
+
+def _edge_out_of_range(blob: bytes) -> bytes:
+    snapshot = decode(blob)
+    source = snapshot.arrays["source"].copy()
+    source[0] = len(snapshot.files) + 3
+    snapshot.arrays = {**snapshot.arrays, "source": source}
+    return encode(snapshot)
+
+
+def _unknown_definition(blob: bytes) -> bytes:
+    snapshot = decode(blob)
+    defined = snapshot.arrays["defined"].copy()
+    defined[0] = len(snapshot.vocabulary)
+    snapshot.arrays = {**snapshot.arrays, "defined": defined}
+    return encode(snapshot)
+
+
+@pytest.mark.parametrize(
+    ("damage", "signed"),
+    [
+        (_flip_a_byte, False),  # tampered: the MAC no longer verifies
+        (lambda blob: blob[: len(blob) // 2], True),  # truncated, yet signed with the user's key
+        (lambda blob: b"\x00" * 64, True),
+        (_edge_out_of_range, True),
+        (_unknown_definition, True),
+    ],
+)
+def test_a_damaged_stored_graph_is_rebuilt(repo: Path, damage: Any, signed: bool) -> None:
+    expected = graph_of(opened(repo))
+    path = repo / ".aries" / "index.db"
+    store = IndexStore(path)
+    try:
+        blob = store.load_graph()
+        assert blob is not None
+        if signed:
+            store.save_graph(damage(blob))
+        else:
+            with store._lock, store._conn:
+                tagged = store._conn.execute("SELECT blob FROM graph").fetchone()[0]
+                store._conn.execute("UPDATE graph SET blob = ?", (_flip_a_byte(tagged),))
+            assert store.load_graph() is None
+    finally:
+        store.close()
+    rebuilt = opened(repo)
+    assert rebuilt.last_run == {**rebuilt.last_run, "mode": "warm", "parsed": 0, "graph": "built"}
+    assert graph_of(rebuilt) == expected
+    again = opened(repo)  # the rebuilt graph was stored in place of the damaged one
+    assert again.last_run["graph"] == "loaded" and graph_of(again) == expected
+
+
+def edit(repo: Path) -> None:
+    """Edits that move names between files and change the file set and the imports."""
+    (repo / "pkg" / "m3.py").write_text(
+        "from pkg import m40\n\n\ndef func_3(value):\n    return brand_new(value), func_40\n\n\n"
+        "def func_7():\n    return 7\n"
+    )
+    (repo / "pkg" / "m8.py").unlink()
+    (repo / "pkg" / "extra.py").write_text("from .m3 import func_3\n\n\ndef brand_new(x):\n    return func_3(x)\n")
+    (repo / "web" / "t2.ts").write_text("import { helper9 } from './a9.js';\nexport type Shape2 = number;\n")
+
+
+def test_edits_after_a_warm_start_update_the_graph_as_a_cold_index_does(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    opened(repo)
+    warm = opened(repo)
+    assert warm.last_run["graph"] == "loaded"
+    warm.top_files()  # rankings cached before the edit, as in real use
+    edit(repo)
+    changes = warm.reindex(["pkg/m3.py", "pkg/m8.py", "pkg/extra.py", "web/t2.ts"])
+    assert dict(zip(changes["file"], changes["change"], strict=True)) == {
+        "pkg/extra.py": "added",
+        "pkg/m3.py": "modified",
+        "pkg/m8.py": "deleted",
+        "web/t2.ts": "modified",
+    }
+    expected = graph_of(fresh(repo))
+    assert any(row[:2] == ("pkg/m3.py", "pkg/extra.py") for row in expected["edges"])  # brand_new moved in
+    assert_same_as(warm, expected)
+    # The next start finds the stored graph older than the records: it applies just those four changes.
+    counts = counted(monkeypatch)
+    restarted = opened(repo)
+    assert restarted.last_run == {**restarted.last_run, "parsed": 0, "graph": "built"}
+    assert counts["parse"] == 0 and 0 < counts["weigh"] < PY_FILES
+    assert_same_as(restarted, expected)
+    assert opened(repo).last_run["graph"] == "loaded"
