@@ -393,3 +393,45 @@ def test_a_torn_last_line_is_skipped_and_a_corrupt_middle_line_is_named(repo: Pa
     session.path.write_text("\n".join([lines[0], "not json", *lines[1:]]) + "\n")
     with pytest.raises(ValueError, match=r":2 is not valid JSON"):
         Session.load(session.path)
+
+
+class IndexingGraph:
+    """A code graph still being built, until the test says it is ready."""
+
+    def __init__(self) -> None:
+        self.ready = False
+        self.started = 0
+
+    def index_in_background(self) -> None:
+        self.started += 1
+
+    def status(self) -> str:
+        return "indexing 120/27,330 files\nroot: found .git"
+
+    def top_files(self, limit: int) -> Any:
+        import pandas as pd
+
+        return pd.DataFrame({"file": ["pkg/core.py"]})
+
+    def communities(self) -> Any:
+        import pandas as pd
+
+        return pd.DataFrame({"file": ["pkg/core.py"], "label": ["pkg"]})
+
+
+def test_the_first_request_does_not_wait_for_the_index_and_the_map_joins_once_ready(repo: Path) -> None:
+    agent, primary, _ = make_agent(repo, Reply(tool_calls=[("Repl", {"code": "1"})]), Reply(text="ok"))
+    graph = IndexingGraph()
+    agent.context.codebase = graph
+    run_all(agent, "first")
+    first, second = primary.requests
+    for request in (first, second):
+        assert "The code graph is being built: indexing 120/27,330 files." in request.system
+        assert "Most central files" not in request.system
+    assert graph.started  # asked to index (a no-op when it already is), never waited on
+    graph.ready = True
+    primary.script(Reply(text="ok"))
+    run_all(agent, "second")
+    assert "Most central files (PageRank): pkg/core.py" in primary.requests[-1].system
+    assert "- pkg: pkg/core.py" in primary.requests[-1].system
+    assert "being built" not in primary.requests[-1].system

@@ -208,25 +208,38 @@ class Agent:
 
     def system_prompt(self) -> str:
         """The system prompt the next request carries."""
-        if self._orientation is None:
-            self._orientation = self._build_orientation()
+        orientation_text = self._orientation
+        if orientation_text is None:
+            orientation_text = self._build_orientation()
         return build_system_prompt(
             str(self.root),
             self.phase.gated_names() if self.phase.phase == "lean" else [],
-            self._orientation,
+            orientation_text,
             leading=[section for hook in self.hooks for section in hook.system_sections(self)],
             trailing=self.turn_context,
         )
 
     def _build_orientation(self) -> str:
+        """The repository map, kept for the session once the index is ready.
+
+        The first request never waits for the index (on a large repository that is many seconds): until the
+        index is ready the prompt says how far it is, and the map joins the prompt once it can be read.
+        """
         if self.context is None:
+            self._orientation = ""
             return ""
+        codebase = self.context.codebase
         try:
-            return orientation(self.context.codebase)
+            if not codebase.ready:
+                codebase.index_in_background()
+                progress = codebase.status().splitlines()[0]
+                return f"(The code graph is being built: {progress}. codebase operations wait for it.)"
+            self._orientation = orientation(codebase)
         except (KeyboardInterrupt, SystemExit):
             raise
         except Exception as exc:  # the agent can still work without the map; it says why it is missing
-            return f"(The code graph is not available: {type(exc).__name__}: {exc})"
+            self._orientation = f"(The code graph is not available: {type(exc).__name__}: {exc})"
+        return self._orientation
 
     def request(self) -> mt.ModelRequest:
         """The request for the next model call, from the current session and phase."""
