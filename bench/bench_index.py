@@ -118,7 +118,8 @@ def child_warm(root: Path, repeats: int) -> dict[str, Any]:
     first_query = time.perf_counter() - started
     peak = _peak_mb()
     files = sorted(
-        (rel for rel in codebase._graph.node_of if rel.endswith(".py")), key=lambda f: (root / f).stat().st_size
+        (rel for rel in codebase._graph.node_of if rel.endswith(".py")),
+        key=lambda f: (root / f).stat().st_size,
     )
     rel = files[len(files) // 2]
     target = root / rel
@@ -177,8 +178,16 @@ def measure(name: str, root: Path, repeats: int) -> list[tuple[str, str, str]]:
     reindex = statistics.median(warm["reindex_ms"])
     return [
         (f"{name}: files indexed", f"{files:,}", f"{cold['edges']:,} edges"),
-        ("plain tree-sitter parse, 1 core", f"{one['seconds']:.2f} s", f"{files / one['seconds']:,.0f} files/s"),
-        (f"plain tree-sitter parse, {cores} cores", f"{every['seconds']:.2f} s", f"{files / every['seconds']:,.0f} files/s"),
+        (
+            "plain tree-sitter parse, 1 core",
+            f"{one['seconds']:.2f} s",
+            f"{files / one['seconds']:,.0f} files/s",
+        ),
+        (
+            f"plain tree-sitter parse, {cores} cores",
+            f"{every['seconds']:.2f} s",
+            f"{files / every['seconds']:,.0f} files/s",
+        ),
         (
             f"cold index, {cores} cores ({cold['parsed']:,} parsed)",
             f"{cold['seconds']:.2f} s",
@@ -216,7 +225,9 @@ def measure(name: str, root: Path, repeats: int) -> list[tuple[str, str, str]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--big", type=Path, default=None, help="the large tree (default: built, see above)")
     parser.add_argument("--skip-pandas", action="store_true", help="measure only the large tree")
     parser.add_argument("--repeats", type=int, default=7, help="edits timed for the reindex median")

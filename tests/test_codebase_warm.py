@@ -117,9 +117,11 @@ def test_warm_start_parses_and_resolves_nothing_and_gives_the_cold_graph(
     assert warm.last_run == {**warm.last_run, "mode": "warm", "parsed": 0, "graph": "loaded"}
     assert graph_of(warm) == expected
     assert graph_of(fresh(repo)) == expected
-    # Names are shared across records loaded from the store: one string per distinct name.
-    first, second = warm._records["pkg/m1.py"]["uses"], warm._records["pkg/m2.py"]["uses"]
-    assert first[first.index("method")] is second[second.index("method")]
+    # Definition names and kinds are shared across records loaded from the store: one string per distinct one.
+    first, second = warm._records["pkg/m1.py"]["symbols"], warm._records["pkg/m2.py"]["symbols"]
+    assert [s[1] for s in first] == [s[1] for s in second] == ["class", "method", "function", "variable"]
+    assert all(a[1] is b[1] for a, b in zip(first, second, strict=True))
+    assert first[1][0] is second[1][0]  # the method's name
 
 
 def _flip_a_byte(blob: bytes) -> bytes:
@@ -163,8 +165,7 @@ def test_a_damaged_stored_graph_is_rebuilt(repo: Path, damage: Any, signed: bool
             store.save_graph(damage(blob))
         else:
             with store._lock, store._conn:
-                tagged = store._conn.execute("SELECT blob FROM graph").fetchone()[0]
-                store._conn.execute("UPDATE graph SET blob = ?", (_flip_a_byte(tagged),))
+                store._conn.execute("UPDATE graph SET blob = ?", (_flip_a_byte(blob),))
             assert store.load_graph() is None
     finally:
         store.close()
@@ -182,7 +183,9 @@ def edit(repo: Path) -> None:
         "def func_7():\n    return 7\n"
     )
     (repo / "pkg" / "m8.py").unlink()
-    (repo / "pkg" / "extra.py").write_text("from .m3 import func_3\n\n\ndef brand_new(x):\n    return func_3(x)\n")
+    (repo / "pkg" / "extra.py").write_text(
+        "from .m3 import func_3\n\n\ndef brand_new(x):\n    return func_3(x)\n"
+    )
     (repo / "web" / "t2.ts").write_text("import { helper9 } from './a9.js';\nexport type Shape2 = number;\n")
 
 

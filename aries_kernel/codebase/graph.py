@@ -142,6 +142,14 @@ _COMMON = frozenset(dir(builtins)) | frozenset(
 )
 
 
+def _names(uses: Iterable[str]) -> set[str]:
+    """Every distinct name of space-separated ``uses``."""
+    names: set[str] = set()
+    for text in uses:
+        names.update(text.split())
+    return names
+
+
 def _holds(vocabulary: tuple[str, ...], groups: list[list[str]]) -> bool:
     """Whether the sorted ``vocabulary`` holds every name of ``groups``."""
     known = set(vocabulary)
@@ -174,21 +182,25 @@ class Users:
     in ``files``) plus the files whose uses changed since, as sets. A dict of sets would cost a set entry per use
     (millions at 20,000 files) and seconds to build."""
 
-    def __init__(self, files: tuple[str, ...], vocabulary: tuple[str, ...], offsets: Any, members: Any) -> None:
+    def __init__(
+        self, files: tuple[str, ...], vocabulary: tuple[str, ...], offsets: Any, members: Any
+    ) -> None:
         self.files, self.vocabulary, self.offsets, self.members = files, vocabulary, offsets, members
         self.changed: set[str] = set()  # files whose base entries are stale: their uses are in _extra
         self._extra: dict[str, set[str]] = {}
 
     @classmethod
-    def build(cls, uses: dict[str, tuple[str, ...]], vocabulary: tuple[str, ...] | None = None) -> Users:
-        """The index of every file's uses, over ``vocabulary`` (sorted, holding every name used; default: those)."""
+    def build(cls, uses: dict[str, str], vocabulary: tuple[str, ...] | None = None) -> Users:
+        """The index of every file's uses (space-separated names), over ``vocabulary`` (sorted, holding every
+        name used; default: just those)."""
         files = tuple(uses)
         if vocabulary is None:
-            vocabulary = tuple(sorted(set(chain.from_iterable(uses.values()))))
+            vocabulary = tuple(sorted(_names(uses.values())))
         position = dict(zip(vocabulary, range(len(vocabulary)), strict=True))
-        counts = np.fromiter(map(len, uses.values()), np.int64, len(files))
-        total = int(counts.sum())
-        ids = np.fromiter(map(position.__getitem__, chain.from_iterable(uses.values())), np.int64, total)
+        # File by file, so the millions of names are never all split at once.
+        per_file = [np.fromiter(map(position.__getitem__, u.split()), np.int64) for u in uses.values()]
+        counts = np.fromiter(map(len, per_file), np.int64, len(files))
+        ids = np.concatenate([np.zeros(0, np.int64), *per_file])
         owners = np.repeat(np.arange(len(files), dtype=np.uint32), counts)
         offsets = np.zeros(len(vocabulary) + 1, np.int64)
         np.cumsum(np.bincount(ids, minlength=len(vocabulary)), out=offsets[1:])
@@ -228,7 +240,7 @@ class FileGraph:
         self.node_of: dict[str, int] = {}
         self.language: dict[str, str] = {}
         self.imports: dict[str, tuple[Any, ...]] = {}
-        self.uses: dict[str, tuple[str, ...]] = {}
+        self.uses: dict[str, str] = {}  # space-separated, as in the records
         self.defines: dict[str, frozenset[str]] = {}
         # Language family -> name -> files of that family defining it at top level.
         self.definers: dict[str, dict[str, set[str]]] = {}
@@ -268,7 +280,7 @@ class FileGraph:
         defines = [sorted(self.defines[rel]) for rel in files]
         users = self._users
         if users is None or users.files != files or users.changed or not _holds(users.vocabulary, defines):
-            vocabulary = tuple(sorted(set(chain.from_iterable(self.uses.values())).union(*defines)))
+            vocabulary = tuple(sorted(_names(self.uses.values()).union(*defines)))
             users = self._users = Users.build(self.uses, vocabulary)
         position_of = dict(zip(users.vocabulary, range(len(users.vocabulary)), strict=True))
         counts = np.fromiter(map(len, defines), np.int64, len(files))
@@ -316,14 +328,12 @@ class FileGraph:
             same = record is not None and record["hash"] == digest
             self.language[rel] = language
             self.imports[rel] = record["imports"] if same else ()
-            self.uses[rel] = record["uses"] if same else ()
+            self.uses[rel] = record["uses"] if same else ""
             defines = self.defines[rel] = frozenset(map(vocabulary.__getitem__, names[cuts[i] : cuts[i + 1]]))
             definers = self.definers.setdefault(_family(language), {})
             for name in defines:
                 definers.setdefault(name, set()).add(rel)
-        self.node_of = dict(
-            zip(snapshot.files, self.graph.add_nodes_from(list(snapshot.files)), strict=True)
-        )
+        self.node_of = dict(zip(snapshot.files, self.graph.add_nodes_from(list(snapshot.files)), strict=True))
         self.tsconfigs = tsconfigs
         self.resolver = Resolver(self.node_of, root_name, tsconfigs)
         payloads = [self._payload(p) for p in snapshot.payloads]
@@ -340,7 +350,8 @@ class FileGraph:
                     )
                 )
             )
-        self._users = Users(snapshot.files, vocabulary, arrays["offsets"], arrays["members"])
+        # Copies, so the blob the arrays view (tens of MB) is freed.
+        self._users = Users(snapshot.files, vocabulary, arrays["offsets"].copy(), arrays["members"].copy())
         self.version += 1
         return self
 
@@ -397,7 +408,7 @@ class FileGraph:
         rel = record["file"]
         self.language[rel] = record["language"]
         self.imports[rel] = record["imports"]
-        old = self.uses.get(rel, ())
+        old = self.uses.get(rel, "")
         self.uses[rel] = record["uses"]
         names = top_level_names(record["symbols"])
         self.defines[rel] = names
@@ -405,7 +416,7 @@ class FileGraph:
         for name in names:
             definers.setdefault(name, set()).add(rel)
         if self._users is not None:
-            self._users.replace(rel, old, record["uses"])
+            self._users.replace(rel, old.split(), record["uses"].split())
 
     def _forget_names(self, rel: str, removed: bool = False) -> None:
         """Drop ``rel``'s names; ``removed``: the file is gone (else its new record is learned next)."""
@@ -417,7 +428,7 @@ class FileGraph:
                 del definers[name]
         if removed:
             if self._users is not None:
-                self._users.replace(rel, self.uses[rel], ())
+                self._users.replace(rel, self.uses[rel].split(), ())
             del self.uses[rel]
         del self.language[rel], self.imports[rel]
 
@@ -448,7 +459,7 @@ class FileGraph:
         definers = self.definers.get(_family(self.language[rel]), {})
         weights: dict[str, float] = {}
         # Only names some file defines matter; the set intersection runs in C, sorting keeps sums reproducible.
-        for name in sorted(definers.keys() & self.uses[rel]):
+        for name in sorted(definers.keys() & self.uses[rel].split()):
             if name in own:
                 continue
             found = definers[name]

@@ -52,7 +52,7 @@ def too_large(source: SourceFile, max_bytes: int) -> Record:
         "loc": 0,
         "symbols": (),
         "imports": (),
-        "uses": (),
+        "uses": "",
     }
 
 

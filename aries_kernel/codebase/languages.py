@@ -6,7 +6,6 @@ Grammars and compiled queries are built once per process (the indexer's worker p
 from __future__ import annotations
 
 from functools import cache
-from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -76,7 +75,10 @@ def family(language: str) -> str:
 
 def language_for_path(path: str) -> str | None:
     """The language of a source file by its extension (``.d.ts`` is TypeScript), or None for other files."""
-    return EXTENSIONS.get(PurePosixPath(path).suffix.lower())
+    name = path.rpartition("/")[2]
+    dot = name.rfind(".")
+    # PurePosixPath(path).suffix, without building a path object (called for every file of every walk).
+    return EXTENSIONS.get(name[dot:].lower()) if 0 < dot < len(name) - 1 else None
 
 
 @cache

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import marshal
+import operator
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,7 +83,7 @@ def encode(snapshot: Snapshot) -> bytes:
             tuple(len(a) for a in arrays),
         )
     )
-    return b"".join([_HEAD.pack(len(header)), header, *(a.tobytes() for a in arrays)])
+    return b"".join([_HEAD.pack(len(header)), header, *(memoryview(a).cast("B") for a in arrays)])
 
 
 def decode(blob: bytes) -> Snapshot:
@@ -94,10 +95,15 @@ def decode(blob: bytes) -> Snapshot:
     except (struct.error, EOFError, ValueError, TypeError, MemoryError, RecursionError) as exc:
         raise BadSnapshot(f"undecodable header ({exc})") from None
     _check(isinstance(key, str), "key")
-    for name, value in (("files", files), ("hashes", hashes), ("languages", languages), ("vocabulary", vocabulary)):
+    for name, value in (
+        ("files", files),
+        ("hashes", hashes),
+        ("languages", languages),
+        ("vocabulary", vocabulary),
+    ):
         _check(isinstance(value, tuple) and _all_of(value, str), name)
     _check(len(hashes) == len(languages) == len(files) == len(set(files)), "file list")
-    _check(list(vocabulary) == sorted(set(vocabulary)), "vocabulary order")
+    _check(all(map(operator.lt, vocabulary, vocabulary[1:])), "vocabulary order")  # sorted, no repeats
     _check(
         isinstance(payloads, tuple)
         and _all_of(payloads, tuple)

@@ -13,9 +13,9 @@ verify makes the file foreign (moved aside and rebuilt, as above). Every decoded
 
 The ``graph`` table holds the resolved file graph (:mod:`.snapshot`) behind the same MAC, so a warm start loads
 it rather than recomputing millions of edges; a graph row that does not verify is ignored (and rebuilt by the
-caller), since the records alone are enough to rebuild it. Records share their name strings (:func:`compact`):
-marshal stores an interned string as such and interns it again on load, so 20,000 files' millions of used
-names cost one string each per distinct name, on disk and in memory.
+caller), since the records alone are enough to rebuild it. Records share their definitions' name, kind and
+parent strings (:func:`compact`): marshal stores an interned string as such and interns it again on load. (A
+file's used names are one space-separated string, which loads as one object rather than hundreds.)
 """
 
 from __future__ import annotations
@@ -28,8 +28,9 @@ import stat
 import sys
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from itertools import chain
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,7 @@ from aries_kernel.codebase.index_key import TAG_BYTES, IndexKey, index_key
 
 __all__ = ["SCHEMA_VERSION", "IndexStore", "StoredFile", "UnsafePath", "compact", "ensure_aries_dir"]
 
-SCHEMA_VERSION = "8"  # bump when extraction, the symbol hashes or the record format change: old rows go stale
+SCHEMA_VERSION = "9"  # bump when extraction, the symbol hashes or the record format change: old rows go stale
 log = logging.getLogger(__name__)
 
 # The index and sessions stay out of version control; the project brain (memory/) travels with the repository.
@@ -45,7 +46,7 @@ _ARIES_GITIGNORE = "# Written by aries-kernel: keep the index and sessions local
 _TABLES = {
     "meta": ["key", "value"],
     "files": ["path", "size", "mtime_ns", "hash", "record"],
-    "graph": ["name", "blob"],
+    "graph": ["name", "tag", "blob"],
 }
 _SIDE_FILES = ("-journal", "-wal", "-shm")
 _STATUSES = frozenset({"indexed", "partial", "skipped"})
@@ -192,7 +193,7 @@ class IndexStore:
                     "CREATE TABLE IF NOT EXISTS files (path TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER, "
                     "hash TEXT, record BLOB)"
                 )
-                conn.execute("CREATE TABLE IF NOT EXISTS graph (name TEXT PRIMARY KEY, blob BLOB)")
+                conn.execute("CREATE TABLE IF NOT EXISTS graph (name TEXT PRIMARY KEY, tag BLOB, blob BLOB)")
         except BaseException:
             conn.close()
             raise
@@ -216,11 +217,20 @@ class IndexStore:
         """Every stored file. A row that does not decode to a well-formed record means the file is not an index
         we wrote (or is damaged): it is moved aside and an empty index is returned."""
         try:
-            with self._lock:
-                rows = self._conn.execute("SELECT path, size, mtime_ns, hash, record FROM files").fetchall()
             out: dict[str, StoredFile] = {}
-            for path, size, mtime_ns, digest, blob in rows:
-                out[path] = (size, mtime_ns, digest, self._decode_row(path, size, mtime_ns, digest, blob))
+            with self._lock:
+                # Row by row: the whole table's bytes (100+ MB at 20,000 files) are never held at once.
+                for path, size, mtime_ns, digest, blob in self._conn.execute(
+                    "SELECT path, size, mtime_ns, hash, record FROM files"
+                ):
+                    out[path] = (size, mtime_ns, digest, self._decode_row(path, size, mtime_ns, digest, blob))
+            # The definitions and imports of all rows at once, column by column, each column in one pass in C:
+            # a large repository has millions of these fields.
+            records = [row[3] for row in out.values()]
+            if not _symbols_ok(tuple(chain.from_iterable(r["symbols"] for r in records))):
+                raise _Broken("a malformed definition in a stored record")
+            if not _imports_ok(tuple(chain.from_iterable(r["imports"] for r in records))):
+                raise _Broken("a malformed import in a stored record")
             return out
         except (sqlite3.Error, _Broken) as exc:
             with self._lock:
@@ -230,43 +240,54 @@ class IndexStore:
 
     def save(self, rows: Iterable[tuple[str, int, int, dict[str, Any]]]) -> None:
         """Store ``(path, size, mtime_ns, record)`` rows, replacing older ones."""
-        data = []
-        for rel, size, mtime, record in rows:
-            blob = marshal.dumps(record)
-            tag = self._key.tag((rel, size, mtime, record["hash"]), blob)
-            data.append((rel, size, mtime, record["hash"], tag + blob))
-        self._write("INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?)", data)
+        rows = list(rows)
+
+        def data() -> Iterator[tuple[str, int, int, str, bytes]]:
+            # One row's bytes at a time: a cold index's rows are 100+ MB marshalled, not needed all at once.
+            for rel, size, mtime, record in rows:
+                blob = marshal.dumps(record)
+                yield (
+                    rel,
+                    size,
+                    mtime,
+                    record["hash"],
+                    self._key.tag((rel, size, mtime, record["hash"]), blob) + blob,
+                )
+
+        if rows:
+            self._write("INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?)", data())
 
     def save_graph(self, blob: bytes) -> None:
         """Store the graph snapshot, replacing the one before."""
         tag = self._key.tag((_GRAPH_ROW, len(blob), 0, SCHEMA_VERSION), blob)
-        self._write("INSERT OR REPLACE INTO graph VALUES (?, ?)", [(_GRAPH_ROW, tag + blob)])
+        self._write("INSERT OR REPLACE INTO graph VALUES (?, ?, ?)", [(_GRAPH_ROW, tag, blob)])
 
     def load_graph(self) -> bytes | None:
         """The stored graph snapshot when there is one and its MAC verifies (else None: rebuild it)."""
         try:
             with self._lock:
-                row = self._conn.execute("SELECT blob FROM graph WHERE name = ?", (_GRAPH_ROW,)).fetchone()
+                row = self._conn.execute(
+                    "SELECT tag, blob FROM graph WHERE name = ?", (_GRAPH_ROW,)
+                ).fetchone()
         except sqlite3.Error as exc:
             log.warning("Could not read the stored graph in %s (%s); rebuilding it", self.path, exc)
             return None
         if row is None:
             return None
-        blob = row[0]
-        if isinstance(blob, bytes) and len(blob) > TAG_BYTES:
-            tag, body = blob[:TAG_BYTES], blob[TAG_BYTES:]
-            if self._key.verifies((_GRAPH_ROW, len(body), 0, SCHEMA_VERSION), body, tag):
-                return body
+        tag, blob = row
+        if isinstance(tag, bytes) and isinstance(blob, bytes):
+            if self._key.verifies((_GRAPH_ROW, len(blob), 0, SCHEMA_VERSION), blob, tag):
+                return blob
         log.warning("The stored graph in %s does not verify; rebuilding it from the records", self.path)
         return None
 
     def delete(self, paths: Iterable[str]) -> None:
         """Forget files that are gone."""
-        self._write("DELETE FROM files WHERE path = ?", [(p,) for p in paths])
+        gone = [(p,) for p in paths]
+        if gone:
+            self._write("DELETE FROM files WHERE path = ?", gone)
 
-    def _write(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
-        if not rows:
-            return
+    def _write(self, sql: str, rows: Iterable[tuple[Any, ...]]) -> None:
         try:
             with self._lock, self._conn:
                 self._conn.executemany(sql, rows)
@@ -280,7 +301,8 @@ class IndexStore:
 
     def _decode_row(self, path: Any, size: Any, mtime_ns: Any, digest: Any, blob: Any) -> dict[str, Any]:
         """The record of one row: unmarshalled only once its MAC verifies, then checked field by field (a
-        record feeds the graph, so a malformed one must not)."""
+        record feeds the graph, so a malformed one must not; its definitions and imports are checked by
+        :meth:`load`, for all rows at once)."""
         if not (
             isinstance(path, str)
             and type(size) is int
@@ -305,10 +327,9 @@ class IndexStore:
 
 
 def compact(record: dict[str, Any]) -> dict[str, Any]:
-    """``record`` with its names interned: one string per distinct name across every record in memory, and, as
-    marshal keeps interned strings interned, across every record loaded from the store."""
+    """``record`` with its definitions' names, kinds and parents interned: one string per distinct one across
+    every record in memory, and, as marshal keeps interned strings interned, across records loaded again."""
     intern = sys.intern
-    record["uses"] = tuple(map(intern, record["uses"]))
     record["symbols"] = tuple(
         (intern(s[0]), intern(s[1]), s[2], s[3], s[4], intern(s[5]), s[6], s[7]) for s in record["symbols"]
     )
@@ -323,10 +344,8 @@ def _well_formed(record: Any, path: str, digest: str) -> bool:
     if record["status"] not in _STATUSES or not all(type(record.get(key)) is int for key in _INT_KEYS):
         return False
     symbols, imports, uses = record.get("symbols"), record.get("imports"), record.get("uses")
-    if not (isinstance(symbols, tuple) and isinstance(imports, tuple) and isinstance(uses, tuple)):
-        return False
-    # Checked column by column, each in one pass in C: a large repository has millions of these fields.
-    return _of(uses, str) and _symbols_ok(symbols) and _imports_ok(imports)
+    # The definitions and imports inside are checked for all records at once, by load.
+    return isinstance(symbols, tuple) and isinstance(imports, tuple) and isinstance(uses, str)
 
 
 def _of(values: Iterable[Any], *kinds: type) -> bool:
@@ -334,41 +353,31 @@ def _of(values: Iterable[Any], *kinds: type) -> bool:
     return set(map(type, values)) <= set(kinds)
 
 
-def _columns(rows: tuple[Any, ...], width: int) -> list[tuple[Any, ...]] | None:
-    """The columns of tuples of ``width`` fields, or None when a row is no such tuple."""
-    if not rows:
-        return [()] * width
-    if not _of(rows, tuple) or set(map(len, rows)) != {width}:
+def _field_types(rows: tuple[Any, ...], width: int) -> list[set[type]] | None:
+    """The types found in each field of tuples of ``width`` fields, or None when a row is no such tuple."""
+    if not _of(rows, tuple) or (rows and set(map(len, rows)) != {width}):
         return None
-    return list(zip(*rows, strict=True))
+    return [set(map(type, map(itemgetter(i), rows))) for i in range(width)]
 
 
 def _symbols_ok(symbols: tuple[Any, ...]) -> bool:
     # (name, kind, line, end_line, signature, parent, shape_hash, exact_hash); hashes None while pending.
-    columns = _columns(symbols, 8)
-    if columns is None:
-        return False
-    name, kind, line, end, signature, parent, shape, exact = columns
-    return (
-        all(_of(c, str) for c in (name, kind, signature, parent))
-        and _of(line, int)
-        and _of(end, int)
-        and _of(shape, str, type(None))
-        and _of(exact, str, type(None))
+    types = _field_types(symbols, 8)
+    text, number, pending = {str}, {int}, {str, type(None)}
+    return types is not None and all(
+        found <= allowed
+        for found, allowed in zip(
+            types, (text, text, number, number, text, text, pending, pending), strict=True
+        )
     )
 
 
 def _imports_ok(imports: tuple[Any, ...]) -> bool:
     # (module, names, level, type_only, line)
-    columns = _columns(imports, 5)
-    if columns is None:
-        return False
-    module, names, level, type_only, line = columns
+    types = _field_types(imports, 5)
+    allowed = ({str}, {tuple}, {int}, {bool}, {int})
     return (
-        _of(module, str)
-        and _of(names, tuple)
-        and _of(chain.from_iterable(names), str)
-        and _of(level, int)
-        and _of(type_only, bool)
-        and _of(line, int)
+        types is not None
+        and all(found <= kinds for found, kinds in zip(types, allowed, strict=True))
+        and _of(chain.from_iterable(map(itemgetter(1), imports)), str)
     )
