@@ -274,11 +274,17 @@ def history_command(magics: Any, args: str, cell: str | None) -> Any:
     return HelpText("\n".join(lines) or "The session is empty.")
 
 
-@subcommand("cost", "tokens and cost of this agent session, per model slot")
+@subcommand("cost", "tokens and cost of this agent session, per model slot, and spend against the limits")
 def cost_command(magics: Any, args: str, cell: str | None) -> Any:
-    session = _agent(magics).session
+    agent = _agent(magics)
+    session = agent.session
+    limits = agent.router.limits
+    spend = limits.spend()
+    lines = ["Spend (every slot, rlm included):", *(f"  {line}" for line in spend.lines())]
+    if limits.problem:
+        lines.append(f"  {limits.problem}")
     if session is None or not session.usage:
-        return HelpText("No model calls in this session yet.")
+        return HelpText("No model calls in this session yet.\n" + "\n".join(lines))
     rows = [
         {
             "slot": slot,
@@ -291,7 +297,8 @@ def cost_command(magics: Any, args: str, cell: str | None) -> Any:
     ]
     frame = pd.DataFrame(rows)
     total = {"slot": "total", **{column: frame[column].sum() for column in frame.columns if column != "slot"}}
-    return pd.concat([frame, pd.DataFrame([total])], ignore_index=True)
+    table = pd.concat([frame, pd.DataFrame([total])], ignore_index=True)
+    return HelpText(table.to_string(index=False) + "\n\n" + "\n".join(lines))
 
 
 @subcommand("config", "show the agent settings, or set them: config name=value ...")

@@ -7,6 +7,7 @@ measured). End-to-end tests use the real router against ``tests.loopback`` inste
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -84,3 +85,8 @@ class ScriptedRouter:
 
     def client(self, slot: str) -> ScriptedClient:
         return self.clients[slot]
+
+    @contextlib.contextmanager
+    def observe(self, observer: Callable[[mt.Completion], None]) -> Iterator[None]:
+        """The router's usage observer hook; scripted Repl steps make no sub-calls to report."""
+        yield

@@ -55,6 +55,9 @@ class Context:
     def lazy(self, name: str, factory: Any) -> Any:
         raise AssertionError(f"the test agent should not build {name}")
 
+    def built(self, name: str) -> Any:
+        return None
+
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:

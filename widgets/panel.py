@@ -162,7 +162,8 @@ class TranscriptRecord:
 
 
 class ContextMeter(w.HBox):
-    """Tokens used of the model's context window, the tool phase, and the run's cost."""
+    """Tokens used of the model's context window, the tool phase, the run's cost and the spend against the
+    tightest spend limit."""
 
     def __init__(self, window: int = 0) -> None:
         self.window = window
@@ -170,13 +171,14 @@ class ContextMeter(w.HBox):
         self.label = w.Label("")
         super().__init__([self.bar, self.label])
 
-    def update(self, tokens: int, phase: str, cost_usd: float) -> None:
-        """Show ``tokens`` used in ``phase`` at a total cost of ``cost_usd``."""
+    def update(self, tokens: int, phase: str, cost_usd: float, spend: str = "") -> None:
+        """Show ``tokens`` used in ``phase`` at a total cost of ``cost_usd``, and ``spend`` against a limit."""
         share = tokens / self.window if self.window else 0.0
         self.bar.value = min(share, 1.0)
         self.bar.bar_style = "danger" if share >= 0.7 else "warning" if share >= 0.5 else ""
         of_window = f" of {self.window:,} ({share:.0%})" if self.window else ""
-        self.label.value = f"{tokens:,} tokens{of_window} · {phase} tools · ${cost_usd:.4f}"
+        limit = f" · spend {spend}" if spend else ""
+        self.label.value = f"{tokens:,} tokens{of_window} · {phase} tools · ${cost_usd:.4f}{limit}"
 
 
 class MemoryStrip(w.HTML):
@@ -349,7 +351,7 @@ class AgentPanel(w.VBox):
                 self._turns[1] + event.input_tokens,
                 self._turns[2] + event.output_tokens,
             ]
-            self.meter.update(event.context_tokens, event.phase, self._cost)
+            self.meter.update(event.context_tokens, event.phase, self._cost, event.spend)
         elif isinstance(event, MemoryRetrieved):
             self.memory.retrieved, self.memory.echoed, self.memory.fizzled = list(event.titles), [], []
             self.memory.show()

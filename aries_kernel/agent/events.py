@@ -176,7 +176,8 @@ class ReflectionWritten(Event):
 
 @dataclass
 class TurnFinished(Event):
-    """One model call and its tool calls are done; usage and cost are of that call."""
+    """One model call and its tool calls are done; usage and cost are of that call and the sub-calls its tools
+    made (``rlm_call`` in a Repl step); ``spend`` is the spend against the tightest limit ("" without one)."""
 
     stop_reason: str
     input_tokens: int
@@ -186,11 +187,13 @@ class TurnFinished(Event):
     tools_used: int
     context_tokens: int
     phase: str
+    spend: str = ""
 
 
 @dataclass
 class RunFinished(Event):
-    """The run for one prompt ended: ``reason`` is "done", "max_turns", "interrupted" or "error"."""
+    """The run for one prompt ended: ``reason`` is "done", "max_turns", "interrupted", "budget" (a spend limit
+    was reached) or "error"; usage and cost count every model call of the run, sub-calls included."""
 
     reason: str
     turns: int

@@ -19,6 +19,10 @@ run's *approver*, a callable the consumer passes to :meth:`Agent.run` that answe
 The permission settings are locked while a run is in progress; a Repl step that changed them behind the lock
 has them set back.
 
+Every model call of a run counts in the session's usage and the run's totals, the sub-calls of a Repl step
+(``rlm_call``, ``rlm_batch``) included, and each Repl step has its own rlm call budget. When the router's spend
+limit is reached the run ends with reason "budget" and the limit's message.
+
 A ``KeyboardInterrupt`` (kernel interrupt) stops the run at once: what the model said so far is kept, tool
 calls that did not run get a result saying so (a Repl step cut short says it ran partly), and everything is
 already on disk because the session is written as it goes.
@@ -27,6 +31,7 @@ already on disk because the session is written as it goes.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator
 from pathlib import Path
@@ -104,7 +109,11 @@ class AgentHook:
 
 
 class _Stopped(Exception):
-    """The model layer failed; the run ends with its message."""
+    """The model layer failed; the run ends with its message and ``reason`` ("error", or "budget")."""
+
+    def __init__(self, message: str, reason: str = "error") -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class RunInProgressError(RuntimeError):
@@ -149,6 +158,9 @@ class Agent:
         self._approver: Approver | None = None
         self._permissions: dict[str, Any] = {}  # the permission settings as the run started
         self._running_call: tuple[str, float] | None = None  # (tool call id, start) while a tool runs
+        # Input tokens, output tokens and cost of the run in progress, its sub-calls included.
+        self._totals = [0, 0, 0.0]
+        self._usage_lock = threading.Lock()  # rlm_batch reports its sub-calls from worker threads
 
     @property
     def running(self) -> bool:
@@ -323,7 +335,7 @@ class Agent:
     def _run(self, prompt: str, max_turns: int) -> Generator[Event, None, None]:
         session = self.ensure_session()
         self.phase.reset()
-        totals = [0, 0, 0.0]
+        totals = self._totals = [0, 0, 0.0]
         turns = 0
         reason, detail = "done", ""
         try:
@@ -344,11 +356,8 @@ class Agent:
                 request = self.request()
                 self.turn_context.clear()
                 self.last_request_tokens = self.estimate(request, client)
+                before = list(totals)
                 completion = yield from self._stream(client, request, turn)
-                usage = completion.usage
-                totals[0] += usage.input_tokens
-                totals[1] += usage.output_tokens
-                totals[2] += usage.cost_usd
                 message = completion.message
                 self._pending = list(message.tool_calls)
                 self._partial_text = ""
@@ -364,13 +373,14 @@ class Agent:
                     yield from hook.after_turn(self, turn, len(message.tool_calls))
                 yield TurnFinished(
                     completion.stop_reason,
-                    usage.input_tokens,
-                    usage.output_tokens,
-                    usage.cost_usd,
+                    int(totals[0] - before[0]),
+                    int(totals[1] - before[1]),
+                    float(totals[2] - before[2]),
                     completion.model,
                     len(message.tool_calls),
                     self.last_request_tokens,
                     self.phase.phase,
+                    self._spend_line(),
                     turn=turn,
                 )
                 self.phase.end_turn(
@@ -388,8 +398,8 @@ class Agent:
             reason, detail = "interrupted", "Interrupted; the transcript so far is kept."
             self._settle("interrupted by the user")
         except _Stopped as exc:
-            reason, detail = "error", str(exc)
-            self._settle("the model call failed")
+            reason, detail = exc.reason, str(exc)
+            self._settle("the spend limit was reached" if exc.reason == "budget" else "the model call failed")
         except GeneratorExit:  # the consumer closed the run (an interrupt while it was rendering)
             self._settle("interrupted by the user")
             raise
@@ -409,7 +419,7 @@ class Agent:
         returns the Completion. The stream is read in a worker thread so that silence is seen (and a Stop
         clicked in it honoured) instead of blocking the kernel."""
         from aries_kernel.agent.streaming import Silence, read_in_thread
-        from aries_kernel.models.errors import ModelError
+        from aries_kernel.models.errors import BudgetExceeded, ModelError
 
         completion: mt.Completion | None = None
         stream = read_in_thread(client.stream(request))
@@ -425,18 +435,32 @@ class Agent:
                     yield TextDelta(item.text, turn=turn)
                 elif isinstance(item, mt.Completion):
                     completion = item
+        except BudgetExceeded as exc:
+            raise _Stopped(f"The run stopped at the spend limit. {exc}", reason="budget") from exc
         except ModelError as exc:
             raise _Stopped(f"The model call failed: {exc}") from exc
         finally:
             stream.close()  # an interrupt mid-stream tells the reader to close the HTTP response
         if completion is None:
             raise _Stopped("The model stream ended without a completion.")
-        session = self.ensure_session()
-        usage = completion.usage
-        session.add_usage(
-            completion.slot, completion.model, usage.input_tokens, usage.output_tokens, usage.cost_usd
-        )
+        self._record_usage(completion)
         return completion
+
+    def _record_usage(self, completion: mt.Completion) -> None:
+        """Count one finished model call in the session (its file) and the run's totals."""
+        usage = completion.usage
+        with self._usage_lock:
+            self.ensure_session().add_usage(
+                completion.slot, completion.model, usage.input_tokens, usage.output_tokens, usage.cost_usd
+            )
+            self._totals[0] += usage.input_tokens
+            self._totals[1] += usage.output_tokens
+            self._totals[2] += usage.cost_usd
+
+    def _spend_line(self) -> str:
+        """The spend against the tightest limit of the router, for the context meter ("" without a limit)."""
+        limits = getattr(self.router, "limits", None)  # a scripted router in tests has none
+        return limits.spend().short() if limits is not None else ""
 
     def _settle(self, why: str) -> None:
         """Keep the transcript well-formed after an early stop: partial text kept, pending calls answered."""
@@ -559,10 +583,15 @@ class Agent:
         return request.decision, request.reason
 
     def _run_repl(self, tool: Tool, call: mt.ToolCall, turn: int) -> tuple[str, bool, list[str]]:
-        """One Repl step: keys withheld, effects guarded; returns (output, is_error, settings set back)."""
+        """One Repl step: keys withheld, effects guarded, its own rlm budget, its sub-calls counted; returns
+        (output, is_error, settings set back)."""
+        rlm = self.context.built("rlm") if self.context is not None else None
+        if rlm is not None:
+            rlm.start_execution()  # an rlm built during the step starts with a fresh budget anyway
         with (
             withheld_keys(self._permissions.get("pass_env_keys", ())),
             guarded(self.root, self._guard_ask(call, turn)) as report,
+            self.router.observe(self._record_usage),
         ):
             output, is_error = run_tool(tool, self.env, call.arguments)
         changed = self.settings.restore(self._permissions)
@@ -676,14 +705,10 @@ class Agent:
             raise
         except Exception:  # no cheap slot configured: the mechanical summary stands in
             return None
-        session = self.ensure_session()
 
         def summarize(request: mt.ModelRequest) -> str:
             completion = client.complete(request)
-            usage = completion.usage
-            session.add_usage(
-                completion.slot, completion.model, usage.input_tokens, usage.output_tokens, usage.cost_usd
-            )
+            self._record_usage(completion)
             return str(completion.message.content)
 
         return summarize

@@ -30,6 +30,7 @@ from aries_kernel.agent.events import (
     TextDelta,
     ToolCallFinished,
     ToolCallStarted,
+    TurnFinished,
 )
 
 __all__ = ["Renderer", "TextRenderer", "ask_on_stdin", "decision_text", "format_arguments"]
@@ -120,6 +121,8 @@ class TextRenderer:
             self._line(f"[reflection saved: {event.title}]")
         elif isinstance(event, Notice):
             self._line(f"[{event.text}]")
+        elif isinstance(event, TurnFinished) and event.spend:
+            self._line(f"[spend: {event.spend}]")
         elif isinstance(event, RunFinished):
             self._finished = True
             self._line(

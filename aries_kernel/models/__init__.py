@@ -7,8 +7,10 @@
 
 from __future__ import annotations
 
+from aries_kernel.models.budget import Spend, SpendLimits
 from aries_kernel.models.errors import (
     AuthenticationError,
+    BudgetExceeded,
     ConfigurationError,
     MissingKeyError,
     ModelError,
@@ -42,6 +44,7 @@ __all__ = [
     "AriesModels",
     "AriesRlm",
     "AuthenticationError",
+    "BudgetExceeded",
     "Completion",
     "ConfigurationError",
     "Message",
@@ -58,6 +61,8 @@ __all__ = [
     "Rlm",
     "RlmStats",
     "SlotClient",
+    "Spend",
+    "SpendLimits",
     "StreamEvent",
     "TextDelta",
     "ToolCall",

@@ -3,6 +3,7 @@
 ::
 
     ModelError                      anything that stops a model call
+    ├── BudgetExceeded              a spend limit (session or day, USD or tokens) is reached; nothing was sent
     ├── ConfigurationError          a bad slot spec or setting, found before any request is sent
     │   ├── MissingKeyError         the provider needs an API key and its variable is not set
     │   └── ModelNotFoundError      an unknown shortname or provider, or a 404 for the model
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 __all__ = [
     "AuthenticationError",
+    "BudgetExceeded",
     "ConfigurationError",
     "MissingKeyError",
     "ModelError",
@@ -32,6 +34,10 @@ __all__ = [
 
 class ModelError(Exception):
     """Base of every error raised by the model layer."""
+
+
+class BudgetExceeded(ModelError):
+    """A spend limit of ``c.AriesModels`` is reached; the call was not sent."""
 
 
 class ConfigurationError(ModelError):

@@ -4,7 +4,9 @@ A sub-call is one user turn with no tools: the answer is a string, data that is 
 sub-model cannot call rlm itself. Calls go to the ``bulk`` slot (an empty bulk slot borrows cheap's model,
 then primary's; a slot whose key is missing is skipped for the next one that has a key). Each top-level
 execution may make ``c.AriesRlm.max_calls`` calls; past that a call returns :data:`BUDGET_EXHAUSTED` without a
-request. The kernel calls :meth:`Rlm.start_execution` before each cell, which resets the count.
+request. The kernel calls :meth:`Rlm.start_execution` before each cell, and the agent before each of its Repl
+steps, so each cell and each Repl step has its own budget. Calls draw on the router's spend limits too: past
+one, a call is refused with :class:`~aries_kernel.models.errors.BudgetExceeded` without a request.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import pandas as pd
 from traitlets import Int, Unicode
 from traitlets.config import Configurable
 
-from aries_kernel.models.errors import ConfigurationError, ModelError
+from aries_kernel.models.errors import BudgetExceeded, ConfigurationError, ModelError
 from aries_kernel.models.router import ModelRouter, SlotClient
 from aries_kernel.models.types import Completion, Message, ModelRequest
 
@@ -38,7 +40,9 @@ class AriesRlm(Configurable):
     """Settings of rlm_call / rlm_batch (``c.AriesRlm.<name>``)."""
 
     max_calls = Int(
-        15, help="Sub-calls allowed per top-level execution; later ones return the budget string."
+        15,
+        help="Sub-calls allowed per top-level execution (a cell, or one Repl step of the agent); later ones "
+        "return the budget string.",
     ).tag(config=True)
     concurrency = Int(5, help="Sub-calls of one rlm_batch in flight at once.").tag(config=True)
     max_tokens = Int(4096, help="Answer length limit of one sub-call, in tokens.").tag(config=True)
@@ -104,7 +108,7 @@ class Rlm:
         self._previous = RlmStats()
 
     def start_execution(self) -> None:
-        """Begin a new top-level execution: reset the call count (the kernel calls this before each cell)."""
+        """Begin a new top-level execution: reset the call count (before each cell and each agent Repl step)."""
         with self._lock:
             if self._current.calls or self._current.refused:
                 self._previous = self._current
@@ -193,6 +197,9 @@ class Rlm:
             return BUDGET_EXHAUSTED.format(limit=self.settings.max_calls)
         try:
             completion = client.complete(self._request(question, context))
+        except BudgetExceeded:
+            self._refuse(question, "over spend limit")
+            raise
         except ModelError as exc:
             self._record(client, question, None, str(exc))
             raise
@@ -204,6 +211,9 @@ class Rlm:
             return BUDGET_EXHAUSTED.format(limit=self.settings.max_calls)
         try:
             completion = await client.acomplete(self._request(question, context))
+        except BudgetExceeded as exc:
+            self._refuse(question, "over spend limit")
+            return f"[rlm refused: {exc}]"
         except ConfigurationError:
             raise  # no call could succeed: say so once instead of in every answer
         except ModelError as exc:
@@ -211,6 +221,12 @@ class Rlm:
             return f"[rlm error: {exc}]"
         self._record(client, question, completion, "ok")
         return completion.message.content
+
+    def _refuse(self, question: str, status: str) -> None:
+        """Note a reserved call that was not sent after all (a spend limit), as a refusal."""
+        with self._lock:
+            self._current.refused += 1
+            self._current.rows.append({"question": question[:80], "status": status})
 
     def _record(self, client: SlotClient, question: str, completion: Completion | None, status: str) -> None:
         with self._lock:

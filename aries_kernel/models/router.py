@@ -10,6 +10,7 @@ first call.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import random
@@ -23,6 +24,7 @@ import pandas as pd
 from traitlets import Dict, Float, Int, List, Unicode
 from traitlets.config import Configurable
 
+from aries_kernel.models.budget import SpendLimits
 from aries_kernel.models.errors import (
     AuthenticationError,
     ConfigurationError,
@@ -47,13 +49,15 @@ from aries_kernel.models.tokens import TokenEstimator
 from aries_kernel.models.types import Completion, ModelRequest, StreamEvent
 from aries_kernel.redact import environ_value
 
-__all__ = ["SLOTS", "AriesModels", "ModelRouter", "SlotClient", "SlotUsage"]
+__all__ = ["SLOTS", "AriesModels", "ModelRouter", "SlotClient", "SlotUsage", "UsageObserver"]
 
 log = logging.getLogger(__name__)
 
 SLOTS = ("primary", "reasoning", "cheap", "bulk")
 # An empty slot borrows the model of the first non-empty slot in its chain.
 _FALLBACK = {"primary": (), "reasoning": ("primary",), "cheap": ("primary",), "bulk": ("cheap", "primary")}
+# Told of every finished call of every slot (the agent counts the sub-calls a Repl step makes).
+UsageObserver = Callable[[Completion], None]
 
 
 class AriesModels(Configurable):
@@ -94,6 +98,21 @@ class AriesModels(Configurable):
     retry_after_max = Float(
         120.0, help="Longest retry-after honoured; a longer one is reported instead of waited for."
     ).tag(config=True)
+    session_budget_usd = Float(
+        0.0, help="USD this kernel may spend on model calls over all slots, rlm included; 0 means no limit."
+    ).tag(config=True)
+    session_budget_tokens = Int(
+        0, help="Tokens (input and output) this kernel may spend over all slots, rlm included; 0: no limit."
+    ).tag(config=True)
+    daily_budget_usd = Float(
+        0.0, help="USD per local day over every kernel of this user (kept in spend_file); 0 means no limit."
+    ).tag(config=True)
+    daily_budget_tokens = Int(
+        0, help="Tokens per local day over every kernel of this user (kept in spend_file); 0 means no limit."
+    ).tag(config=True)
+    spend_file = Unicode(
+        "", help="Where the day's spend is kept; empty means $ARIES_SPEND_FILE, else ~/.aries/spend.json."
+    ).tag(config=True)
 
 
 @dataclass
@@ -120,6 +139,8 @@ class SlotClient:
         sleep: Callable[[float], None] = time.sleep,
         *,
         spec: str = "",
+        limits: SpendLimits | None = None,
+        observers: list[UsageObserver] | None = None,
     ) -> None:
         self.slot = slot
         self.info = info
@@ -131,6 +152,8 @@ class SlotClient:
         self._sleep = sleep
         self._lock = threading.Lock()
         self._provider: Provider | None = None
+        self.limits = limits if limits is not None else SpendLimits(settings)
+        self._observers = observers if observers is not None else []
 
     def __repr__(self) -> str:
         return f"<SlotClient {self.slot}: {self.shortname} ({self.provider}:{self.model})>"
@@ -197,6 +220,7 @@ class SlotClient:
     def stream(self, request: ModelRequest) -> Generator[StreamEvent, None, None]:
         """Yield text and tool-call events as they arrive, then the Completion. Closing the generator (or a
         KeyboardInterrupt inside it) closes the HTTP stream."""
+        self.limits.check(self.slot)
         start = time.perf_counter()
         for event in self._attempts(request, stream=True):
             if isinstance(event, ProviderResult):
@@ -206,6 +230,7 @@ class SlotClient:
 
     def complete(self, request: ModelRequest) -> Completion:
         """One non-streamed call."""
+        self.limits.check(self.slot)
         start = time.perf_counter()
         result = None
         for event in self._attempts(request, stream=False):
@@ -354,9 +379,14 @@ class SlotClient:
             log.warning(
                 "No price is known for %s: its cost is counted as 0 (set c.AriesModels.prices).", self.model
             )
-        return Completion(
+        spent = usage.input_tokens + usage.output_tokens + usage.cache_read_tokens + usage.cache_write_tokens
+        self.limits.record(spent, usage.cost_usd)
+        completion = Completion(
             result.message, result.stop_reason, usage, result.model or self.model, self.slot, seconds
         )
+        for observer in list(self._observers):
+            observer(completion)
+        return completion
 
 
 class ModelRouter:
@@ -368,6 +398,8 @@ class ModelRouter:
         self._clients: dict[str, SlotClient] = {}
         self._sleep = sleep
         self._lock = threading.Lock()
+        self.limits = SpendLimits(self.settings)
+        self._observers: list[UsageObserver] = []
 
     def __repr__(self) -> str:
         return "<ModelRouter " + ", ".join(f"{slot}={self.spec(slot)[0]}" for slot in SLOTS) + ">"
@@ -389,7 +421,15 @@ class ModelRouter:
             if slot not in self._clients:
                 spec, _ = self.spec(slot)
                 info = with_overrides(resolve(spec), self.settings.context_windows, self.settings.prices)
-                self._clients[slot] = SlotClient(slot, info, self.settings, self._sleep, spec=spec)
+                self._clients[slot] = SlotClient(
+                    slot,
+                    info,
+                    self.settings,
+                    self._sleep,
+                    spec=spec,
+                    limits=self.limits,
+                    observers=self._observers,
+                )
             return self._clients[slot]
 
     def set_slot(self, slot: str, spec: str, *, base_url: str | None = None) -> SlotClient:
@@ -406,6 +446,15 @@ class ModelRouter:
         for client in retired:
             client.close()
         return self.client(slot)
+
+    @contextlib.contextmanager
+    def observe(self, observer: UsageObserver) -> Iterator[None]:
+        """Call ``observer`` with every call's Completion, on every slot, while the block runs."""
+        self._observers.append(observer)
+        try:
+            yield
+        finally:
+            self._observers.remove(observer)
 
     def close(self) -> None:
         """Close every slot's HTTP connections (the router stays usable; clients reconnect on demand)."""
