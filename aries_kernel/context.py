@@ -112,6 +112,9 @@ class AriesContext:
         self._cache: dict[str, Any] = {}
         self._lock = threading.RLock()  # re-entrant: one pillar's factory may build another (rlm -> models)
         self.hooks: dict[str, Any] = {}  # IPython event callbacks registered for this context, by event name
+        # What could not be set up (an unwritable folder), by feature, each saying why and which setting moves
+        # it; shown by ``%aries status``. The kernel starts regardless.
+        self.problems: dict[str, str] = {}
 
     @property
     def codebase(self) -> Codebase:

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import threading
+from pathlib import Path
 from typing import Any
 
 from aries_kernel.context import AriesContext, set_context
-from aries_kernel.diagnostics import install_stack_dump
+from aries_kernel.diagnostics import install_stack_dump, stack_dump_problem
 from aries_kernel.lazy import LazyName
 
-__all__ = ["install", "uninstall", "BODY_NAMES"]
+__all__ = ["install", "uninstall", "BODY_NAMES", "VaultUnavailable"]
 
 BODY_NAMES = ("codebase", "vault", "rlm_call", "rlm_batch", "rlm_stats")
 
@@ -30,14 +32,49 @@ _SUB_QUESTIONS = (
 
 
 def _open_vault(context: AriesContext) -> Any:
-    from aries_kernel.vault import open_vault
-
     def build(ctx: AriesContext) -> Any:
-        vault = open_vault(ctx.root, config=ctx.config)
+        vault = _open_vault_or_explain(ctx)
         vault.decompose = lambda question: _sub_questions(ctx, question)
         return vault
 
     return context.lazy("vault", build)
+
+
+def _open_vault_or_explain(context: AriesContext) -> Any:
+    """The vault of ``context``; without the project brain when only ``<root>/.aries`` cannot be written (a
+    read-only checkout), else an error naming the folder and the setting that moves it.
+
+    Not cached on failure: the next use tries again, so a folder made writable later is picked up.
+    """
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from aries_kernel.vault import open_vault
+    from aries_kernel.vault.vault import AriesVault
+
+    failures = (OSError, SQLAlchemyError)
+    try:
+        return open_vault(context.root, config=context.config)
+    except failures as exc:
+        first = exc
+    folder = Path(os.environ.get("ARIES_VAULT") or AriesVault(config=context.config).path).expanduser()
+    try:
+        vault = open_vault(None, config=context.config)
+    except failures as exc:
+        raise VaultUnavailable(
+            f"The vault cannot be opened: its folder {folder} cannot be used ({exc}). Set ARIES_VAULT (or "
+            "c.AriesVault.path) to a writable folder in the kernel's environment; the rest of Aries works "
+            "without it."
+        ) from exc
+    context.problems["vault"] = (
+        f"The project brain is off: {context.root / '.aries'} cannot be written ({first}); notes go to the "
+        f"global vault at {folder} only (c.AriesVault.project_brain = False silences this)."
+    )
+    log.warning("%s", context.problems["vault"])
+    return vault
+
+
+class VaultUnavailable(RuntimeError):
+    """The vault's folder cannot be read or written; the message names it and the setting that moves it."""
 
 
 def _router(context: AriesContext) -> Any:
@@ -131,6 +168,8 @@ def install(shell: Any, root: str | None = None, index_delay: float = 0.0) -> Ar
 
     shell.register_magics(AriesMagics)
     install_stack_dump()
+    if (problem := stack_dump_problem()) is not None:
+        context.problems["log folder"] = problem
     return context
 
 

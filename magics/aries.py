@@ -211,3 +211,24 @@ def split_args(args: str) -> list[str]:
         return shlex.split(args)
     except ValueError as exc:
         raise UsageError(f"Could not parse the arguments {args!r}: {exc}") from exc
+
+
+@status_section("Start-up")
+def startup_status(context: Any) -> str | None:
+    """What could not be set up (an unwritable folder), each with the setting that moves it; None when all is."""
+    from aries_kernel.codebase.index_key import index_key, key_path
+
+    problems = list(context.problems.values())
+    if not index_key().persistent:
+        try:
+            where = str(key_path())
+        except RuntimeError:  # no home folder at all
+            where = "~/.aries/index.key"
+        problems.append(
+            f"The index key {where} cannot be read or created: a key for this kernel only is used, so "
+            ".aries/index.db is not reused after a restart. Set ARIES_INDEX_KEY to a writable file path."
+        )
+    models = context.built("models")
+    if models is not None and models.limits.problem:
+        problems.append(models.limits.problem)
+    return "\n".join(problems) or None

@@ -340,6 +340,8 @@ class Agent:
         reason, detail = "done", ""
         try:
             yield RunStarted(prompt, self.permission_mode, self.phase.mode, turn=session.turns)
+            if session.problem:
+                yield Notice(session.problem, turn=session.turns)
             yield from self._reindex_changes(session.turns)
             session.add_prompt(prompt, permission_mode=self.permission_mode)
             session.add_message(mt.Message("user", prompt))

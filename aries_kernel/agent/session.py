@@ -12,6 +12,7 @@ message, a tool result or an argument is on disk only as ``[REDACTED:<kind>]``.
 from __future__ import annotations
 
 import json
+import logging
 import secrets
 import time
 from dataclasses import asdict, dataclass, field
@@ -20,6 +21,8 @@ from typing import Any
 
 from aries_kernel.models.types import Message, ToolCall
 from aries_kernel.redact import redact
+
+log = logging.getLogger(__name__)
 
 __all__ = ["Session", "SlotUsage", "sessions_dir", "list_sessions", "message_to_dict", "message_from_dict"]
 
@@ -62,14 +65,18 @@ class Session:
     usage: dict[str, SlotUsage] = field(default_factory=dict)
     prompts: int = 0
     turns: int = 0
+    problem: str | None = None  # why the session is not being saved, if it is not
 
     @classmethod
     def create(cls, root: Path, **meta: Any) -> Session:
         """A new, empty session with its file started."""
         session_id = time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
         directory = sessions_dir(root)
-        directory.mkdir(parents=True, exist_ok=True)
         session = cls(id=session_id, path=directory / f"{session_id}.jsonl")
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            session._not_saved(exc)
         session._append({"kind": "meta", "id": session_id, "created": time.time(), "root": str(root), **meta})
         return session
 
@@ -109,9 +116,21 @@ class Session:
             self.messages = [message_from_dict(item) for item in record["messages"]]
 
     def _append(self, record: dict[str, Any]) -> None:
+        if self.problem is not None:
+            return
         line = json.dumps(_redacted(record), default=str)
-        with self.path.open("a", encoding="utf-8") as handle:
-            handle.write(line + "\n")
+        try:
+            with self.path.open("a", encoding="utf-8") as handle:
+                handle.write(line + "\n")
+        except OSError as exc:
+            self._not_saved(exc)
+
+    def _not_saved(self, exc: OSError) -> None:
+        self.problem = (
+            f"This agent session is kept in memory only: {self.path.parent} cannot be written ({exc}), so "
+            "%aries resume will not find it after a restart."
+        )
+        log.warning("%s", self.problem)
 
     def _add_usage(self, record: dict[str, Any]) -> None:
         slot = self.usage.setdefault(record["slot"], SlotUsage())

@@ -87,7 +87,7 @@ def _load(path: Path | None) -> IndexKey:
     except (OSError, ValueError) as exc:
         log.warning(
             "No per-user index key at %s (%s); using a key for this process only, so .aries/index.db "
-            "files are not reused across restarts",
+            "files are not reused across restarts (set ARIES_INDEX_KEY to a writable file path)",
             path,
             exc,
         )
