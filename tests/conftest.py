@@ -11,7 +11,7 @@ import pytest
 from tests.kernel_harness import start_kernel, stop_kernel
 
 # The loopback model server and the router fixtures (server, wire, router, fast_config) for every test module.
-pytest_plugins = ["tests.models_support"]
+pytest_plugins = ["tests.models_support", "tests.pg_support"]
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -17,6 +17,9 @@ from aries_kernel.vault import HashEmbedder, NoteError, open_vault
 from aries_kernel.vault.index import MIGRATIONS, VaultIndex
 from aries_kernel.vault.notes import MAX_NOTE_BYTES, parse_text, sanitize_title, wiki_links
 
+# Every test here runs on SQLite and on PostgreSQL (tests/pg_support.py).
+pytestmark = pytest.mark.usefixtures("backend")
+
 T0 = 1_790_000_000.0
 
 
@@ -56,6 +59,7 @@ def test_wiki_links_and_front_matter() -> None:
         parse_text("---\ntype: [unclosed\n---\nbody\n", "x.md")
 
 
+@pytest.mark.sqlite_only  # PostgreSQL's migrations: tests/test_vault_backends.py
 def test_migrations_on_fresh_database(tmp_path: Path) -> None:
     index = VaultIndex(tmp_path / "fresh.db")
     names = index.read(lambda c: [r[0] for r in c.exec_driver_sql("SELECT name FROM _vault_migrations")])
@@ -132,6 +136,7 @@ def test_forget_archives_and_restore_brings_back(tmp_path: Path) -> None:
     assert {"forget", "restore"} <= set(vault.audit()["action"])
 
 
+@pytest.mark.sqlite_only  # deletes or damages the SQLite file; a server database does not vanish with a folder
 def test_restore_works_from_archive_folder_after_index_loss(tmp_path: Path) -> None:
     vault = make(tmp_path)
     vault.add("Sourdough needs a starter", "Feed it twice a day for a week.")
@@ -191,6 +196,7 @@ def test_warmth_from_accesses_with_clock(tmp_path: Path) -> None:
     assert field.index[0] == "Warm note about tokens"
 
 
+@pytest.mark.sqlite_only  # deletes or damages the SQLite file; a server database does not vanish with a folder
 def test_export_and_import_learning_survive_a_lost_index(tmp_path: Path) -> None:
     vault = make(tmp_path)
     vault.add("Compaction prunes tool results", "Old tool outputs become markers first.")
@@ -211,6 +217,7 @@ def test_export_and_import_learning_survive_a_lost_index(tmp_path: Path) -> None
         fresh.import_learning(tmp_path / "bad.json")
 
 
+@pytest.mark.sqlite_only  # deletes or damages the SQLite file; a server database does not vanish with a folder
 def test_persistence_across_processes_and_rebuild_gives_same_ranking(tmp_path: Path) -> None:
     env = {**os.environ, "ARIES_VAULT": str(tmp_path / "vault")}
     writer = textwrap.dedent(
@@ -261,6 +268,7 @@ def test_rebuild_keeps_ranking_and_learning(tmp_path: Path) -> None:
     assert "rebuild" in set(vault.audit()["action"])
 
 
+@pytest.mark.sqlite_only  # deletes or damages the SQLite file; a server database does not vanish with a folder
 def test_corrupt_index_is_moved_aside_and_rebuilt(tmp_path: Path) -> None:
     vault = make(tmp_path)
     vault.add("Kernel interrupts stop the agent", "SIGINT stops the loop within a second.")
@@ -275,7 +283,7 @@ def test_corrupt_index_is_moved_aside_and_rebuilt(tmp_path: Path) -> None:
     assert again.stores[0].index.corrupt_copy is not None and again.stores[0].index.corrupt_copy.exists()
 
 
-def test_bad_files_are_skipped_with_a_reason(tmp_path: Path) -> None:
+def test_bad_files_are_skipped_with_a_reason(tmp_path: Path, backend: str) -> None:
     notes = tmp_path / "vault" / "notes"
     notes.mkdir(parents=True)
     (notes / "Good note.md").write_text("---\ntype: insight\n---\nA fine note about parsing.\n")
@@ -294,10 +302,11 @@ def test_bad_files_are_skipped_with_a_reason(tmp_path: Path) -> None:
     assert "not UTF-8" in reasons["notes/Latin-1.md"]
     assert "over the" in reasons["notes/Huge.md"] and "split it" in reasons["notes/Huge.md"]
     assert list(vault.query_ranked("parsing")["title"]) == ["Good note"]
-    # a note that breaks later is dropped from the index on the next sync, and reported
+    # a note that breaks later is reported on the next sync; on SQLite (the folder is the truth) it leaves the
+    # index, in a team vault on PostgreSQL (the database is the truth) the team's copy stays until forgotten
     (notes / "Good note.md").write_text("---\ntype: [\n---\nnow broken\n")
     vault.sync()
-    assert vault.query_ranked("parsing").empty
+    assert vault.query_ranked("parsing").empty == (backend == "sqlite")
     assert "notes/Good note.md" in set(vault.skipped["path"])
 
 
@@ -374,7 +383,9 @@ def test_bm25_in_a_large_vault_skips_common_only_notes_with_exact_scores(tmp_pat
         terms = query.split()
         assert "project" in index._common_terms(terms)
         pruned = index.bm25(terms, 10)
-        full = [(int(r[0]), float(r[1])) for r in index._bm25_rows(" OR ".join(f'"{t}"' for t in terms), 10)]
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(index, "_common_terms", lambda terms: [])  # the plain query over every match
+            full = index.bm25(terms, 10)
         assert [n for n, _ in pruned] == [n for n, _ in full]
         assert [s for _, s in pruned] == pytest.approx([s for _, s in full])
     # only common words: the plain query runs

@@ -1,30 +1,43 @@
 """The vault's index database: one :class:`VaultIndex` owns its SQLAlchemy engine and its schema.
 
-SQLite by default, in WAL mode with a busy timeout, FTS5 for BM25. Every write runs inside ``BEGIN IMMEDIATE``
-(so two processes never deadlock upgrading a read lock) and is retried with backoff while another writer holds
-the database, so "database is locked" does not reach the user. The schema is built by named, append-only
-migrations recorded in ``_vault_migrations``. A file that is not a database, is damaged, has another schema or
-is a symlink is moved aside (kept for inspection, named in :attr:`VaultIndex.recovery`) and rebuilt; notes come
-back from the markdown files, learned state from an export.
+Two backends, one code path of SQLAlchemy Core queries (tables and migrations in :mod:`.schema`):
 
-The file can also vanish under a running kernel: deleted, replaced or truncated by someone else. Before every
-transaction the index compares the file's ``st_dev``/``st_ino`` (and that it did not shrink) with the one it
-opened, and after every write it checks again; SQLite errors that mean the file is gone ("malformed", "no such
-table", "not a database", "readonly") are caught too. Then it reopens the file, or builds a fresh one when none is
-left (removing the orphaned ``-wal``/``-shm`` that would make a new file look "malformed"), under an ``flock``
-of the folder so two processes never rebuild at once, and calls :attr:`VaultIndex.on_recreate` so its owner
-re-indexes the markdown notes: an add whose transaction went to the vanished file is indexed again from its file.
+* **SQLite** (the default, one file per vault folder): WAL mode with a busy timeout, FTS5 for BM25. Every write
+  runs inside ``BEGIN IMMEDIATE`` (so two processes never deadlock upgrading a read lock) and is retried with
+  backoff while another writer holds the database, so "database is locked" does not reach the user.
+* **PostgreSQL** (``AriesVault.url`` or ``$ARIES_VAULT_URL``, the team vault): one schema per vault, a weighted
+  ``tsvector`` with a GIN index for full-text search, scored as BM25's equivalent (each term's IDF, computed
+  like FTS5's, times ``ts_rank`` of that term, with FTS5's column weights 4/2/1). Writers take a transaction
+  advisory lock, which serializes them exactly like ``BEGIN IMMEDIATE``. While the server is away (restarted,
+  unreachable) every read and write waits and retries with backoff for ``retry_seconds``, logging once what is
+  wrong (the URL's password never shown), then raises :class:`VaultUnavailableError`. Credentials come only
+  from the URL the user gave, the ``PG*`` environment or ``~/.pgpass`` (libpq reads both); aries-kernel never
+  writes them anywhere.
 
-Tables: ``notes`` (+ ``notes_fts``), ``links``, ``embeddings`` (keyed by content hash and model), ``access``,
-``q_values``, ``cooccurrence`` (learned state, keyed by title key so it survives a rebuild), ``audit``,
-``archive`` and ``state`` (a generation counter bumped whenever notes or links change).
+The schema is built by named, append-only migrations recorded in ``_vault_migrations``. A SQLite file that is
+not a database, is damaged, has another schema or is a symlink is moved aside (kept for inspection, named in
+:attr:`VaultIndex.recovery`) and rebuilt; notes come back from the markdown files, learned state from an export.
+
+The SQLite file can also vanish under a running kernel: deleted, replaced or truncated by someone else. Before
+every transaction the index compares the file's ``st_dev``/``st_ino`` (and that it did not shrink) with the one
+it opened, and after every write it checks again; SQLite errors that mean the file is gone ("malformed", "no
+such table", "not a database", "readonly") are caught too. Then it reopens the file, or builds a fresh one when
+none is left (removing the orphaned ``-wal``/``-shm`` that would make a new file look "malformed"), under an
+``flock`` of the folder so two processes never rebuild at once, and calls :attr:`VaultIndex.on_recreate` so its
+owner re-indexes the markdown notes: an add whose transaction went to the vanished file is indexed again.
+
+Learned state (``access``, ``q_values``, ``cooccurrence``) is kept per user (:attr:`VaultIndex.user`), so in a
+team vault one user's habits never rerank another's memory; notes record their ``author`` and the audit log its
+``actor``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import datetime as _dt
 import fcntl
+import hashlib
+import logging
+import math
 import os
 import random
 import re
@@ -33,25 +46,47 @@ import stat
 import threading
 import time
 import urllib.parse
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
-from sqlalchemy import create_engine, event
-from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import DatabaseError, OperationalError
+from sqlalchemy import create_engine, delete, event, func, inspect, select, text, update
+from sqlalchemy.dialects import postgresql as _pg
+from sqlalchemy.dialects import sqlite as _sqlite
+from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.exc import DatabaseError, DBAPIError, OperationalError
 from sqlalchemy.pool import QueuePool
+from sqlalchemy.sql import Executable
 
 from aries_kernel.redact import redact
+from aries_kernel.vault import schema
 from aries_kernel.vault.notes import Note, normalize_title
+from aries_kernel.vault.schema import (
+    MIGRATIONS,
+    access,
+    audit,
+    cooccurrence,
+    embeddings,
+    links,
+    notes,
+    q_values,
+)
 
-__all__ = ["MIGRATIONS", "VaultBusyError", "VaultIndex", "fts_query", "query_terms"]
+__all__ = [
+    "MIGRATIONS",
+    "VaultBusyError",
+    "VaultIndex",
+    "VaultUnavailableError",
+    "fts_query",
+    "postgres_url",
+    "query_terms",
+    "safe_url",
+]
 
 T = TypeVar("T")
-Migration = Callable[[Connection], None]
-MIGRATIONS: list[Migration] = []
-migration = MIGRATIONS.append
+log = logging.getLogger(__name__)
 
 # Dropped from BM25 queries: they match most notes and say little about any of them.
 # fmt: off
@@ -67,6 +102,10 @@ _STOPWORDS = frozenset({
 
 class VaultBusyError(RuntimeError):
     """Another process kept the vault database locked for longer than the retry budget."""
+
+
+class VaultUnavailableError(RuntimeError):
+    """The vault's database server did not answer for longer than the retry budget."""
 
 
 class _IndexLost(Exception):
@@ -89,12 +128,73 @@ def fts_query(terms: Sequence[str]) -> str:
     return " OR ".join(f'"{t}"' for t in terms)
 
 
-class VaultIndex:
-    """The index database of one vault folder (notes, links, embeddings, learned state, audit, archive)."""
+def postgres_url(url: str) -> str:
+    """``url`` with the psycopg (v3) driver named: ``postgresql://`` and ``postgres://`` mean psycopg here."""
+    for prefix in ("postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix) :]
+    return url
 
-    def __init__(self, db_path: Path, retry_seconds: float = 60.0) -> None:
-        self.db_path = Path(db_path)
+
+def safe_url(url: str) -> str:
+    """``url`` fit for a message: its password shown as ``***`` and any key value redacted."""
+    try:
+        shown = make_url(url).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 - a URL SQLAlchemy cannot parse is shown only after redaction
+        shown = re.sub(r"://[^@/]*@", "://***@", url)
+    return redact(shown)
+
+
+_SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+# ts_rank's weights are given for {D, C, B, A}: body C, description B, title A, as FTS5's bm25(4, 2, 1).
+_TS_WEIGHTS = "'{0.1, 0.25, 0.5, 1.0}'::float4[]"
+# Server gone or going: restarted, shut down, refused, or the connection cut under a transaction.
+_AWAY = (
+    "connection refused",
+    "could not connect",
+    "server closed the connection",
+    "terminating connection",
+    "the database system is",
+    "connection is closed",
+    "consuming input failed",
+    "connection timeout",
+    "timeout expired",
+    "no connection to the server",
+    "connection to server",
+    "cannot connect now",
+)
+
+
+class VaultIndex:
+    """The index database of one vault (notes, links, embeddings, learned state, audit, archive).
+
+    ``db_path`` is the SQLite file; with ``url`` (a PostgreSQL URL) the index lives in schema ``schema`` of
+    that database instead and ``db_path`` is unused. ``user`` names whose learned state and writes these are
+    (default :func:`.schema.current_user`)."""
+
+    def __init__(
+        self,
+        db_path: Path | None = None,
+        retry_seconds: float = 60.0,
+        *,
+        url: str | None = None,
+        schema_name: str = "aries_vault",
+        user: str | None = None,
+    ) -> None:
+        self.db_path = Path(db_path) if db_path is not None else Path()
         self.retry_seconds = retry_seconds
+        self.url = postgres_url(url) if url else None
+        self.backend = "postgresql" if self.url else "sqlite"
+        self.schema_name = schema_name
+        self.user = user or schema.current_user()
+        if self.url and not _SCHEMA_NAME.match(schema_name):
+            raise ValueError(
+                f"The vault schema name {schema_name!r} must be lowercase letters, digits and _ (at most 63)."
+            )
+        self.where = safe_url(self.url) + f" (schema {schema_name})" if self.url else str(self.db_path)
+        self._lock_key = int.from_bytes(
+            hashlib.blake2b(schema_name.encode(), digest_size=8).digest(), "big"
+        ) - (1 << 63)
         self.recreated = False
         self.corrupt_copy: Path | None = None
         # What the last reopen or rebuild was, and why (None while the file opened first is in use).
@@ -102,6 +202,8 @@ class VaultIndex:
         self.recoveries = 0
         # Called after a reopen or rebuild, so the owner can re-index its files (NoteStore.sync).
         self.on_recreate: Callable[[], None] | None = None
+        # What is wrong with the server right now ("" while it answers), for whoever shows status.
+        self.status = ""
         # Document frequency of query terms, valid for one generation of the notes.
         self._df: dict[str, int] = {}
         self._df_generation = -1
@@ -112,7 +214,42 @@ class VaultIndex:
         self._size_floor = 0
         self._retired: list[Engine] = []
         self.engine: Engine | None = None
-        self._attach(lost=None, why="")
+        if self.url:
+            self._attach_server()
+        else:
+            self._attach(lost=None, why="")
+
+    @property
+    def shared(self) -> bool:
+        """Whether the database, not the folder, is the source of truth (a PostgreSQL team vault)."""
+        return self.backend == "postgresql"
+
+    def _attach_server(self) -> None:
+        assert self.url is not None
+        engine = create_engine(
+            self.url,
+            pool_pre_ping=True,
+            pool_size=2,
+            max_overflow=4,
+            # search_path confines every unqualified table name to this vault's schema.
+            connect_args={"connect_timeout": 5, "options": f"-c search_path={self.schema_name}"},
+        )
+        self.engine = engine
+        # A vault dropped without close() still closes its server connections (no open sockets left behind).
+        weakref.finalize(self, engine.dispose)
+
+        def build(conn: Connection) -> None:
+            conn.exec_driver_sql(f"CREATE SCHEMA IF NOT EXISTS {self.schema_name}")
+            schema.migrate(conn)
+            # A fresh schema with the tables: the state row must be there, as on SQLite.
+            if conn.execute(select(func.count()).select_from(schema.state)).scalar() == 0:
+                raise DatabaseError("schema check", None, RuntimeError(f"{self.where}: state row missing"))
+
+        try:
+            self._transaction(engine, build, write=True)
+        except BaseException:
+            engine.dispose()
+            raise
 
     # -- the file under us ----------------------------------------------------------------------------
 
@@ -139,6 +276,8 @@ class VaultIndex:
             return None
 
     def _is_current(self) -> bool:
+        if self.shared:
+            return True  # a server database does not vanish from under a path
         info = self._on_disk()
         if info is None or (info.st_dev, info.st_ino) != self._identity or info.st_size < self._size_floor:
             return False
@@ -176,7 +315,7 @@ class VaultIndex:
                 for suffix in _SIDE_FILES:
                     with contextlib.suppress(FileNotFoundError):
                         os.unlink(str(self.db_path) + suffix)
-                _build_fresh(self.db_path, self.retry_seconds)
+                self._build_fresh()
             try:
                 engine = self._open_engine()
             except DatabaseError as exc:
@@ -188,7 +327,7 @@ class VaultIndex:
                     "a new index was built from the notes"
                 )
                 fresh = True
-                _build_fresh(self.db_path, self.retry_seconds)
+                self._build_fresh()
                 engine = self._open_engine()
             info = os.lstat(self.db_path)
         old, self.engine = self.engine, engine
@@ -212,9 +351,8 @@ class VaultIndex:
         engine = _make_engine(self.db_path)
         try:
             # Reading the schema proves the file is a database before we try to migrate it.
-            probe = lambda conn: conn.exec_driver_sql("SELECT count(*) FROM sqlite_master").scalar()  # noqa: E731
-            _transaction(engine, probe, self.retry_seconds, self.db_path)
-            _transaction(engine, _migrate, self.retry_seconds, self.db_path)
+            self._transaction(engine, lambda conn: inspect(conn).get_table_names(), write=False)
+            self._transaction(engine, schema.migrate, write=True)
             missing = _missing_tables(engine)
             if missing:
                 raise DatabaseError("schema check", None, sqlite3.DatabaseError(f"no such table: {missing}"))
@@ -278,16 +416,25 @@ class VaultIndex:
             note, self.recovery = self.recovery, None
             self.write(lambda c: self.audit(c, time.time(), "recover", "", "", note))
 
+    def _build_fresh(self) -> None:
+        """Build a migrated, empty index beside :attr:`db_path` and rename it into place (only :meth:`_attach`
+        does, under the folder lock), so no reader ever sees a file without tables."""
+        building = self.db_path.with_name(f"{self.db_path.name}.building-{os.getpid()}-{time.time_ns()}")
+        engine = _make_engine(building, create=True)
+        try:
+            self._transaction(engine, schema.migrate, write=True)
+        finally:
+            engine.dispose()  # the last connection checkpoints the WAL into the file and removes it
+        os.replace(building, self.db_path)
+
     def _run(self, work: Callable[[Connection], T], write: bool) -> T:
         for attempt in range(_RECOVERY_ATTEMPTS):
             engine, identity = self._current_engine()
             try:
-                if write:
-                    result = _transaction(engine, work, self.retry_seconds, self.db_path)
-                else:
-                    with engine.connect() as conn:
-                        result = work(conn)
+                result = self._transaction(engine, work, write)
             except DatabaseError as exc:
+                if self.shared:
+                    raise
                 # Any database error while the file is no longer the one opened is the vanishing, not a bug.
                 lost = _is_lost(exc) or identity != self._identity or not self._is_current()
                 if not lost or attempt == _RECOVERY_ATTEMPTS - 1:
@@ -300,12 +447,57 @@ class VaultIndex:
             return result
         raise AssertionError("unreachable")  # pragma: no cover
 
+    def _transaction(self, engine: Engine, work: Callable[[Connection], T], write: bool) -> T:
+        """``work(conn)`` in one transaction, retried with backoff while another writer holds SQLite's lock or
+        while the PostgreSQL server is away. A write on SQLite is ``BEGIN IMMEDIATE``; on PostgreSQL it first
+        takes this vault's advisory lock, so writers are serialized the same way on both."""
+        deadline = time.monotonic() + self.retry_seconds
+        delay = 0.01
+        while True:
+            try:
+                with engine.connect() as conn:
+                    if not self.shared:
+                        conn.execution_options(sqlite_immediate=write)
+                    with conn.begin():
+                        if write and self.shared:
+                            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": self._lock_key})
+                        result = work(conn)
+                if self.status:
+                    log.warning("The vault database %s answers again.", self.where)
+                    self.status = ""
+                return result
+            except DBAPIError as exc:
+                busy = isinstance(exc, OperationalError) and not self.shared and _is_busy(exc)
+                away = self.shared and _is_away(exc)
+                if not (busy or away):
+                    raise
+                if time.monotonic() > deadline:
+                    if busy:
+                        raise VaultBusyError(
+                            f"The vault index {self.where} stayed locked by another process for "
+                            f"{self.retry_seconds:.0f} s; try again, or close the other kernel."
+                        ) from exc
+                    raise VaultUnavailableError(
+                        f"The vault database {self.where} did not answer for {self.retry_seconds:.0f} s "
+                        f"({_first_line(exc)}). Check that the server runs and the URL and credentials "
+                        "(PG* environment or ~/.pgpass) are right; notes already written to the folder are "
+                        "indexed at the next sync."
+                    ) from exc
+                if away and not self.status:
+                    self.status = (
+                        f"The vault database {self.where} is not reachable ({_first_line(exc)}); waiting and "
+                        f"retrying for up to {self.retry_seconds:.0f} s."
+                    )
+                    log.warning("%s", self.status)
+            time.sleep(delay * (0.5 + random.random()))
+            delay = min(delay * 2, 0.5)
+
     # -- transactions ---------------------------------------------------------------------------------
 
     def write(self, work: Callable[[Connection], T]) -> T:
-        """Run ``work(conn)`` in one ``BEGIN IMMEDIATE`` transaction, retrying with backoff while locked.
+        """Run ``work(conn)`` in one serialized write transaction, retrying while locked or unreachable.
 
-        If the file turns out to be gone or damaged, the index is reopened (see the module docstring) and
+        If the SQLite file turns out to be gone or damaged, the index is reopened (see the module docstring) and
         ``work`` runs again on the live file."""
         return self._run(work, write=True)
 
@@ -313,13 +505,13 @@ class VaultIndex:
         """Run ``work(conn)`` on one consistent snapshot (a deferred read transaction)."""
         return self._run(work, write=False)
 
-    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        """All rows of one read-only statement (``?`` placeholders)."""
-        return self._run(lambda conn: list(conn.exec_driver_sql(sql, tuple(params)).all()), write=False)
+    def rows(self, statement: Executable) -> list[Any]:
+        """All rows of one read-only SQLAlchemy statement."""
+        return self._run(lambda conn: list(conn.execute(statement).all()), write=False)
 
-    def first(self, sql: str, params: Sequence[Any] = ()) -> dict[str, Any] | None:
-        """The first row of one read-only statement as a dict, or None."""
-        row = self._run(lambda conn: conn.exec_driver_sql(sql, tuple(params)).mappings().first(), write=False)
+    def first(self, statement: Executable) -> dict[str, Any] | None:
+        """The first row of one read-only SQLAlchemy statement as a dict, or None."""
+        row = self._run(lambda conn: conn.execute(statement).mappings().first(), write=False)
         return dict(row) if row is not None else None
 
     def close(self) -> None:
@@ -334,96 +526,103 @@ class VaultIndex:
 
     def generation(self) -> int:
         """A counter that changes whenever notes or links change, in any process."""
-        return int(self.rows("SELECT value FROM state WHERE name='notes_gen'")[0][0])
+        return int(self.rows(select(schema.state.c.value).where(schema.state.c.name == "notes_gen"))[0][0])
 
     @staticmethod
     def bump(conn: Connection) -> None:
         """Mark notes or links as changed (callers do it inside their write transaction)."""
-        conn.exec_driver_sql("UPDATE state SET value = value + 1 WHERE name='notes_gen'")
+        state = schema.state
+        conn.execute(update(state).where(state.c.name == "notes_gen").values(value=state.c.value + 1))
 
-    @staticmethod
-    def upsert_note(conn: Connection, note: Note, created: float, updated: float) -> int:
-        """Insert or replace the row of ``note`` (matched by path) and its links; returns the row id."""
+    def upsert_note(self, conn: Connection, note: Note, created: float, updated: float) -> int:
+        """Insert or replace the row of ``note`` (matched by path) and its links; returns the row id. The
+        author is the note's ``author`` front matter, else this index's user."""
         meta = note.meta
         # Hand-written notes reach the index too: their text is redacted like everything the vault writes.
-        row = (
-            note.path,
-            note.title,
-            note.title.casefold(),
-            normalize_title(note.title),
-            note.folder,
-            redact(str(meta.get("type") or ""))[:200],
-            redact(str(meta.get("description") or ""))[:1000],
-            redact(note.body),
-            note.content_hash,
-            created,
-            updated,
-            note.size,
-            note.mtime_ns,
-        )
-        existing = conn.exec_driver_sql("SELECT id FROM notes WHERE path = ?", (note.path,)).scalar()
+        row = {
+            "path": note.path,
+            "title": note.title,
+            "key": note.title.casefold(),
+            "norm": normalize_title(note.title),
+            "folder": note.folder,
+            "type": redact(str(meta.get("type") or ""))[:200],
+            "description": redact(str(meta.get("description") or ""))[:1000],
+            "body": redact(note.body),
+            "content_hash": note.content_hash,
+            "created": created,
+            "updated": updated,
+            "size": note.size,
+            "mtime_ns": note.mtime_ns,
+            "author": str(meta.get("author") or self.user)[:200],
+        }
+        existing = conn.execute(select(notes.c.id).where(notes.c.path == note.path)).scalar()
         if existing is None:
-            note_id = conn.exec_driver_sql(
-                "INSERT INTO notes (path, title, key, norm, folder, type, description, body, content_hash, "
-                "created, updated, size, mtime_ns) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                row,
-            ).lastrowid
+            note_id = int(conn.execute(notes.insert().values(**row).returning(notes.c.id)).scalar_one())
         else:
             note_id = int(existing)
-            conn.exec_driver_sql(
-                "UPDATE notes SET path=?, title=?, key=?, norm=?, folder=?, type=?, description=?, body=?, "
-                "content_hash=?, created=?, updated=?, size=?, mtime_ns=? WHERE id=?",
-                (*row, note_id),
-            )
-            conn.exec_driver_sql("DELETE FROM links WHERE src = ?", (note_id,))
+            conn.execute(update(notes).where(notes.c.id == note_id).values(**row))
+            conn.execute(delete(links).where(links.c.src == note_id))
         if note.links:
-            conn.exec_driver_sql(
-                "INSERT OR IGNORE INTO links (src, target) VALUES (?, ?)", [(note_id, t) for t in note.links]
+            conn.execute(
+                _insert(conn, links).on_conflict_do_nothing(),
+                [{"src": note_id, "target": t} for t in note.links],
             )
-        return int(note_id)
+        return note_id
 
     @staticmethod
     def delete_note(conn: Connection, path: str) -> None:
         """Remove the row (and its links) of the note at ``path``."""
-        note_id = conn.exec_driver_sql("SELECT id FROM notes WHERE path = ?", (path,)).scalar()
+        note_id = conn.execute(select(notes.c.id).where(notes.c.path == path)).scalar()
         if note_id is not None:
-            conn.exec_driver_sql("DELETE FROM links WHERE src = ?", (note_id,))
-            conn.exec_driver_sql("DELETE FROM notes WHERE id = ?", (note_id,))
+            conn.execute(delete(links).where(links.c.src == note_id))
+            conn.execute(delete(notes).where(notes.c.id == note_id))
 
-    @staticmethod
-    def audit(conn: Connection, at: float, action: str, title: str, path: str, detail: str = "") -> None:
-        """Append one line to the audit log (every write to a note goes through here)."""
-        conn.exec_driver_sql(
-            "INSERT INTO audit (at, action, title, path, detail) VALUES (?,?,?,?,?)",
-            (at, action, title, path, detail),
+    def audit(
+        self, conn: Connection, at: float, action: str, title: str, path: str, detail: str = ""
+    ) -> None:
+        """Append one line to the audit log, naming this index's user (every write to a note goes through)."""
+        conn.execute(
+            audit.insert().values(
+                at=at, action=action, title=title, path=path, detail=detail, actor=self.user
+            )
         )
 
     def bm25(self, terms: Sequence[str], limit: int) -> list[tuple[int, float]]:
         """Best ``limit`` notes for any of ``terms`` as (id, BM25 score), higher is better.
 
         FTS5 scores every matching note before sorting, and a common word matches a large share of a big
-        vault. So in a large vault, notes that contain only common words (in over 5% of notes) are left out
-        with ``NOT``; the other notes keep their exact scores (common words still count for them). If that
-        leaves fewer than ``limit`` notes, the plain query runs.
+        vault. So in a large vault, notes that contain only common words (in over 5% of notes) are left out;
+        the other notes keep their exact scores (common words still count for them). If that leaves fewer than
+        ``limit`` notes, the plain query runs. PostgreSQL scores the same way with its own full-text search
+        (see the module docstring): per-term IDF as FTS5 computes it, times ``ts_rank`` of the term.
         """
         if not terms:
             return []
-        full = fts_query(terms)
-        rows = []
+        idf = self._idf(terms) if self.shared else {}
+        rows: list[Any] = []
         common = self._common_terms(terms)
         if common and len(common) < len(terms):
-            rare = fts_query([t for t in terms if t not in common])
-            rows = self._bm25_rows(f"({full}) NOT (({fts_query(common)}) NOT ({rare}))", limit)
+            rare = [t for t in terms if t not in common]
+            rows = self.read(lambda conn: _search(conn, terms, limit, idf, within=rare))
         if len(rows) < limit:
-            rows = self._bm25_rows(full, limit)
+            rows = self.read(lambda conn: _search(conn, terms, limit, idf))
         return [(int(r[0]), float(r[1])) for r in rows]
 
-    def _bm25_rows(self, match: str, limit: int) -> list[Any]:
-        return self.rows(
-            "SELECT rowid, -bm25(notes_fts, 4.0, 2.0, 1.0) FROM notes_fts WHERE notes_fts MATCH ? "
-            "ORDER BY bm25(notes_fts, 4.0, 2.0, 1.0) LIMIT ?",
-            (match, limit),
-        )
+    def _idf(self, terms: Sequence[str]) -> dict[str, float]:
+        """FTS5's IDF of each term, ``ln((N - df + 0.5) / (df + 0.5))`` floored at 1e-6, from the df cache."""
+        self._refresh_df(terms)
+        n = self._note_count
+        return {t: max(1e-6, math.log((n - self._df[t] + 0.5) / (self._df[t] + 0.5))) for t in terms}
+
+    def _refresh_df(self, terms: Sequence[str]) -> None:
+        generation = self.generation()
+        if generation != self._df_generation:
+            self._df_generation = generation
+            self._df = {}
+            self._note_count = int(self.rows(select(func.count()).select_from(notes))[0][0])
+        wanted = [t for t in dict.fromkeys(terms) if t not in self._df]
+        if wanted:
+            self._df.update(zip(wanted, self.read(lambda conn: _document_counts(conn, wanted)), strict=True))
 
     def _common_terms(self, terms: Sequence[str]) -> list[str]:
         """Terms in more than 5% of notes, when the vault is big enough (5,000 notes) for it to matter."""
@@ -431,16 +630,16 @@ class VaultIndex:
         if generation != self._df_generation:
             self._df_generation = generation
             self._df = {}
-            self._note_count = int(self.rows("SELECT count(*) FROM notes")[0][0])
+            self._note_count = int(self.rows(select(func.count()).select_from(notes))[0][0])
         if self._note_count < 5000:
             return []
-        for term in terms:
-            if term not in self._df:
-                match = fts_query([term])
-                self._df[term] = int(
-                    self.rows("SELECT count(*) FROM notes_fts WHERE notes_fts MATCH ?", (match,))[0][0]
-                )
+        self._refresh_df(terms)
         return [t for t in terms if self._df[t] > 0.05 * self._note_count]
+
+    @staticmethod
+    def similar(conn: Connection, terms: Sequence[str], limit: int) -> list[int]:
+        """Ids of the ``limit`` notes that best match any of ``terms`` (inside a write: the near-duplicate check)."""
+        return [int(r[0]) for r in _search(conn, terms, limit, {})]
 
     # -- embeddings cache -----------------------------------------------------------------------------
 
@@ -449,10 +648,10 @@ class VaultIndex:
         only the vectors it does not hold yet)."""
         found: dict[str, np.ndarray] = {}
         for chunk in _chunks(hashes, 500):
-            marks = ",".join("?" * len(chunk))
             rows = self.rows(
-                f"SELECT content_hash, vector FROM embeddings WHERE model = ? AND content_hash IN ({marks})",
-                (model, *chunk),
+                select(embeddings.c.content_hash, embeddings.c.vector).where(
+                    embeddings.c.model == model, embeddings.c.content_hash.in_(list(chunk))
+                )
             )
             found.update((r[0], np.frombuffer(r[1], dtype=np.float32)) for r in rows)
         return found
@@ -461,78 +660,148 @@ class VaultIndex:
         """Cache vectors by content hash (no generation bump: the notes did not change)."""
         if not vectors:
             return
-        payload = [(h, model, np.asarray(v, dtype=np.float32).tobytes()) for h, v in vectors.items()]
-        self.write(
-            lambda c: c.exec_driver_sql(
-                "INSERT OR REPLACE INTO embeddings (content_hash, model, vector) VALUES (?,?,?)", payload
-            )
-        )
+        payload = [
+            {"content_hash": h, "model": model, "vector": np.asarray(v, dtype=np.float32).tobytes()}
+            for h, v in vectors.items()
+        ]
 
-    # -- learned state --------------------------------------------------------------------------------
+        def store(conn: Connection) -> None:
+            stmt = _insert(conn, embeddings)
+            conn.execute(
+                stmt.on_conflict_do_update(
+                    index_elements=["content_hash", "model"], set_={"vector": stmt.excluded.vector}
+                ),
+                payload,
+            )
+
+        self.write(store)
+
+    # -- learned state (this index's user only) -------------------------------------------------------
 
     def accesses(self, keys: Iterable[str] | None = None) -> list[tuple[str, float]]:
-        """(key, time) of recorded accesses, for ``keys`` or for every note."""
+        """(key, time) of this user's recorded accesses, for ``keys`` or for every note."""
+        base = select(access.c.key, access.c.at).where(access.c.username == self.user)
         if keys is None:
-            return [(r[0], float(r[1])) for r in self.rows("SELECT key, at FROM access")]
+            return [(r[0], float(r[1])) for r in self.rows(base)]
         wanted = list(dict.fromkeys(keys))
         out: list[tuple[str, float]] = []
         for chunk in _chunks(wanted, 500):
-            marks = ",".join("?" * len(chunk))
-            out.extend(
-                (r[0], float(r[1]))
-                for r in self.rows(f"SELECT key, at FROM access WHERE key IN ({marks})", chunk)
-            )
+            out.extend((r[0], float(r[1])) for r in self.rows(base.where(access.c.key.in_(list(chunk)))))
         return out
 
-    @staticmethod
-    def record_access(conn: Connection, key: str, at: float, kind: str) -> None:
-        """One access to a note (read, used, echo): it warms the note."""
-        conn.exec_driver_sql("INSERT OR IGNORE INTO access (key, at, kind) VALUES (?,?,?)", (key, at, kind))
+    def record_access(self, conn: Connection, key: str, at: float, kind: str) -> None:
+        """One access to a note by this user (read, used, echo): it warms the note for this user."""
+        conn.execute(
+            _insert(conn, access).on_conflict_do_nothing(),
+            {"username": self.user, "key": key, "at": at, "kind": kind},
+        )
 
     def q_values(self) -> dict[str, tuple[float, int]]:
-        """Key -> (Q, exposures) for every note with learned state."""
-        rows = self.rows("SELECT key, q, exposures FROM q_values")
+        """Key -> (Q, exposures) for every note with learned state of this user."""
+        rows = self.rows(
+            select(q_values.c.key, q_values.c.q, q_values.c.exposures).where(q_values.c.username == self.user)
+        )
         return {r[0]: (float(r[1]), int(r[2])) for r in rows}
 
     def cooccurrence(self) -> list[tuple[str, str, float]]:
-        """(uid a, uid b, weight) pairs stored here (uids are ``source:key``)."""
-        return [(r[0], r[1], float(r[2])) for r in self.rows("SELECT a, b, weight FROM cooccurrence")]
+        """(uid a, uid b, weight) pairs of this user stored here (uids are ``source:key``)."""
+        c = cooccurrence.c
+        return [
+            (r[0], r[1], float(r[2]))
+            for r in self.rows(select(c.a, c.b, c.weight).where(c.username == self.user))
+        ]
+
+    def store_credit(
+        self,
+        conn: Connection,
+        q_rows: Sequence[tuple[str, float, int, float]],
+        pairs: Sequence[tuple[str, str]],
+    ) -> None:
+        """Write a session's credit for this user: Q-values ``(key, q, exposures, at)`` and co-occurrence pairs."""
+        if q_rows:
+            stmt = _insert(conn, q_values)
+            conn.execute(
+                stmt.on_conflict_do_update(
+                    index_elements=["username", "key"],
+                    set_={
+                        "q": stmt.excluded.q,
+                        "exposures": stmt.excluded.exposures,
+                        "updates": q_values.c.updates + 1,
+                        "updated": stmt.excluded.updated,
+                    },
+                ),
+                [
+                    {"username": self.user, "key": k, "q": q, "exposures": e, "updates": 1, "updated": at}
+                    for k, q, e, at in q_rows
+                ],
+            )
+        if pairs:
+            stmt = _insert(conn, cooccurrence)
+            conn.execute(
+                stmt.on_conflict_do_update(
+                    index_elements=["username", "a", "b"], set_={"weight": cooccurrence.c.weight + 1}
+                ),
+                [{"username": self.user, "a": a, "b": b, "weight": 1.0} for a, b in pairs],
+            )
 
     def export_learning(self) -> dict[str, list[list[Any]]]:
-        """Learned tables as plain lists (for JSON)."""
+        """This user's learned tables as plain lists (for JSON)."""
 
         def dump(conn: Connection) -> dict[str, list[list[Any]]]:
+            q, a, c = q_values.c, access.c, cooccurrence.c
+            mine = self.user
             return {
                 "q_values": [
                     list(r)
-                    for r in conn.exec_driver_sql("SELECT key, q, exposures, updates, updated FROM q_values")
+                    for r in conn.execute(
+                        select(q.key, q.q, q.exposures, q.updates, q.updated).where(q.username == mine)
+                    )
                 ],
-                "access": [list(r) for r in conn.exec_driver_sql("SELECT key, at, kind FROM access")],
+                "access": [
+                    list(r) for r in conn.execute(select(a.key, a.at, a.kind).where(a.username == mine))
+                ],
                 "cooccurrence": [
-                    list(r) for r in conn.exec_driver_sql("SELECT a, b, weight FROM cooccurrence")
+                    list(r) for r in conn.execute(select(c.a, c.b, c.weight).where(c.username == mine))
                 ],
             }
 
         return self.read(dump)
 
     def import_learning(self, data: dict[str, list[list[Any]]]) -> None:
-        """Merge exported learned state: Q-values and co-occurrence replace, access events are added."""
+        """Merge exported learned state into this user's: Q-values and co-occurrence replace, accesses add."""
 
         def load(conn: Connection) -> None:
+            mine = self.user
             if data.get("q_values"):
-                conn.exec_driver_sql(
-                    "INSERT OR REPLACE INTO q_values (key, q, exposures, updates, updated) VALUES (?,?,?,?,?)",
-                    [tuple(r) for r in data["q_values"]],
+                stmt = _insert(conn, q_values)
+                conn.execute(
+                    stmt.on_conflict_do_update(
+                        index_elements=["username", "key"],
+                        set_={n: stmt.excluded[n] for n in ("q", "exposures", "updates", "updated")},
+                    ),
+                    [
+                        dict(
+                            zip(("key", "q", "exposures", "updates", "updated"), r, strict=True),
+                            username=mine,
+                        )
+                        for r in data["q_values"]
+                    ],
                 )
             if data.get("access"):
-                conn.exec_driver_sql(
-                    "INSERT OR IGNORE INTO access (key, at, kind) VALUES (?,?,?)",
-                    [tuple(r) for r in data["access"]],
+                conn.execute(
+                    _insert(conn, access).on_conflict_do_nothing(),
+                    [dict(zip(("key", "at", "kind"), r, strict=True), username=mine) for r in data["access"]],
                 )
             if data.get("cooccurrence"):
-                conn.exec_driver_sql(
-                    "INSERT OR REPLACE INTO cooccurrence (a, b, weight) VALUES (?,?,?)",
-                    [tuple(r) for r in data["cooccurrence"]],
+                stmt = _insert(conn, cooccurrence)
+                conn.execute(
+                    stmt.on_conflict_do_update(
+                        index_elements=["username", "a", "b"], set_={"weight": stmt.excluded.weight}
+                    ),
+                    [
+                        dict(zip(("a", "b", "weight"), r, strict=True), username=mine)
+                        for r in data["cooccurrence"]
+                    ],
                 )
             self.audit(
                 conn, time.time(), "import_learning", "", "", f"{len(data.get('q_values', []))} q-values"
@@ -541,31 +810,72 @@ class VaultIndex:
         self.write(load)
 
 
+def _insert(conn: Connection, table: Any) -> Any:
+    """The backend's INSERT with ``ON CONFLICT`` (SQLite and PostgreSQL spell it the same way)."""
+    return (_pg.insert if conn.dialect.name == "postgresql" else _sqlite.insert)(table)
+
+
+def _search(
+    conn: Connection,
+    terms: Sequence[str],
+    limit: int,
+    idf: dict[str, float],
+    within: Sequence[str] | None = None,
+) -> list[Any]:
+    """(id, score) of the best ``limit`` notes matching any of ``within`` (default: ``terms``), scored over all
+    ``terms``: FTS5's weighted BM25 on SQLite; on PostgreSQL the sum over terms of IDF times ``ts_rank`` with the
+    same column weights and length normalization (``idf`` empty: every term weighs 1)."""
+    if conn.dialect.name != "postgresql":
+        match = fts_query(terms)
+        if within is not None:
+            common = [t for t in terms if t not in within]
+            match = f"({match}) NOT (({fts_query(common)}) NOT ({fts_query(within)}))"
+        return list(
+            conn.execute(
+                text(
+                    "SELECT rowid, -bm25(notes_fts, 4.0, 2.0, 1.0) FROM notes_fts WHERE notes_fts MATCH :m "
+                    "ORDER BY bm25(notes_fts, 4.0, 2.0, 1.0) LIMIT :n"
+                ),
+                {"m": match, "n": limit},
+            )
+        )
+    params: dict[str, Any] = {"n": limit}
+    parts, filters = [], []
+    for i, term in enumerate(terms):
+        params[f"t{i}"], params[f"w{i}"] = term, idf.get(term, 1.0)
+        parts.append(f":w{i} * ts_rank({_TS_WEIGHTS}, tsv, plainto_tsquery('english', :t{i}), 1)")
+        if within is None or term in within:
+            filters.append(f"plainto_tsquery('english', :t{i})")
+    sql = (
+        f"SELECT id, {' + '.join(parts)} AS score FROM notes WHERE tsv @@ ({' || '.join(filters)}) "
+        "ORDER BY score DESC, id LIMIT :n"
+    )
+    return list(conn.execute(text(sql), params))
+
+
+def _document_counts(conn: Connection, terms: Sequence[str]) -> list[int]:
+    """How many notes match each of ``terms``, in one statement."""
+    if conn.dialect.name == "postgresql":
+        parts = [
+            f"(SELECT count(*) FROM notes WHERE tsv @@ plainto_tsquery('english', :t{i}))"
+            for i in range(len(terms))
+        ]
+    else:
+        parts = [f"(SELECT count(*) FROM notes_fts WHERE notes_fts MATCH :t{i})" for i in range(len(terms))]
+        terms = [fts_query([t]) for t in terms]
+    row = conn.execute(text("SELECT " + ", ".join(parts)), {f"t{i}": t for i, t in enumerate(terms)}).one()
+    return [int(v) for v in row]
+
+
+def _first_line(exc: BaseException) -> str:
+    orig = getattr(exc, "orig", None) or exc
+    lines = str(orig).strip().splitlines()
+    return redact(lines[0]) if lines else type(orig).__name__
+
+
 def _chunks(items: Sequence[str], size: int) -> Iterable[Sequence[str]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
-
-
-def _transaction(engine: Engine, work: Callable[[Connection], T], retry_seconds: float, db_path: Path) -> T:
-    """``work(conn)`` in one ``BEGIN IMMEDIATE`` transaction, retried with backoff while another writer holds it."""
-    deadline = time.monotonic() + retry_seconds
-    delay = 0.01
-    while True:
-        try:
-            with engine.connect() as conn:
-                conn.execution_options(sqlite_immediate=True)
-                with conn.begin():
-                    return work(conn)
-        except OperationalError as exc:
-            if not _is_busy(exc) or time.monotonic() > deadline:
-                if _is_busy(exc):
-                    raise VaultBusyError(
-                        f"The vault index {db_path} stayed locked by another process for "
-                        f"{retry_seconds:.0f} s; try again, or close the other kernel."
-                    ) from exc
-                raise
-            time.sleep(delay * (0.5 + random.random()))
-            delay = min(delay * 2, 0.5)
 
 
 def _has_sqlite_header(db_path: Path) -> bool:
@@ -574,18 +884,6 @@ def _has_sqlite_header(db_path: Path) -> bool:
             return handle.read(_HEADER_BYTES).startswith(b"SQLite format 3\x00")
     except OSError:
         return False
-
-
-def _build_fresh(db_path: Path, retry_seconds: float) -> None:
-    """Build a migrated, empty index beside ``db_path`` and rename it into place (only
-    :meth:`VaultIndex._attach` does, under the folder lock), so no reader ever sees a file without tables."""
-    building = db_path.with_name(f"{db_path.name}.building-{os.getpid()}-{time.time_ns()}")
-    engine = _make_engine(building, create=True)
-    try:
-        _transaction(engine, _migrate, retry_seconds, building)
-    finally:
-        engine.dispose()  # the last connection checkpoints the WAL into the file and removes it
-    os.replace(building, db_path)
 
 
 def _make_engine(db_path: Path, create: bool = False) -> Engine:
@@ -665,110 +963,13 @@ _TABLES = (
 
 def _missing_tables(engine: Engine) -> list[str]:
     with engine.connect() as conn:
-        have = {r[0] for r in conn.exec_driver_sql("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        if "state" in have and not conn.exec_driver_sql("SELECT count(*) FROM state").scalar():
+        have = set(inspect(conn).get_table_names())
+        if "state" in have and not conn.execute(select(func.count()).select_from(schema.state)).scalar():
             have.discard("state")
     return [t for t in _TABLES if t not in have]
 
 
-def _migrate(conn: Connection) -> None:
-    conn.exec_driver_sql(
-        "CREATE TABLE IF NOT EXISTS _vault_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
-    )
-    applied = {r[0] for r in conn.exec_driver_sql("SELECT name FROM _vault_migrations")}
-    for step in MIGRATIONS:
-        if step.__name__ in applied:
-            continue
-        step(conn)
-        conn.exec_driver_sql(
-            "INSERT INTO _vault_migrations (name, applied_at) VALUES (?, ?)",
-            (step.__name__, _dt.datetime.now(_dt.UTC).isoformat()),
-        )
-
-
-@migration
-def m001_notes(conn: Connection) -> None:
-    conn.exec_driver_sql(
-        """CREATE TABLE notes (
-            id INTEGER PRIMARY KEY,
-            path TEXT NOT NULL UNIQUE,
-            title TEXT NOT NULL,
-            key TEXT NOT NULL,
-            norm TEXT NOT NULL,
-            folder TEXT NOT NULL,
-            type TEXT NOT NULL DEFAULT '',
-            description TEXT NOT NULL DEFAULT '',
-            body TEXT NOT NULL,
-            content_hash TEXT NOT NULL,
-            created REAL NOT NULL,
-            updated REAL NOT NULL,
-            size INTEGER NOT NULL DEFAULT 0,
-            mtime_ns INTEGER NOT NULL DEFAULT 0)"""
-    )
-    conn.exec_driver_sql("CREATE INDEX notes_key ON notes (key)")
-    conn.exec_driver_sql("CREATE INDEX notes_norm ON notes (norm)")
-    conn.exec_driver_sql("CREATE INDEX notes_hash ON notes (content_hash)")
-    conn.exec_driver_sql(
-        "CREATE TABLE links (src INTEGER NOT NULL REFERENCES notes (id) ON DELETE CASCADE, target TEXT NOT NULL, "
-        "PRIMARY KEY (src, target))"
-    )
-    conn.exec_driver_sql("CREATE INDEX links_target ON links (target)")
-    conn.exec_driver_sql("CREATE TABLE state (name TEXT PRIMARY KEY, value INTEGER NOT NULL)")
-    conn.exec_driver_sql("INSERT INTO state (name, value) VALUES ('notes_gen', 0)")
-
-
-@migration
-def m002_fts(conn: Connection) -> None:
-    conn.exec_driver_sql(
-        "CREATE VIRTUAL TABLE notes_fts USING fts5(title, description, body, content='notes', content_rowid='id', "
-        "tokenize='porter unicode61')"
-    )
-    conn.exec_driver_sql(
-        "CREATE TRIGGER notes_ai AFTER INSERT ON notes BEGIN INSERT INTO notes_fts (rowid, title, description, body) "
-        "VALUES (new.id, new.title, new.description, new.body); END"
-    )
-    conn.exec_driver_sql(
-        "CREATE TRIGGER notes_ad AFTER DELETE ON notes BEGIN INSERT INTO notes_fts (notes_fts, rowid, title, "
-        "description, body) VALUES ('delete', old.id, old.title, old.description, old.body); END"
-    )
-    conn.exec_driver_sql(
-        "CREATE TRIGGER notes_au AFTER UPDATE ON notes BEGIN INSERT INTO notes_fts (notes_fts, rowid, title, "
-        "description, body) VALUES ('delete', old.id, old.title, old.description, old.body); "
-        "INSERT INTO notes_fts (rowid, title, description, body) VALUES (new.id, new.title, new.description, "
-        "new.body); END"
-    )
-
-
-@migration
-def m003_embeddings(conn: Connection) -> None:
-    conn.exec_driver_sql(
-        "CREATE TABLE embeddings (content_hash TEXT NOT NULL, model TEXT NOT NULL, vector BLOB NOT NULL, "
-        "PRIMARY KEY (content_hash, model))"
-    )
-
-
-@migration
-def m004_learning(conn: Connection) -> None:
-    conn.exec_driver_sql(
-        "CREATE TABLE access (key TEXT NOT NULL, at REAL NOT NULL, kind TEXT NOT NULL, PRIMARY KEY (key, at, kind))"
-    )
-    conn.exec_driver_sql(
-        "CREATE TABLE q_values (key TEXT PRIMARY KEY, q REAL NOT NULL, exposures INTEGER NOT NULL DEFAULT 0, "
-        "updates INTEGER NOT NULL DEFAULT 0, updated REAL NOT NULL DEFAULT 0)"
-    )
-    conn.exec_driver_sql(
-        "CREATE TABLE cooccurrence (a TEXT NOT NULL, b TEXT NOT NULL, weight REAL NOT NULL, PRIMARY KEY (a, b))"
-    )
-
-
-@migration
-def m005_audit_archive(conn: Connection) -> None:
-    conn.exec_driver_sql(
-        "CREATE TABLE audit (id INTEGER PRIMARY KEY, at REAL NOT NULL, action TEXT NOT NULL, title TEXT NOT NULL, "
-        "path TEXT NOT NULL, detail TEXT NOT NULL DEFAULT '')"
-    )
-    conn.exec_driver_sql(
-        "CREATE TABLE archive (id INTEGER PRIMARY KEY, title TEXT NOT NULL, key TEXT NOT NULL, path TEXT NOT NULL, "
-        "archived_path TEXT NOT NULL, archived_at REAL NOT NULL, restored_at REAL)"
-    )
-    conn.exec_driver_sql("CREATE INDEX archive_key ON archive (key)")
+def _is_away(exc: DBAPIError) -> bool:
+    """Whether ``exc`` means the PostgreSQL server is gone or going (not a bug in the statement)."""
+    text_ = str(exc.orig).lower()
+    return bool(exc.connection_invalidated) or any(words in text_ for words in _AWAY)

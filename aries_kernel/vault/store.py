@@ -10,16 +10,18 @@ the index re-indexes the files whenever it had to be reopened or rebuilt (``Vaul
 from __future__ import annotations
 
 import datetime as _dt
+import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.engine import Connection
 
 from aries_kernel.redact import redact
-from aries_kernel.vault.index import VaultIndex, fts_query, query_terms
+from aries_kernel.vault.index import VaultIndex, query_terms
 from aries_kernel.vault.notes import (
     FOLDERS,
     MAX_NOTE_BYTES,
@@ -33,10 +35,12 @@ from aries_kernel.vault.notes import (
     not_a_file,
     note_exists,
     parse_note,
+    read_note_bytes,
     render_note,
     sanitize_title,
     wiki_links,
 )
+from aries_kernel.vault.schema import archive, links, notes
 
 __all__ = ["AddResult", "NoteStore", "Skipped"]
 
@@ -78,12 +82,24 @@ class Skipped:
 class NoteStore:
     """The markdown folder ``root`` of one vault (``source`` is ``global`` or ``project``) and its index."""
 
-    def __init__(self, source: str, root: Path, db_path: Path, clock: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        source: str,
+        root: Path,
+        db_path: Path | None,
+        clock: Callable[[], float],
+        *,
+        url: str | None = None,
+        schema_name: str = "aries_vault",
+    ) -> None:
         self.source = source
         self.root = Path(root).expanduser()
         self.clock = clock
-        self.index = VaultIndex(db_path)
+        self.index = VaultIndex(db_path, url=url, schema_name=schema_name)
         self.skipped: list[Skipped] = []
+        # Team vault: what this process last saw of each file, (mtime_ns, size, content hash), so a sync parses
+        # only files that changed since.
+        self._seen: dict[str, tuple[int, int, str]] = {}
         # The index was deleted, replaced or truncated under us: the markdown files bring the notes back.
         self.index.on_recreate = self.sync
         if self.index.recreated:
@@ -101,9 +117,12 @@ class NoteStore:
         return self._sync_once()
 
     def _sync_once(self) -> tuple[int, int]:
+        if self.index.shared:
+            return self._sync_shared()
         file_in_use = self.index.identity
         indexed: dict[str, tuple[int, int]] = {
-            r[0]: (int(r[1]), int(r[2])) for r in self.index.rows("SELECT path, mtime_ns, size FROM notes")
+            r[0]: (int(r[1]), int(r[2]))
+            for r in self.index.rows(select(notes.c.path, notes.c.mtime_ns, notes.c.size))
         }
         changed: list[Note] = []
         broken: list[str] = []
@@ -159,7 +178,7 @@ class NoteStore:
             # every note the old file already had.
             raise _IndexSwapped
         for note in changed:
-            VaultIndex.upsert_note(conn, note, note.created, note.mtime_ns / 1e9)
+            self.index.upsert_note(conn, note, note.created, note.mtime_ns / 1e9)
         for rel in broken:
             VaultIndex.delete_note(conn, rel)
         gone = len(broken)
@@ -169,16 +188,111 @@ class NoteStore:
                 VaultIndex.delete_note(conn, rel)
                 gone += 1
         VaultIndex.bump(conn)
-        VaultIndex.audit(conn, self.clock(), "sync", "", "", f"{len(changed)} indexed, {gone} removed")
+        self.index.audit(conn, self.clock(), "sync", "", "", f"{len(changed)} indexed, {gone} removed")
+
+    def _sync_shared(self) -> tuple[int, int]:
+        """Team vault: the database is the source of truth and the folder its mirror. A file that is new here,
+        or edited here after the database's copy was written, is indexed; a note the folder lacks, or has an
+        older copy of, is written from the database; a file whose note was forgotten elsewhere since it was
+        written is moved to the archive. A file deleted by hand comes back: :meth:`forget` removes a note."""
+        n = notes.c
+        rows = {
+            r.path: r
+            for r in self.index.rows(
+                select(
+                    n.path,
+                    n.title,
+                    n.type,
+                    n.description,
+                    n.body,
+                    n.created,
+                    n.content_hash,
+                    n.mtime_ns,
+                    n.author,
+                )
+            )
+        }
+        a = archive.c
+        forgotten = {
+            r[0]: float(r[1])
+            for r in self.index.rows(
+                select(a.path, func.max(a.archived_at)).where(a.restored_at.is_(None)).group_by(a.path)
+            )
+        }
+        changed: list[Note] = []
+        export: list[Any] = []
+        aside: list[str] = []
+        present: set[str] = set()
+        files, unlisted = iter_note_files(self.root) if self.root.is_dir() else ([], [])
+        skipped = [Skipped(self.source, rel, reason) for rel, reason in unlisted]
+        for path in files:
+            rel = path.relative_to(self.root).as_posix()
+            try:
+                info = path.lstat()
+                kind = not_a_file(info.st_mode)
+                if kind:
+                    raise NoteError(f"{rel}: {kind}.")
+                if path.suffix != ".md":
+                    skipped.append(Skipped(self.source, rel, "not a markdown (.md) note"))
+                    continue
+                present.add(rel)
+                row = rows.get(rel)
+                if row is not None and self._seen.get(rel) == (
+                    info.st_mtime_ns,
+                    info.st_size,
+                    row.content_hash,
+                ):
+                    continue
+                note = parse_note(self.root, path)
+                self._seen[rel] = (note.mtime_ns, note.size, note.content_hash)
+                skipped.extend(Skipped(self.source, rel, p, "indexed") for p in note.problems)
+                if row is not None and row.content_hash == note.content_hash:
+                    continue
+                if row is None and forgotten.get(rel, -math.inf) >= note.mtime_ns / 1e9:
+                    aside.append(rel)
+                elif row is None or note.mtime_ns > row.mtime_ns:
+                    changed.append(note)
+                else:
+                    export.append(row)
+            except NoteError as exc:
+                skipped.append(Skipped(self.source, rel, str(exc)))
+            except (OSError, ValueError) as exc:
+                why = getattr(exc, "strerror", None) or str(exc)
+                skipped.append(Skipped(self.source, rel, f"{rel}: cannot read ({why})"))
+        export.extend(row for rel, row in rows.items() if rel not in present)
+        self.skipped = skipped
+        if changed:
+            self.index.write(lambda conn: self._apply_shared(conn, changed))
+        for row in export:
+            iso = _dt.datetime.fromtimestamp(row.created, _dt.UTC).isoformat(timespec="seconds")
+            meta = {"description": row.description, "type": row.type, "created": iso, "author": row.author}
+            info = atomic_write(self.root, row.path, render_note(meta, row.body))
+            self._seen[row.path] = (info.st_mtime_ns, info.st_size, row.content_hash)
+        for rel in aside:
+            move_file(self.root, rel, _free_name(self.root, f"{ARCHIVE_DIR}/{rel}"))
+        return len(changed) + len(export), len(aside)
+
+    def _apply_shared(self, conn: Connection, changed: Sequence[Note]) -> None:
+        n = notes.c
+        indexed = 0
+        for note in changed:
+            # Another user may have written this note since we read it: the newer copy wins.
+            current = conn.execute(select(n.mtime_ns).where(n.path == note.path)).scalar()
+            if current is None or note.mtime_ns > current:
+                self.index.upsert_note(conn, note, note.created, note.mtime_ns / 1e9)
+                indexed += 1
+        if indexed:
+            VaultIndex.bump(conn)
+            self.index.audit(conn, self.clock(), "sync", "", "", f"{indexed} indexed from {self.root}")
 
     def rebuild(self) -> None:
         """Forget every note row and index the files again; learned state and the audit log are kept."""
 
         def clear(conn: Connection) -> None:
-            conn.exec_driver_sql("DELETE FROM links")
-            conn.exec_driver_sql("DELETE FROM notes")
+            conn.execute(delete(links))
+            conn.execute(delete(notes))
             VaultIndex.bump(conn)
-            VaultIndex.audit(conn, self.clock(), "rebuild", "", "", "index cleared")
+            self.index.audit(conn, self.clock(), "rebuild", "", "", "index cleared")
 
         self.index.write(clear)
         self.sync()
@@ -188,10 +302,14 @@ class NoteStore:
     def find(self, title: str) -> dict[str, Any] | None:
         """The row of the note titled ``title`` (case-insensitive, sanitized like a file name), or None."""
         key = sanitize_title(title).casefold()
+        n = notes.c
         return self.index.first(
-            "SELECT id, title, key, path, folder, type, description, body, created, updated FROM notes "
-            "WHERE key = ? ORDER BY path LIMIT 1",
-            (key,),
+            select(
+                n.id, n.title, n.key, n.path, n.folder, n.type, n.description, n.body, n.created, n.updated
+            )
+            .where(n.key == key)
+            .order_by(n.path)
+            .limit(1)
         )
 
     # -- writes ---------------------------------------------------------------------------------------
@@ -268,7 +386,12 @@ class NoteStore:
             except (NoteError, OSError) as exc:
                 raise NoteError(f"Cannot write {rel}: the file there is not a valid note ({exc}).") from exc
         iso = _dt.datetime.fromtimestamp(created, _dt.UTC).isoformat(timespec="seconds")
-        meta: dict[str, Any] = {"description": _first_line(body), "type": kind, "created": iso}
+        meta: dict[str, Any] = {
+            "description": _first_line(body),
+            "type": kind,
+            "created": iso,
+            "author": self.index.user,
+        }
         if project:
             meta["project"] = project
         self._write(conn, title, rel, meta, body, created, "add")
@@ -295,8 +418,8 @@ class NoteStore:
             stat.st_size,
             stat.st_mtime_ns,
         )
-        VaultIndex.upsert_note(conn, note, created, self.clock())
-        VaultIndex.audit(conn, self.clock(), action, title, rel, f"{len(body)} chars")
+        self.index.upsert_note(conn, note, created, self.clock())
+        self.index.audit(conn, self.clock(), action, title, rel, f"{len(body)} chars")
 
     def _meta_of(self, rel: str) -> dict[str, Any] | None:
         try:
@@ -305,10 +428,16 @@ class NoteStore:
             return None
 
     def _duplicate(self, conn: Connection, title: str, body: str, near: bool) -> dict[str, Any] | None:
+        n = notes.c
         found = (
-            conn.exec_driver_sql(
-                "SELECT id, title, path, body, created FROM notes WHERE key = ? OR norm = ? OR content_hash = ? LIMIT 1",
-                (title.casefold(), normalize_title(title), content_hash(f"{title}\n{body}")),
+            conn.execute(
+                select(n.id, n.title, n.path, n.body, n.created)
+                .where(
+                    (n.key == title.casefold())
+                    | (n.norm == normalize_title(title))
+                    | (n.content_hash == content_hash(f"{title}\n{body}"))
+                )
+                .limit(1)
             )
             .mappings()
             .first()
@@ -318,33 +447,43 @@ class NoteStore:
         words = set(_WORD.findall(body.casefold()))
         if not near or len(words) < 5:
             return None
-        match = fts_query(query_terms(" ".join(sorted(words, key=len, reverse=True)[:24])))
-        for row in conn.exec_driver_sql(
-            "SELECT n.id, n.title, n.path, n.body, n.created FROM notes_fts JOIN notes n ON n.id = notes_fts.rowid "
-            "WHERE notes_fts MATCH ? ORDER BY rank LIMIT 3",
-            (match,),
-        ).mappings():
+        ids = VaultIndex.similar(conn, query_terms(" ".join(sorted(words, key=len, reverse=True)[:24])), 3)
+        found_rows = conn.execute(
+            select(n.id, n.title, n.path, n.body, n.created).where(n.id.in_(ids))
+        ).mappings()
+        by_id = {row["id"]: row for row in found_rows}
+        for row in (by_id[i] for i in ids if i in by_id):
             other = set(_WORD.findall(row["body"].casefold()))
             if other and len(words & other) / len(words | other) >= NEAR_DUPLICATE_JACCARD:
                 return dict(row)
         return None
 
     def forget(self, title: str) -> str:
-        """Move the note to the archive folder and out of the index; returns its archived path."""
+        """Move the note to the archive folder and out of the index; returns its archived path. The archive
+        row keeps the note's text and who archived it, so another machine of a team vault can restore it."""
         row = self.find(title)
         if row is None:
             raise KeyError(f"No note titled {title!r} in the {self.source} vault.")
 
         def work(conn: Connection) -> str:
             rel = _free_name(self.root, f"{ARCHIVE_DIR}/{row['path']}")
-            move_file(self.root, row["path"], rel)
+            kept = _read_text(self.root, row["path"])
+            if kept is not None:
+                move_file(self.root, row["path"], rel)
             VaultIndex.delete_note(conn, row["path"])
-            conn.exec_driver_sql(
-                "INSERT INTO archive (title, key, path, archived_path, archived_at) VALUES (?,?,?,?,?)",
-                (row["title"], row["key"], row["path"], rel, self.clock()),
+            conn.execute(
+                archive.insert().values(
+                    title=row["title"],
+                    key=row["key"],
+                    path=row["path"],
+                    archived_path=rel,
+                    archived_at=self.clock(),
+                    archived_by=self.index.user,
+                    text=kept if kept is not None else render_note({"type": row["type"]}, row["body"]),
+                )
             )
             VaultIndex.bump(conn)
-            VaultIndex.audit(conn, self.clock(), "forget", row["title"], row["path"], f"archived to {rel}")
+            self.index.audit(conn, self.clock(), "forget", row["title"], row["path"], f"archived to {rel}")
             return rel
 
         return self.index.write(work)
@@ -352,10 +491,12 @@ class NoteStore:
     def restore(self, title: str) -> AddResult:
         """Bring the most recently archived note titled ``title`` back to where it was."""
         key = sanitize_title(title).casefold()
+        a = archive.c
         row = self.index.first(
-            "SELECT id, title, path, archived_path FROM archive WHERE key = ? AND restored_at IS NULL "
-            "ORDER BY archived_at DESC LIMIT 1",
-            (key,),
+            select(a.id, a.title, a.path, a.archived_path, a.text)
+            .where(a.key == key, a.restored_at.is_(None))
+            .order_by(a.archived_at.desc())
+            .limit(1)
         )
         if row is None:
             row = self._archived_on_disk(key)
@@ -367,15 +508,20 @@ class NoteStore:
                 raise NoteError(
                     f"Cannot restore {row['path']}: a note already exists there; rename or forget it first."
                 )
-            move_file(self.root, row["archived_path"], row["path"])
+            if note_exists(self.root, row["archived_path"]):
+                move_file(self.root, row["archived_path"], row["path"])
+            else:  # archived on another machine of a team vault: the archive row has the text
+                atomic_write(self.root, row["path"], row["text"])
             note = parse_note(self.root, self.root / row["path"])
-            VaultIndex.upsert_note(conn, note, note.created, note.mtime_ns / 1e9)
+            self.index.upsert_note(conn, note, note.created, note.mtime_ns / 1e9)
             if row.get("id") is not None:
-                conn.exec_driver_sql(
-                    "UPDATE archive SET restored_at = ? WHERE id = ?", (self.clock(), row["id"])
+                conn.execute(
+                    update(archive)
+                    .where(archive.c.id == row["id"])
+                    .values(restored_at=self.clock(), restored_by=self.index.user)
                 )
             VaultIndex.bump(conn)
-            VaultIndex.audit(
+            self.index.audit(
                 conn, self.clock(), "restore", note.title, note.path, f"from {row['archived_path']}"
             )
             return AddResult(note.title, self.source, note.path, "restored")
@@ -398,7 +544,16 @@ class NoteStore:
             "title": path.stem,
             "path": rel.removeprefix(f"{ARCHIVE_DIR}/"),
             "archived_path": rel,
+            "text": "",
         }
+
+
+def _read_text(root: Path, rel: str) -> str | None:
+    """The text of the note file ``root/rel``, or None when this machine has no readable copy."""
+    try:
+        return read_note_bytes(root, rel)[0].decode("utf-8")
+    except (NoteError, OSError, UnicodeDecodeError):
+        return None
 
 
 def _check_content(title: str, content: str) -> str:

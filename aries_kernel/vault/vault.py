@@ -22,12 +22,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import rustworkx as rx
+from sqlalchemy import func, select
 from traitlets import Bool, Dict, Int, Unicode
 from traitlets.config import Configurable
 
 from aries_kernel.vault import learning, ranking
 from aries_kernel.vault.embeddings import Embedder, make_embedder
-from aries_kernel.vault.index import VaultIndex, query_terms
+from aries_kernel.vault.index import query_terms
+from aries_kernel.vault.schema import archive, audit, links, notes
 from aries_kernel.vault.store import AddResult, NoteStore
 
 __all__ = ["AriesVault", "NoteText", "Vault", "open_vault"]
@@ -47,9 +49,19 @@ _COOC_WEIGHT = 0.5
 
 
 class AriesVault(Configurable):
-    """Vault settings (``c.AriesVault.path = ...``); ``$ARIES_VAULT`` overrides ``path``."""
+    """Vault settings (``c.AriesVault.path = ...``); ``$ARIES_VAULT`` overrides ``path``, ``$ARIES_VAULT_URL``
+    overrides ``url`` and ``$ARIES_VAULT_SCHEMA`` overrides ``schema``."""
 
     path = Unicode("~/.aries/vault", help="Folder of the global vault (markdown notes).").tag(config=True)
+    url = Unicode(
+        "",
+        help="Database of the global vault's index: empty for SQLite in <path>/.aries/index.db, or a PostgreSQL "
+        "URL (postgresql://user@host:5432/db) for a team vault. Give no password here: libpq reads PGPASSWORD "
+        "or ~/.pgpass.",
+    ).tag(config=True)
+    schema = Unicode(
+        "aries_vault", help="PostgreSQL schema of the team vault (one database, many vaults)."
+    ).tag(config=True)
     embedder = Unicode(
         "wordllama", help="Embedding model: wordllama, model2vec:<model>, endpoint:<model> or hash."
     ).tag(config=True)
@@ -113,7 +125,11 @@ def open_vault(
     symlink is refused (``UnsafePath``): the brain would be read and written wherever the link points."""
     settings = AriesVault(config=config)
     folder = Path(path or os.environ.get("ARIES_VAULT") or settings.path).expanduser()
-    stores = [NoteStore("global", folder, folder / ".aries" / "index.db", clock)]
+    url = os.environ.get("ARIES_VAULT_URL") or settings.url or None
+    schema_name = os.environ.get("ARIES_VAULT_SCHEMA") or settings.schema
+    stores = [
+        NoteStore("global", folder, folder / ".aries" / "index.db", clock, url=url, schema_name=schema_name)
+    ]
     if root is not None and settings.project_brain:
         # ensure_aries_dir's .gitignore keeps vault.db out of git while the brain travels with the repository.
         from aries_kernel.codebase.store import UnsafePath, ensure_aries_dir
@@ -274,12 +290,13 @@ class Vault:
         if kept is not None and kept[0] == generation:
             return kept[1], kept[2]
         index = self.stores[s].index
+        n = notes.c
         rows = index.rows(
-            "SELECT id, title, key, folder, type, path, created, content_hash FROM notes ORDER BY id"
+            select(n.id, n.title, n.key, n.folder, n.type, n.path, n.created, n.content_hash).order_by(n.id)
         )
-        links = index.rows("SELECT src, target FROM links")
-        self._store_rows[s] = (generation, rows, links)
-        return rows, links
+        edges = index.rows(select(links.c.src, links.c.target))
+        self._store_rows[s] = (generation, rows, edges)
+        return rows, edges
 
     def _vectors(
         self, store_col: list[int], ids: list[int], titles: list[str], hashes: list[str]
@@ -304,8 +321,7 @@ class Vault:
             bodies: dict[int, str] = {}
             for start in range(0, len(wanted), 500):
                 chunk = wanted[start : start + 500]
-                marks = ",".join("?" * len(chunk))
-                bodies.update(store.index.rows(f"SELECT id, body FROM notes WHERE id IN ({marks})", chunk))
+                bodies.update(store.index.rows(select(notes.c.id, notes.c.body).where(notes.c.id.in_(chunk))))
             texts = [f"{titles[n]}\n{bodies.get(ids[n], '')[:_EMBED_CHARS]}" for n in rows]
             fresh = self.embedder.embed(texts)
             new = {hashes[n]: fresh[k] for k, n in enumerate(rows)}
@@ -519,9 +535,8 @@ class Vault:
             wanted = [int(corpus.ids[n]) for n in order if corpus.store[n] == s]
             if not wanted:
                 continue
-            marks = ",".join("?" * len(wanted))
             for note_id, body in store.index.rows(
-                f"SELECT id, body FROM notes WHERE id IN ({marks})", wanted
+                select(notes.c.id, notes.c.body).where(notes.c.id.in_(wanted))
             ):
                 n = corpus.position.get((s, int(note_id)))
                 if n is not None:
@@ -681,13 +696,15 @@ class Vault:
         raise KeyError(" ".join(errors))
 
     def audit(self, limit: int = 20) -> pd.DataFrame:
-        """The most recent writes, newest first: time, source, action, title, path, detail."""
+        """The most recent writes, newest first: time, source, action, title, path, detail and actor (who)."""
         frames = []
+        columns = ["at", "action", "title", "path", "detail", "actor"]
         for store in self.stores:
+            a = audit.c
             rows = store.index.rows(
-                "SELECT at, action, title, path, detail FROM audit ORDER BY id DESC LIMIT ?", (limit,)
+                select(a.at, a.action, a.title, a.path, a.detail, a.actor).order_by(a.id.desc()).limit(limit)
             )
-            frame = pd.DataFrame(rows, columns=["at", "action", "title", "path", "detail"])
+            frame = pd.DataFrame(rows, columns=columns)
             frame.insert(1, "source", store.source)
             frames.append(frame)
         result = pd.concat(frames, ignore_index=True).sort_values("at", ascending=False).head(limit)
@@ -741,7 +758,7 @@ class Vault:
             home = [p for p in pairs if self._pair_home(p) == store.source]
             if mine or home:
                 q_rows = [(c.uid.removeprefix(prefix), c.q_after, c.exposures, now) for c in mine]
-                store.index.write(partial(_store_credit, q_rows=q_rows, pairs=home, now=now))
+                store.index.write(partial(_store_credit, store.index, q_rows=q_rows, pairs=home, now=now))
         rows = []
         for c in credits:
             source, _, key = c.uid.partition(":")
@@ -790,21 +807,38 @@ class Vault:
     def note_counts(self) -> dict[str, int]:
         """Notes per store, by source ("global", "project")."""
         return {
-            store.source: int(store.index.rows("SELECT count(*) FROM notes")[0][0]) for store in self.stores
+            store.source: int(store.index.rows(select(func.count()).select_from(notes))[0][0])
+            for store in self.stores
         }
 
     def titles(self) -> list[str]:
         """The title of every note in every store."""
-        return [row[0] for store in self.stores for row in store.index.rows("SELECT title FROM notes")]
+        return [row[0] for store in self.stores for row in store.index.rows(select(notes.c.title))]
+
+    def authors(self) -> dict[str, str]:
+        """Title -> author of every note (who wrote it first; the audit log says who changed it since)."""
+        return {
+            row[0]: row[1]
+            for store in self.stores
+            for row in store.index.rows(select(notes.c.title, notes.c.author))
+        }
 
     def summary(self) -> list[dict[str, Any]]:
         """Per store: source, folder, notes, links, archived, last write (UTC)."""
         out = []
         for store in self.stores:
             counts = store.index.rows(
-                "SELECT (SELECT count(*) FROM notes), (SELECT count(*) FROM links), "
-                "(SELECT count(*) FROM archive WHERE restored_at IS NULL), "
-                "(SELECT max(at) FROM audit WHERE action NOT IN ('sync', 'session'))"
+                select(
+                    select(func.count()).select_from(notes).scalar_subquery(),
+                    select(func.count()).select_from(links).scalar_subquery(),
+                    select(func.count())
+                    .select_from(archive)
+                    .where(archive.c.restored_at.is_(None))
+                    .scalar_subquery(),
+                    select(func.max(audit.c.at))
+                    .where(audit.c.action.not_in(["sync", "session"]))
+                    .scalar_subquery(),
+                )
             )[0]
             last = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(counts[3])) if counts[3] else "never"
             out.append(
@@ -841,23 +875,15 @@ class Vault:
 
 
 def _store_credit(
-    conn: Any, q_rows: list[tuple[str, float, int, float]], pairs: list[tuple[str, str]], now: float
+    index: Any,
+    conn: Any,
+    q_rows: list[tuple[str, float, int, float]],
+    pairs: list[tuple[str, str]],
+    now: float,
 ) -> None:
     """Write one store's share of a session's credit: Q-values and co-occurrence pairs, then an audit line."""
-    if q_rows:
-        conn.exec_driver_sql(
-            "INSERT INTO q_values (key, q, exposures, updates, updated) VALUES (?,?,?,1,?) "
-            "ON CONFLICT (key) DO UPDATE SET q = excluded.q, exposures = excluded.exposures, "
-            "updates = updates + 1, updated = excluded.updated",
-            q_rows,
-        )
-    if pairs:
-        conn.exec_driver_sql(
-            "INSERT INTO cooccurrence (a, b, weight) VALUES (?,?,1) "
-            "ON CONFLICT (a, b) DO UPDATE SET weight = weight + 1",
-            pairs,
-        )
-    VaultIndex.audit(conn, now, "session", "", "", f"{len(q_rows)} credited, {len(pairs)} pairs")
+    index.store_credit(conn, q_rows, pairs)
+    index.audit(conn, now, "session", "", "", f"{len(q_rows)} credited, {len(pairs)} pairs")
 
 
 def _check_query(query: Any) -> None:
