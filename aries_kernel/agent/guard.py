@@ -149,6 +149,8 @@ def _forget_in_child() -> None:
 
 
 def _hook(event: str, args: tuple[Any, ...]) -> None:
+    if _HANDLERS is None:  # interpreter shutdown has cleared this module's globals; no Repl step runs now
+        return
     handler = _HANDLERS.get(event)
     if handler is None or _in_forked_child:
         return
