@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import sys
@@ -23,6 +24,7 @@ from aries_kernel.models.types import (
     ToolSchema,
 )
 from tests.loopback import Reply, ScriptedModelServer
+from tests.models_support import fast_config
 
 REPL = ToolSchema(
     "Repl", "Run Python in the kernel.", {"type": "object", "properties": {"code": {"type": "string"}}}
@@ -148,6 +150,22 @@ def test_closing_a_stream_early_closes_the_connection(
         time.sleep(0.05)
     assert server.in_flight == 0
     assert router.client("primary").complete(request()).message.content == "next"
+
+
+def test_a_router_dropped_without_close_closes_its_connections(server: ScriptedModelServer, wire_spec: str) -> None:
+    # A router a notebook user replaces, or one left in a reference cycle, is never closed. Its SDK client must
+    # close its keep-alive sockets then, not leave them to their own finalizers (an "unclosed socket" warning).
+    router = ModelRouter(config=fast_config())
+    router.set_slot("primary", wire_spec)
+    server.script(Reply(text="kept alive"))
+    assert router.client("primary").complete(request()).message.content == "kept alive"
+    sdk = router.client("primary")._client().client  # held here, so only the provider's release can close it
+    assert not sdk.is_closed()
+    cycle: list[object] = [router]
+    cycle.append(cycle)
+    del router, cycle
+    gc.collect()
+    assert sdk.is_closed()
 
 
 # Where a streamed reply's bytes are read: httpcore's sync backend (the SDKs may ship it as httpcore2).

@@ -44,11 +44,9 @@ class AnthropicProvider(Provider):
         self.client = anthropic.Anthropic(
             api_key=endpoint.api_key, base_url=endpoint.base_url, timeout=endpoint.timeout, max_retries=0
         )
+        self.release_on_drop(self.client.close)
 
     counts_tokens = True
-
-    def close(self) -> None:
-        self.client.close()
 
     def count_tokens(self, request: ModelRequest) -> int:
         params = self.params(request)

@@ -48,9 +48,7 @@ class OpenAIProvider(Provider):
             timeout=endpoint.timeout,
             max_retries=0,
         )
-
-    def close(self) -> None:
-        self.client.close()
+        self.release_on_drop(self.client.close)
 
     def params(self, request: ModelRequest) -> dict[str, Any]:
         """The keyword arguments of ``chat.completions.create`` for ``request``."""

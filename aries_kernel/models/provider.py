@@ -11,8 +11,9 @@ from __future__ import annotations
 import email.utils
 import json
 import time
+import weakref
 from abc import ABC, abstractmethod
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from functools import cache
 from importlib.metadata import entry_points
@@ -91,6 +92,16 @@ class Provider(ABC):
 
     def __init__(self, endpoint: Endpoint) -> None:
         self.endpoint = endpoint
+        self._release: weakref.finalize[Any, Any] | None = None
+
+    def release_on_drop(self, close: Callable[[], None]) -> None:
+        """Have :meth:`close` call ``close`` (the SDK client's), as dropping the provider without a close does.
+
+        A provider left in a reference cycle is collected in no set order: without this, its sockets' own
+        finalizers could run before the SDK client's and warn of unclosed sockets (``close`` must not refer
+        to the provider, or it would keep it alive).
+        """
+        self._release = weakref.finalize(self, close)
 
     @abstractmethod
     def execute(self, request: ModelRequest, *, stream: bool) -> Generator[ProviderEvent, None, None]:
@@ -100,8 +111,10 @@ class Provider(ABC):
         """The provider's own count of the input tokens of ``request`` (only when ``counts_tokens``)."""
         raise NotImplementedError(f"{type(self).__name__} has no token count endpoint")
 
-    def close(self) -> None:  # noqa: B027  (an optional hook, not abstract: most providers keep it)
-        """Release the SDK client's connections (a provider without any keeps this default)."""
+    def close(self) -> None:
+        """Release the SDK client's connections (once; see :meth:`release_on_drop`)."""
+        if self._release is not None:
+            self._release()
 
     def read_failure(self, exc: BaseException) -> Failure | None:
         """Read an SDK exception as a :class:`Failure`; None when it is not a transport or status error."""
