@@ -5,6 +5,7 @@ off."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,6 @@ from aries_kernel.models import types as mt
 from aries_kernel.models.router import ModelRouter
 from aries_kernel.vault import HashEmbedder, Vault, open_vault
 from tests.loopback import Reply, ScriptedModelServer
-from tests.models_support import fast_config
 
 WAL = "SQLite WAL mode lets readers proceed while one writer commits"
 RETRY = "Retry HTTP 429 responses with exponential backoff and jitter"
@@ -74,8 +74,8 @@ def vault(repo: Path, vault_dir: Path) -> Vault:
 
 
 @pytest.fixture
-def cheap(server: ScriptedModelServer) -> Any:  # noqa: F811
-    return ModelRouter(config=fast_config()).client("cheap")
+def cheap(server: ScriptedModelServer, make_router: Callable[..., ModelRouter]) -> Any:  # noqa: F811
+    return make_router().client("cheap")  # make_router closes its connections after the test
 
 
 def feedback_for(vault: Vault, cheap: Any = None, **values: Any) -> MemoryFeedback:

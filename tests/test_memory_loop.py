@@ -9,6 +9,7 @@ compaction saves durable notes first and names them in its summary.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,6 @@ from aries_kernel.agent.settings import AriesAgent
 from aries_kernel.models.router import ModelRouter
 from aries_kernel.vault import Vault
 from tests.loopback import Reply, ScriptedModelServer
-from tests.models_support import fast_config
 from tests.test_memory_feedback import (  # noqa: F401  (fixtures)
     RETRY,
     WAL,
@@ -42,8 +42,10 @@ from tests.test_memory_feedback import (  # noqa: F401  (fixtures)
 )
 
 
-def make_agent(repo: Path, vault: Vault, **memory: Any) -> tuple[Agent, MemoryFeedback]:  # noqa: F811
-    router = ModelRouter(config=fast_config())
+def make_agent(
+    repo: Path, vault: Vault, router: ModelRouter, **memory: Any  # noqa: F811
+) -> tuple[Agent, MemoryFeedback]:
+    """An agent on the real router (from ``make_router``, which closes its connections) with the memory hook."""
     agent = Agent(root=repo, router=router, settings=AriesAgent())
     hook = MemoryHook.for_agent(agent, lambda: vault, settings(**memory))
     agent.hooks.append(hook)
@@ -59,8 +61,9 @@ def test_a_scripted_session_retrieves_echoes_fizzles_and_credits_once(
     repo: Path,  # noqa: F811
     vault: Vault,  # noqa: F811
     server: ScriptedModelServer,  # noqa: F811
+    make_router: Callable[..., ModelRouter],
 ) -> None:
-    agent, feedback = make_agent(repo, vault, preflight_min_similarity=0.0)
+    agent, feedback = make_agent(repo, vault, make_router(), preflight_min_similarity=0.0)
     before = {title: warmth(vault, title) for title in (WAL, RETRY)}
     server.script(
         Reply(tool_calls=[("TodoWrite", {"todos": [{"content": "check sqlite", "status": "in_progress"}]})]),
@@ -101,8 +104,9 @@ def test_reflection_fires_in_the_loop_through_the_cheap_slot(
     repo: Path,  # noqa: F811
     vault: Vault,  # noqa: F811
     server: ScriptedModelServer,  # noqa: F811
+    make_router: Callable[..., ModelRouter],
 ) -> None:
-    agent, feedback = make_agent(repo, vault, reflection_threshold=4)
+    agent, feedback = make_agent(repo, vault, make_router(), reflection_threshold=4)
     title = "Planning with TodoWrite keeps long sessions on track"
     todo = ("TodoWrite", {"todos": [{"content": "plan", "status": "pending"}]})
     server.script(
@@ -124,8 +128,9 @@ def test_reflection_fires_in_the_loop_through_the_cheap_slot(
 def test_the_agent_runs_with_memory_off_and_says_why(
     repo: Path,  # noqa: F811
     server: ScriptedModelServer,  # noqa: F811
+    make_router: Callable[..., ModelRouter],
 ) -> None:
-    router = ModelRouter(config=fast_config())
+    router = make_router()
     agent = Agent(root=repo, router=router, settings=AriesAgent())
 
     def broken() -> Vault:
@@ -151,8 +156,9 @@ def test_compaction_extracts_notes_first_and_the_warm_context_survives(
     repo: Path,  # noqa: F811
     vault: Vault,  # noqa: F811
     server: ScriptedModelServer,  # noqa: F811
+    make_router: Callable[..., ModelRouter],
 ) -> None:
-    agent, feedback = make_agent(repo, vault, preflight_min_similarity=0.9)
+    agent, feedback = make_agent(repo, vault, make_router(), preflight_min_similarity=0.9)
     server.script(Reply(text="The loader reads pyproject first."), Reply(text="Timeouts use monotonic time."))
     list(agent.run("how does the loader read settings?"))
     list(agent.run("and the timeouts?"))
