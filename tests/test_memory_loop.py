@@ -8,7 +8,9 @@ compaction saves durable notes first and names them in its summary.
 
 from __future__ import annotations
 
+import gc
 import json
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -197,3 +199,14 @@ def test_the_memory_hook_reports_into_the_agent_status(repo: Path, vault: Vault)
     assert hook.status(agent) == "Memory: on; the vault opens with the first prompt."
     hook.system_sections(agent)
     assert (hook.status(agent) or "").startswith("Memory: on\nWarm context: ~")
+
+
+def test_an_agent_with_memory_is_collected_once_dropped(repo: Path, vault: Vault) -> None:  # noqa: F811
+    # The hook credits a session still open at exit, but must not keep the agent (and its router) alive until
+    # then; a kernel's own agent lives as long as the kernel (test_memory_kernel checks the credit at exit).
+    agent = Agent(root=repo, settings=AriesAgent())
+    agent.hooks.append(MemoryHook.for_agent(agent, lambda: vault, settings()))
+    dropped = weakref.ref(agent)
+    del agent
+    gc.collect()
+    assert dropped() is None

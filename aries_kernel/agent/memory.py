@@ -24,6 +24,7 @@ import atexit
 import json
 import re
 import time
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -587,7 +588,8 @@ class MemoryHook(AgentHook):
             on_usage=usage,
         )
         # A kernel that shuts down without `%aries reset` still ends its session: credit it on the way out.
-        atexit.register(feedback.end_session)
+        # Held weakly, so an agent dropped before then (and its router's connections) can still be collected.
+        atexit.register(_call_if_alive, weakref.WeakMethod(feedback.end_session))
         return cls(feedback)
 
     def _drain(self) -> list[Event]:
@@ -650,6 +652,12 @@ class MemoryHook(AgentHook):
         self.feedback.end_session()
         self._started = False
         return self._drain()
+
+
+def _call_if_alive(method: weakref.WeakMethod[Callable[[], object]]) -> None:
+    bound = method()
+    if bound is not None:
+        bound()
 
 
 register_hook(MemoryHook.for_agent)  # every agent built by agent_for() has memory
