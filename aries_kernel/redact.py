@@ -106,7 +106,7 @@ def redact(text: str, environ: Mapping[str, str] | None = None) -> str:
             text = text.replace(value, "[REDACTED:env]")
     for kind, pattern in _PATTERNS:
         if kind == "aws-secret":
-            text = pattern.sub(lambda match: f"{match.group(1)}[REDACTED:{kind}]", text)
+            text = pattern.sub(lambda match: f"{match.group(1)}[REDACTED:aws-secret]", text)
         else:
             text = pattern.sub(f"[REDACTED:{kind}]", text)
     return text
