@@ -3,6 +3,7 @@ damaged stored graph rebuilt, and edits after a warm start giving what a cold in
 
 from __future__ import annotations
 
+import marshal
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ from traitlets.config import Config
 
 from aries_kernel.codebase import Codebase, extract, indexer
 from aries_kernel.codebase.graph import FileGraph
+from aries_kernel.codebase.ranking import Rankings
 from aries_kernel.codebase.resolve import Resolver
 from aries_kernel.codebase.snapshot import decode, encode
 from aries_kernel.codebase.store import IndexStore
@@ -85,8 +87,8 @@ def repo(tmp_path: Path) -> Path:
 
 
 def counted(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
-    """Counts of parsing and of graph computation, from here on."""
-    counts = {"parse": 0, "resolve": 0, "weigh": 0}
+    """Counts of parsing, of graph computation and of ranking, from here on."""
+    counts = {"parse": 0, "resolve": 0, "weigh": 0, "rank": 0}
 
     def counting(name: str, function: Any) -> Any:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -99,6 +101,8 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     monkeypatch.setattr(extract, "_extract", counting("parse", extract._extract))
     monkeypatch.setattr(Resolver, "resolve", counting("resolve", Resolver.resolve))
     monkeypatch.setattr(FileGraph, "_reference_targets", counting("weigh", FileGraph._reference_targets))
+    for score in ("_pagerank", "_hits", "_communities"):
+        monkeypatch.setattr(Rankings, score, counting("rank", getattr(Rankings, score)))
     return counts
 
 
@@ -113,9 +117,10 @@ def test_warm_start_parses_and_resolves_nothing_and_gives_the_cold_graph(
     assert kinds == {"import", "reference"} and any(row[4] for row in expected["edges"])  # type-only too
     counts = counted(monkeypatch)
     warm = opened(repo)
-    assert counts == {"parse": 0, "resolve": 0, "weigh": 0}
     assert warm.last_run == {**warm.last_run, "mode": "warm", "parsed": 0, "graph": "loaded"}
     assert graph_of(warm) == expected
+    # Nothing parsed, resolved, weighed or ranked: the scores the cold index computed were stored with it.
+    assert counts == {"parse": 0, "resolve": 0, "weigh": 0, "rank": 0}
     assert graph_of(fresh(repo)) == expected
     # Definition names and kinds are shared across records loaded from the store: one string per distinct one.
     first, second = warm._records["pkg/m1.py"]["symbols"], warm._records["pkg/m2.py"]["symbols"]
@@ -159,14 +164,15 @@ def test_a_damaged_stored_graph_is_rebuilt(repo: Path, damage: Any, signed: bool
     path = repo / ".aries" / "index.db"
     store = IndexStore(path)
     try:
-        blob = store.load_graph()
-        assert blob is not None
+        found = store.load_blob("graph")
+        assert found is not None
+        blob = found[1]
         if signed:
-            store.save_graph(damage(blob))
+            store.save_blob("graph", damage(blob))
         else:
             with store._lock, store._conn:
                 store._conn.execute("UPDATE graph SET blob = ?", (_flip_a_byte(blob),))
-            assert store.load_graph() is None
+            assert store.load_blob("graph") is None
     finally:
         store.close()
     rebuilt = opened(repo)
@@ -174,6 +180,37 @@ def test_a_damaged_stored_graph_is_rebuilt(repo: Path, damage: Any, signed: bool
     assert graph_of(rebuilt) == expected
     again = opened(repo)  # the rebuilt graph was stored in place of the damaged one
     assert again.last_run["graph"] == "loaded" and graph_of(again) == expected
+
+
+def _forge_rankings_tag(store: IndexStore, found: Any) -> None:
+    with store._conn:
+        store._conn.execute("UPDATE graph SET tag = ? WHERE name = 'rankings'", (b"0" * 32,))
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda store, found: store.save_blob("rankings", marshal.dumps(("not the graph's MAC", {}))),
+        lambda store, found: store.save_blob("rankings", marshal.dumps((found[0], {"pagerank": (1.0,)}))),
+        lambda store, found: store.save_blob("rankings", b"\xff not marshal"),
+        _forge_rankings_tag,
+    ],
+)
+def test_stored_rankings_of_another_graph_or_damaged_are_recomputed(
+    repo: Path, monkeypatch: pytest.MonkeyPatch, damage: Any
+) -> None:
+    expected = graph_of(opened(repo))
+    store = IndexStore(repo / ".aries" / "index.db")
+    try:
+        damage(store, store.load_blob("graph"))
+    finally:
+        store.close()
+    counts = counted(monkeypatch)
+    warm = opened(repo)
+    assert warm.last_run["graph"] == "loaded"
+    assert graph_of(warm) == expected and counts["rank"] == 3
+    counts["rank"] = 0
+    assert graph_of(opened(repo)) == expected and counts["rank"] == 0  # stored again, right this time
 
 
 def edit(repo: Path) -> None:

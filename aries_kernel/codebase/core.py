@@ -8,6 +8,7 @@ public operation first calls :meth:`Codebase.wait_ready`, which shows a progress
 from __future__ import annotations
 
 import logging
+import marshal
 import os
 import sqlite3
 import threading
@@ -26,7 +27,7 @@ from aries_kernel.codebase.languages import language_for_path
 from aries_kernel.codebase.languages import parse as parse_source
 from aries_kernel.codebase.progress import Progress
 from aries_kernel.codebase.queries import QueryMixin
-from aries_kernel.codebase.ranking import Rankings
+from aries_kernel.codebase.ranking import Rankings, from_stored, stored_form
 from aries_kernel.codebase.resolve import TSCONFIG_MAX_BYTES, ImportConfig, config_problem, load_tsconfigs
 from aries_kernel.codebase.snapshot import BadSnapshot, Snapshot, code_digest, decode, encode
 from aries_kernel.codebase.store import IndexStore, ensure_aries_dir
@@ -210,35 +211,37 @@ class Codebase(QueryMixin, JudgmentMixin):
         tsconfigs, config_hashes, config_problems = self._read_tsconfigs(found)
         records = dict(sorted(records.items()))
         key = repr((code_digest(), self.root.name, sorted(config_hashes.items())))
-        graph, graph_changed = self._graph_of(records, tsconfigs, key)
+        graph, tag = self._graph_of(records, tsconfigs, key)
+        loaded = tag is not None
         with self._lock:
             self._records = records
             self._stat = stat
             self._problems = found.problems + config_problems + self._store_problems
             self._configs, self._tsconfigs = config_hashes, tsconfigs
             self._graph = graph
-            self._rankings = Rankings(self._graph, self._names_of)
+            if not loaded and self._store is not None:
+                hashes = {rel: records[rel]["hash"] for rel in graph.node_of}
+                tag = self._store.save_blob("graph", encode(graph.snapshot(key, hashes)))
+            self._rankings = self._rankings_of(graph, tag)
             self._tables.clear()
             self._texts.clear()
-            if graph_changed and self._store is not None:
-                hashes = {rel: records[rel]["hash"] for rel in graph.node_of}
-                self._store.save_graph(encode(graph.snapshot(key, hashes)))
             self.last_run = {
                 "mode": "warm" if stored else "cold",
                 "seconds": time.perf_counter() - started,
                 "parsed": len(parsed),
                 "reused": len(work.reused),
-                "graph": "built" if graph_changed else "loaded",
+                "graph": "loaded" if loaded else "built",
             }
 
     def _graph_of(
         self, records: dict[str, Record], tsconfigs: dict[str, ImportConfig], key: str
-    ) -> tuple[FileGraph, bool]:
-        """The graph of ``records``, and whether it differs from the stored one. The stored graph is loaded when
-        its ``key`` matches and brought up to date through :meth:`FileGraph.update` (which gives exactly what a
-        full build gives), so a warm start resolves and weighs only what changed; it is built otherwise."""
+    ) -> tuple[FileGraph, bytes | None]:
+        """The graph of ``records``, and the stored graph's MAC when it is that graph unchanged. The stored graph
+        is loaded when its ``key`` matches and brought up to date through :meth:`FileGraph.update` (which gives
+        exactly what a full build gives), so a warm start resolves and weighs only what changed; it is built
+        otherwise."""
         indexed = {rel: r for rel, r in records.items() if r["status"] != "skipped"}
-        snapshot = self._stored_graph(key)
+        snapshot, tag = self._stored_graph(key)
         if snapshot is not None:
             stored = dict(zip(snapshot.files, snapshot.hashes, strict=True))
             changed = {
@@ -251,24 +254,49 @@ class Codebase(QueryMixin, JudgmentMixin):
                     graph = FileGraph.from_snapshot(self.root.name, snapshot, indexed, tsconfigs)
                     if changed:
                         graph.update(changed, tsconfigs)
-                    return graph, bool(changed)
+                    return graph, None if changed else tag
                 except (ValueError, KeyError, IndexError) as exc:  # verified, yet not what this code wrote
                     log.warning("The stored graph of %s does not load (%r); rebuilding it", self.root, exc)
         graph = FileGraph(self.root.name)
         graph.build(indexed.values(), tsconfigs)
-        return graph, True
+        return graph, None
 
-    def _stored_graph(self, key: str) -> Snapshot | None:
-        """The stored graph snapshot, when there is one that verifies, decodes and was stored under ``key``."""
-        blob = self._store.load_graph() if self._store is not None else None
-        if blob is None:
-            return None
+    def _stored_graph(self, key: str) -> tuple[Snapshot | None, bytes | None]:
+        """The stored graph snapshot and its MAC, when there is one that verifies, decodes and was stored under
+        ``key``."""
+        found = self._store.load_blob("graph") if self._store is not None else None
+        if found is None:
+            return None, None
         try:
-            snapshot = decode(blob)
+            snapshot = decode(found[1])
         except BadSnapshot as exc:
             log.warning("The stored graph of %s is damaged (%s); rebuilding it", self.root, exc)
-            return None
-        return snapshot if snapshot.key == key else None
+            return None, None
+        return (snapshot, found[0]) if snapshot.key == key else (None, None)
+
+    def _rankings_of(self, graph: FileGraph, tag: bytes | None) -> Rankings:
+        """Rankings of ``graph`` with the scores stored for it (those stored with ``tag``, the MAC of the stored
+        graph it is), storing each score computed while the graph is unchanged."""
+        store = self._store
+        if store is None or tag is None:
+            return Rankings(graph, self._names_of)
+        files = tuple(graph.node_of)
+        scores: dict[str, Any] = {}
+        found = store.load_blob("rankings")
+        if found is not None:
+            try:
+                graph_tag, stored = marshal.loads(found[1])
+                if graph_tag == tag:
+                    scores = from_stored(stored, files)
+            except (ValueError, TypeError, EOFError) as exc:  # verified, yet not what this code wrote
+                log.warning("The stored rankings of %s do not load (%s); recomputing them", self.root, exc)
+
+        def on_computed(key: str, value: Any) -> None:
+            scores[key] = value
+            form = {k: stored_form(k, v, files) for k, v in scores.items()}
+            store.save_blob("rankings", marshal.dumps((tag, form)))
+
+        return Rankings(graph, self._names_of, dict(scores), on_computed)
 
     def _read_tsconfigs(self, found: Walk) -> tuple[dict[str, ImportConfig], dict[str, str], list[Problem]]:
         texts: dict[str, str] = {}

@@ -1,7 +1,9 @@
 """Scores over the file graph: PageRank and HITS (rustworkx, weighted) and Leiden communities (igraph).
 
 All three are computed on demand and cached by :class:`Rankings` against the graph's version, so an edit costs
-nothing until a score is asked for again.
+nothing until a score is asked for again. Scores of a graph that has not changed since it was stored are handed
+to ``on_computed`` (which stores them) and come back as ``known`` on the next start: :func:`stored_form` and
+:func:`from_stored` are that form, aligned to the graph's file order.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any
 
 from aries_kernel.codebase.graph import FileGraph
 
-__all__ = ["Rankings", "community_label"]
+__all__ = ["Rankings", "community_label", "from_stored", "stored_form"]
 
 _LABEL_STOPWORDS = frozenset(
     [
@@ -55,10 +57,20 @@ def _weight(edge: tuple[str, float, bool]) -> float:
 class Rankings:
     """PageRank, HITS and communities of a :class:`FileGraph`, recomputed only after the graph changed."""
 
-    def __init__(self, graph: FileGraph, names_of: Callable[[str], Iterable[str]]) -> None:
+    def __init__(
+        self,
+        graph: FileGraph,
+        names_of: Callable[[str], Iterable[str]],
+        known: dict[str, Any] | None = None,
+        on_computed: Callable[[str, Any], None] | None = None,
+    ) -> None:
+        """``known``: scores of ``graph`` as it is now; ``on_computed(key, value)`` hears of each score computed
+        while the graph is still as it was given."""
         self._graph = graph
         self._names_of = names_of
-        self._cache: dict[str, tuple[int, Any]] = {}
+        self._version = graph.version
+        self._cache: dict[str, tuple[int, Any]] = {k: (graph.version, v) for k, v in (known or {}).items()}
+        self._on_computed = on_computed
         self._lock = threading.Lock()
 
     def _cached(self, key: str, compute: Callable[[], Any]) -> Any:
@@ -68,6 +80,8 @@ class Rankings:
                 return hit[1]
             value = compute()
             self._cache[key] = (self._graph.version, value)
+            if self._on_computed is not None and self._graph.version == self._version:
+                self._on_computed(key, value)
             return value
 
     def pagerank(self) -> dict[str, float]:
@@ -151,6 +165,43 @@ class Rankings:
             for rel in part:
                 out[rel] = (number, label)
         return out
+
+
+def stored_form(key: str, value: Any, files: tuple[str, ...]) -> Any:
+    """A score as stored: plain tuples aligned to ``files`` (the graph's node order)."""
+    if key == "pagerank":
+        return tuple(value[f] for f in files)
+    if key == "hits":
+        return tuple(tuple(scores[f] for f in files) for scores in value)
+    return (tuple(value[f][0] for f in files), tuple(value[f][1] for f in files))
+
+
+def from_stored(stored: Any, files: tuple[str, ...]) -> dict[str, Any]:
+    """The scores a stored dict holds (key -> :func:`stored_form`); ValueError when it is not such a dict."""
+    if not isinstance(stored, dict) or not set(stored) <= {"pagerank", "hits", "communities"}:
+        raise ValueError("not stored scores")
+
+    def column(values: Any, kind: type) -> tuple[Any, ...]:
+        if not (isinstance(values, tuple) and len(values) == len(files) and set(map(type, values)) <= {kind}):
+            raise ValueError("a malformed stored score")
+        return values
+
+    out: dict[str, Any] = {}
+    if "pagerank" in stored:
+        out["pagerank"] = dict(zip(files, column(stored["pagerank"], float), strict=True))
+    if "hits" in stored:
+        hits = stored["hits"]
+        if not (isinstance(hits, tuple) and len(hits) == 2):
+            raise ValueError("malformed stored HITS scores")
+        out["hits"] = tuple(dict(zip(files, column(s, float), strict=True)) for s in hits)
+    if "communities" in stored:
+        groups = stored["communities"]
+        if not (isinstance(groups, tuple) and len(groups) == 2):
+            raise ValueError("malformed stored communities")
+        out["communities"] = dict(
+            zip(files, zip(column(groups[0], int), column(groups[1], str), strict=True), strict=True)
+        )
+    return out
 
 
 def _hits_iterated(g: Any, rounds: int = 2000) -> tuple[dict[str, float], dict[str, float]]:

@@ -11,9 +11,10 @@ repository can commit its own ``index.db``, so each record is stored behind a MA
 (:mod:`aries_kernel.codebase.index_key`) and is unmarshalled only when the MAC verifies; a row that does not
 verify makes the file foreign (moved aside and rebuilt, as above). Every decoded row is then checked before use.
 
-The ``graph`` table holds the resolved file graph (:mod:`.snapshot`) behind the same MAC, so a warm start loads
-it rather than recomputing millions of edges; a graph row that does not verify is ignored (and rebuilt by the
-caller), since the records alone are enough to rebuild it. Records share their definitions' name, kind and
+The ``graph`` table holds the resolved file graph (:mod:`.snapshot`) and the scores computed over it
+(:mod:`.ranking`) behind the same MAC, so a warm start loads them rather than recomputing millions of edges and
+their PageRank; a row that does not verify is ignored (and recomputed by the caller), since the records alone
+are enough to rebuild both. Records share their definitions' name, kind and
 parent strings (:func:`compact`): marshal stores an interned string as such and interns it again on load. (A
 file's used names are one space-separated string, which loads as one object rather than hundreds.)
 """
@@ -52,7 +53,7 @@ _SIDE_FILES = ("-journal", "-wal", "-shm")
 _STATUSES = frozenset({"indexed", "partial", "skipped"})
 _TEXT_KEYS = ("file", "language", "status", "reason", "hash")
 _INT_KEYS = ("size", "loc")
-_GRAPH_ROW = "graph"
+_BLOBS = frozenset({"graph", "rankings"})  # the rows of the graph table
 
 StoredFile = tuple[int, int, str, dict[str, Any]]  # size, mtime_ns, hash, record
 
@@ -257,28 +258,30 @@ class IndexStore:
         if rows:
             self._write("INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?)", data())
 
-    def save_graph(self, blob: bytes) -> None:
-        """Store the graph snapshot, replacing the one before."""
-        tag = self._key.tag((_GRAPH_ROW, len(blob), 0, SCHEMA_VERSION), blob)
-        self._write("INSERT OR REPLACE INTO graph VALUES (?, ?, ?)", [(_GRAPH_ROW, tag, blob)])
+    def save_blob(self, name: str, blob: bytes) -> bytes:
+        """Store the ``graph`` snapshot or its ``rankings``, replacing the one before; returns its MAC, which
+        names this very blob (the rankings record the MAC of the graph they were computed on)."""
+        if name not in _BLOBS:
+            raise ValueError(f"no stored blob is called {name!r}")
+        tag = self._key.tag((name, len(blob), 0, SCHEMA_VERSION), blob)
+        self._write("INSERT OR REPLACE INTO graph VALUES (?, ?, ?)", [(name, tag, blob)])
+        return tag
 
-    def load_graph(self) -> bytes | None:
-        """The stored graph snapshot when there is one and its MAC verifies (else None: rebuild it)."""
+    def load_blob(self, name: str) -> tuple[bytes, bytes] | None:
+        """``(MAC, blob)`` of a stored blob when there is one and its MAC verifies (else None: recompute it)."""
         try:
             with self._lock:
-                row = self._conn.execute(
-                    "SELECT tag, blob FROM graph WHERE name = ?", (_GRAPH_ROW,)
-                ).fetchone()
+                row = self._conn.execute("SELECT tag, blob FROM graph WHERE name = ?", (name,)).fetchone()
         except sqlite3.Error as exc:
-            log.warning("Could not read the stored graph in %s (%s); rebuilding it", self.path, exc)
+            log.warning("Could not read the stored %s in %s (%s); recomputing it", name, self.path, exc)
             return None
         if row is None:
             return None
         tag, blob = row
         if isinstance(tag, bytes) and isinstance(blob, bytes):
-            if self._key.verifies((_GRAPH_ROW, len(blob), 0, SCHEMA_VERSION), blob, tag):
-                return blob
-        log.warning("The stored graph in %s does not verify; rebuilding it from the records", self.path)
+            if self._key.verifies((name, len(blob), 0, SCHEMA_VERSION), blob, tag):
+                return tag, blob
+        log.warning("The stored %s in %s does not verify; recomputing it", name, self.path)
         return None
 
     def delete(self, paths: Iterable[str]) -> None:
