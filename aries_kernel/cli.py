@@ -1,13 +1,16 @@
-"""The ``aries-kernel`` command: install/uninstall the kernelspec, open a console, or launch the kernel."""
+"""The ``aries-kernel`` command: install/uninstall the kernelspec, open a console, serve the REPL body over MCP,
+or launch the kernel."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
+from aries_kernel.agent.permissions import MODES
+
 __all__ = ["main"]
 
-_COMMANDS = ("install", "uninstall", "console")
+_COMMANDS = ("install", "uninstall", "console", "mcp")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -28,6 +31,27 @@ def _parser() -> argparse.ArgumentParser:
         "console",
         help="install the kernelspec into this environment if needed and open "
         "a jupyter console on the Aries kernel in the current directory (extra arguments go to the console)",
+    )
+    mcp = commands.add_parser(
+        "mcp",
+        help="serve the REPL body (codebase, vault; with --kernel, a repl in a running Aries kernel) to MCP "
+        "clients over stdio, or over streamable HTTP on loopback with --http",
+    )
+    mcp.add_argument("--root", help="the repository (default: found from the working directory)")
+    mcp.add_argument(
+        "--kernel",
+        metavar="ID_OR_FILE",
+        help="attach to a running Aries kernel (its id, or its connection file) and serve the repl tool",
+    )
+    mcp.add_argument(
+        "--mode",
+        choices=MODES,
+        help="permission mode of the repl tool (default: the kernel's c.AriesAgent.permission_mode)",
+    )
+    mcp.add_argument("--http", action="store_true", help="streamable HTTP on 127.0.0.1 instead of stdio")
+    mcp.add_argument("--port", type=int, default=0, help="HTTP port (default: a free one, printed)")
+    mcp.add_argument(
+        "--token", help="HTTP bearer token (default: $ARIES_MCP_TOKEN, else one generated and printed)"
     )
     return parser
 
@@ -52,7 +76,11 @@ def main(argv: list[str] | None = None) -> None:
         AriesConsoleApp.launch_instance(argv=["--kernel", "aries", *argv[1:]])
         return
     args = _parser().parse_args(argv)
-    if args.command == "install":
+    if args.command == "mcp":
+        from aries_kernel.mcp_server import main as serve_mcp
+
+        serve_mcp(args)
+    elif args.command == "install":
         prefix = sys.prefix if args.sys_prefix else args.prefix
         path = install_kernelspec(user=args.user, prefix=prefix, name=args.name)
         print(f"Installed kernelspec {args.name!r} in {path}")

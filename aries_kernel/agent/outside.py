@@ -1,0 +1,72 @@
+"""Code from an outside agent (the ``repl`` tool of ``aries-kernel mcp --kernel``), run inside this kernel.
+
+:func:`run` is what the MCP server's execute request calls. It runs the code as an ``%aries`` Repl step runs
+the agent's: in the user namespace (:func:`~aries_kernel.agent.repl.run_code`), under the Repl guard
+(:func:`~aries_kernel.agent.guard.guarded`) weighed by the permission mode, with the provider keys withheld
+and the permission settings locked. The mode is the one the server was started with, else the kernel's own
+(``c.AriesAgent.permission_mode``). Nobody can be asked from here, so an effect the mode would ask about is
+refused with the way to allow it. The kernel's output shows a note of what ran, and :data:`RUNS` keeps the
+kernel's record; the result is printed (redacted, cut to ``tool_output_chars``) for the server to read.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from typing import Any
+
+from aries_kernel.agent.guard import Verdict, guarded
+from aries_kernel.agent.permissions import decide, effective_mode, refusal
+from aries_kernel.agent.repl import run_code, truncate
+from aries_kernel.redact import redact, withheld_keys
+
+__all__ = ["RUNS", "run"]
+
+# What outside agents ran in this kernel, oldest first: time, code, permission mode, what the guard refused.
+RUNS: list[dict[str, Any]] = []
+_numbers = itertools.count(1)
+
+
+def run(shell: Any, code: str, mode: str | None = None, who: str = "an MCP client") -> None:
+    """Run ``code`` from ``who`` in ``shell``'s namespace under the Repl guard; print the result text."""
+    from IPython.display import display
+
+    from aries_kernel.agent.settings import AriesAgent
+    from aries_kernel.context import get_context
+
+    context = get_context(shell)
+    agent = context.built("agent")
+    settings = agent.settings if agent is not None else AriesAgent(config=context.config)
+    mode = mode or effective_mode(settings.permission_mode, settings.auto_approve)
+    display(
+        {
+            "text/plain": f"[Aries] {who} ran (permission mode {mode}):\n{code}",
+            "text/markdown": f"**[Aries] {who} ran** (permission mode `{mode}`):\n\n```python\n{code}\n```",
+        },
+        raw=True,
+    )
+
+    def ask(effect: str, summary: str) -> Verdict:
+        decision = decide(mode, effect)
+        if decision == "allow":
+            return Verdict(True, f"permission mode {mode}")
+        if decision == "refuse":
+            return Verdict(False, refusal(mode, effect))
+        return Verdict(
+            False,
+            f"permission mode {mode} asks before {'file edits' if effect == 'edit' else 'commands'}, and an "
+            "outside agent's step cannot be asked about; the user allows them by starting the server with "
+            "`aries-kernel mcp --mode acceptEdits` (edits) or `--mode bypassPermissions` (everything)",
+        )
+
+    with (
+        settings.locked() as permissions,
+        withheld_keys(permissions["pass_env_keys"]),
+        guarded(context.root, ask) as report,
+    ):
+        result = run_code(shell, code, 10_000 + next(_numbers))
+    text = result.as_text()
+    if report.refused:
+        text += "\n[Refused by the Repl guard: " + "; ".join(report.refused) + "]"
+    RUNS.append({"at": time.time(), "who": who, "mode": mode, "code": code, "refused": list(report.refused)})
+    print(truncate(redact(text), settings.tool_output_chars))
