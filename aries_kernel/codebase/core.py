@@ -161,6 +161,11 @@ class Codebase(QueryMixin, JudgmentMixin):
             self._error = exc
         finally:
             self._ready.set()
+        if self._error is None:
+            # Queries need none of what a loaded graph leaves for later (what updating it needs): it is built
+            # once the index is ready, and a reindex before then builds it first.
+            with self._lock:
+                self._graph.complete()
 
     def _open_store(self) -> IndexStore | None:
         self._store_problems = []

@@ -246,6 +246,7 @@ class FileGraph:
         self.definers: dict[str, dict[str, set[str]]] = {}
         self._users: Users | None = None
         self._payloads: dict[tuple[str, float, bool], tuple[str, float, bool]] = {}
+        self._pending: tuple[Snapshot, dict[str, dict[str, Any]]] | None = None  # see complete()
         self.tsconfigs: dict[str, ImportConfig] = {}
         self.resolver = Resolver((), root_name, {})
         # Bumped on every change; ranking caches compare against it.
@@ -269,6 +270,7 @@ class FileGraph:
 
     def snapshot(self, key: str, hashes: dict[str, str]) -> Snapshot:
         """The graph as stored; ``hashes`` are its files' record hashes, ``key`` what else its edges depend on."""
+        self.complete()
         graph = self.graph
         files = tuple(self.node_of)
         position = np.zeros(max(self.node_of.values(), default=-1) + 1, np.uint32)
@@ -314,28 +316,17 @@ class FileGraph:
         records: dict[str, dict[str, Any]],
         tsconfigs: dict[str, ImportConfig],
     ) -> FileGraph:
-        """The graph ``snapshot`` holds. Its files' imports and uses come from ``records`` where the hashes
-        match; for the others (changed or gone since) they are empty until :meth:`update` gives their records,
-        which it can, as their top-level names and uses are in the snapshot."""
+        """The graph ``snapshot`` holds, ready to read. The name tables that only :meth:`update` needs are
+        built by :meth:`complete` (called by it, or earlier by whoever has the time): files' imports and uses
+        from ``records`` where the hashes match, empty for the others (changed or gone since) until
+        :meth:`update` gives their records, which it can, as their top-level names and uses are in the
+        snapshot."""
         self = cls(root_name)
-        vocabulary, arrays = snapshot.vocabulary, snapshot.arrays
-        names = arrays["defined"].tolist()
-        cuts = arrays["defined_at"].tolist()
-        for i, (rel, digest, language) in enumerate(
-            zip(snapshot.files, snapshot.hashes, snapshot.languages, strict=True)
-        ):
-            record = records.get(rel)
-            same = record is not None and record["hash"] == digest
-            self.language[rel] = language
-            self.imports[rel] = record["imports"] if same else ()
-            self.uses[rel] = record["uses"] if same else ""
-            defines = self.defines[rel] = frozenset(map(vocabulary.__getitem__, names[cuts[i] : cuts[i + 1]]))
-            definers = self.definers.setdefault(_family(language), {})
-            for name in defines:
-                definers.setdefault(name, set()).add(rel)
+        arrays = snapshot.arrays
+        self.language = dict(zip(snapshot.files, snapshot.languages, strict=True))
         self.node_of = dict(zip(snapshot.files, self.graph.add_nodes_from(list(snapshot.files)), strict=True))
         self.tsconfigs = tsconfigs
-        self.resolver = Resolver(self.node_of, root_name, tsconfigs)
+        self._pending = (snapshot, records)
         payloads = [self._payload(p) for p in snapshot.payloads]
         step = 1 << 18  # bounded batches: one list of 2 million edge tuples would cost hundreds of MB at once
         for start in range(0, len(arrays["source"]), step):
@@ -350,13 +341,34 @@ class FileGraph:
                     )
                 )
             )
-        # Copies, so the blob the arrays view (tens of MB) is freed.
-        self._users = Users(snapshot.files, vocabulary, arrays["offsets"].copy(), arrays["members"].copy())
         self.version += 1
         return self
 
+    def complete(self) -> None:
+        """Build the name tables and the resolver a graph loaded by :meth:`from_snapshot` left for later."""
+        if self._pending is None:
+            return
+        snapshot, records = self._pending
+        vocabulary, arrays = snapshot.vocabulary, snapshot.arrays
+        names = arrays["defined"].tolist()
+        cuts = arrays["defined_at"].tolist()
+        for i, (rel, digest) in enumerate(zip(snapshot.files, snapshot.hashes, strict=True)):
+            record = records.get(rel)
+            same = record is not None and record["hash"] == digest
+            self.imports[rel] = record["imports"] if same else ()
+            self.uses[rel] = record["uses"] if same else ""
+            defines = self.defines[rel] = frozenset(map(vocabulary.__getitem__, names[cuts[i] : cuts[i + 1]]))
+            definers = self.definers.setdefault(_family(self.language[rel]), {})
+            for name in defines:
+                definers.setdefault(name, set()).add(rel)
+        self.resolver = Resolver(self.node_of, self.root_name, self.tsconfigs)
+        # Copies, so the blob the arrays view (tens of MB) is freed.
+        self._users = Users(snapshot.files, vocabulary, arrays["offsets"].copy(), arrays["members"].copy())
+        self._pending = None
+
     def update(self, changed: dict[str, dict[str, Any] | None], tsconfigs: dict[str, ImportConfig]) -> None:
         """Apply new records (None = file gone) and recompute exactly the edges they can affect."""
+        self.complete()
         users = self.users()
         affected_names: set[str] = set()
         file_set_changed = False
@@ -392,6 +404,7 @@ class FileGraph:
 
     def users(self) -> Users:
         """Who uses which name; built on the first incremental update (or loaded), then kept current."""
+        self.complete()
         if self._users is None:
             self._users = Users.build(self.uses)
         return self._users
