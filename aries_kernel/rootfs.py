@@ -67,6 +67,7 @@ __all__ = [
     "read_at",
     "read_regular",
     "read_stat_at",
+    "remove",
     "replace_at",
     "require_real_folders",
     "resolve",
@@ -507,6 +508,25 @@ def replace_at(dir_fd: int, name: str, data: bytes, shown: str) -> bool:
             ) from None
         raise
     return info is not None
+
+
+def remove(root: Path, path: str, *, walked: bool = False) -> bool:
+    """Unlink the file ``path`` beneath the root by its folder's handle (a final symlink is removed itself, never
+    its target); returns whether something was there. A folder is refused."""
+    try:
+        with located(root, path, walked=walked, follow_links=False) as place:
+            if place.name is None:
+                raise RefusedPathError(f"{path} is a folder; give a file path.")
+            with _reported(path):
+                try:
+                    os.unlink(place.name, dir_fd=place.dir_fd)
+                except FileNotFoundError:
+                    return False
+                except IsADirectoryError:
+                    raise RefusedPathError(f"{path} is a folder; give a file path.") from None
+            return True
+    except MissingPathError:
+        return False
 
 
 def move(root: Path, src: str, dst: str, *, walked: bool = False, follow_links: bool = True) -> str:

@@ -30,6 +30,8 @@ _MODULE_OF = {
     "index": "index",
     "vault": "vault",
     "model": "model",
+    "rewind": "rewind",
+    "checkpoints": "rewind",
     **dict.fromkeys(["", "tools", "compact", "reset", "resume", "history", "cost", "config"], "agent"),
 }
 

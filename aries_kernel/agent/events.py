@@ -30,6 +30,7 @@ __all__ = [
     "TurnFinished",
     "RunFinished",
     "Notice",
+    "Checkpointed",
 ]
 
 
@@ -201,6 +202,16 @@ class RunFinished(Event):
     output_tokens: int
     cost_usd: float
     detail: str = ""
+
+
+@dataclass
+class Checkpointed(Event):
+    """A turn's changes were checkpointed (:mod:`~aries_kernel.agent.checkpoints`): ``%aries rewind <turn>``
+    (or the panel's Rewind button) puts back the state before it."""
+
+    checkpoint: int
+    files: list[str]
+    names: list[str]
 
 
 @dataclass

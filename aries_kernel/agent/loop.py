@@ -38,8 +38,10 @@ from pathlib import Path
 from typing import Any
 
 from aries_kernel.agent import compaction
+from aries_kernel.agent.checkpoints import Checkpoints, RewindReport
 from aries_kernel.agent.events import (
     ApprovalRequested,
+    Checkpointed,
     Compaction,
     Event,
     Notice,
@@ -150,6 +152,15 @@ class Agent:
         self.last_request_tokens = 0
         self._orientation: str | None = None
         self.changes = ChangeWatch(self.root)  # files changed between turns (inotify, else a walk)
+        self._unindexed: set[Path] = set()  # changes a checkpoint's look saw, for the next re-index
+        self.checkpoints = Checkpoints(
+            self.root,
+            self._look,
+            self.changes.files,
+            lambda: getattr(self.shell, "user_ns", None),
+            config=getattr(context, "config", None),
+            hidden=lambda: getattr(self.shell, "user_ns_hidden", {}),
+        )
         self._partial_text = ""
         self._pending: list[mt.ToolCall] = []
         self._running = False
@@ -215,6 +226,13 @@ class Agent:
         self.reset()
         self.session = Session.load(paths[-1])
         return self.session
+
+    def rewind(self, turn: int | None = None, *, force: bool = False, keep: bool = False) -> RewindReport:
+        """Put files, names and the conversation back as they were before ``turn`` (default: undo the last
+        checkpoint); see :mod:`~aries_kernel.agent.checkpoints`. Refused while a run is in progress."""
+        if self._running:
+            raise RunInProgressError("An agent run is in progress: it cannot be rewound until it ends.")
+        return self.checkpoints.rewind(turn, session=self.session, force=force, keep=keep)
 
     # ---------------------------------------------------------------------------------------------- requests
 
@@ -331,6 +349,7 @@ class Agent:
                     yield event
         finally:
             self._running, self._run_mode, self._approver = False, None, None
+            self.checkpoints.end_run()
 
     def _run(self, prompt: str, max_turns: int) -> Generator[Event, None, None]:
         session = self.ensure_session()
@@ -344,6 +363,7 @@ class Agent:
                 yield Notice(session.problem, turn=session.turns)
             yield from self._reindex_changes(session.turns)
             session.add_prompt(prompt, permission_mode=self.permission_mode)
+            self.checkpoints.start_run(prompt, session)
             session.add_message(mt.Message("user", prompt))
             while True:
                 if turns >= max_turns:
@@ -351,6 +371,7 @@ class Agent:
                     break
                 turns += 1
                 turn = session.turns + 1
+                self.checkpoints.start_turn(turn)
                 client = self.client("primary")
                 yield from self._compact_if_needed(client, turn)
                 for hook in self.hooks:
@@ -369,7 +390,15 @@ class Agent:
                 gated = set(self.phase.gated_names())
                 for call in message.tool_calls:
                     yield from self._call_tool(call, turn)
-                if any(call.name in _OPAQUE_TOOLS for call in message.tool_calls) or self.env.changed:
+                checkpoint = self.checkpoints.end_turn()
+                if checkpoint is not None:
+                    changed_names = checkpoint.names + checkpoint.inplace
+                    yield Checkpointed(checkpoint.number, list(checkpoint.files), changed_names, turn=turn)
+                if (
+                    any(call.name in _OPAQUE_TOOLS for call in message.tool_calls)
+                    or self.env.changed
+                    or self._unindexed
+                ):
                     yield from self._reindex_changes(turn)
                 for hook in self.hooks:
                     yield from hook.after_turn(self, turn, len(message.tool_calls))
@@ -534,7 +563,8 @@ class Agent:
                             turn=turn,
                         )
                 else:
-                    output, is_error = run_tool(tool, self.env, call.arguments)
+                    with self.checkpoints.around(call.name, tool.effect, call.arguments):
+                        output, is_error = run_tool(tool, self.env, call.arguments)
                 self._running_call = None
                 output = redact(output)
             else:
@@ -591,6 +621,7 @@ class Agent:
         if rlm is not None:
             rlm.start_execution()  # an rlm built during the step starts with a fresh budget anyway
         with (
+            self.checkpoints.around(call.name, tool.effect, call.arguments),
             withheld_keys(self._permissions.get("pass_env_keys", ())),
             guarded(self.root, self._guard_ask(call, turn)) as report,
             self.router.observe(self._record_usage),
@@ -640,10 +671,18 @@ class Agent:
     def changed_files(self) -> list[Path]:
         """Files under the root created, changed or deleted since the last look, tool edits included (the first
         look records the tree); skipped folders and ignored files are not looked at."""
-        changed = {path.resolve() for path in self.env.changed}
-        changed.update(self.root / rel for rel in self.changes.changed())
-        self.env.changed.clear()
+        self._look()
+        changed, self._unindexed = self._unindexed, set()
         return sorted(changed)
+
+    def _look(self) -> list[str]:
+        """Files changed since the last look (tool edits included), relative to the root; they are also kept
+        for the next re-index, as a checkpoint looks between re-indexes."""
+        found = {path.resolve() for path in self.env.changed}
+        found.update(self.root / rel for rel in self.changes.changed())
+        self.env.changed.clear()
+        self._unindexed |= found
+        return sorted(self.env.relative(path) for path in found)
 
     def _reindex_changes(self, turn: int) -> Iterator[Event]:
         changed = self.changed_files()

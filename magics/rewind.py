@@ -1,0 +1,67 @@
+"""``%aries rewind [N]`` and ``%aries checkpoints``: go back to the state before an agent turn (files, kernel
+names and the conversation) and list the checkpoints that make it possible (:mod:`aries_kernel.agent.checkpoints`),
+plus a "Checkpoints" line in ``%aries status``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+
+from aries_kernel.agent import agent_for
+from aries_kernel.agent.loop import RunInProgressError
+
+from .aries import HelpText, status_section, subcommand
+
+__all__ = ["rewind_command", "checkpoints_command"]
+
+
+@magic_arguments()
+@argument(
+    "turn",
+    nargs="?",
+    type=int,
+    default=None,
+    help="The turn to go back before (default: the last checkpoint).",
+)
+@argument("--force", action="store_true", help="Overwrite files and names changed since the agent's turn.")
+@argument("--keep", action="store_true", help="Keep your versions of what changed since; rewind the rest.")
+def _rewind_options(line: str) -> None:
+    """%aries rewind [N] [--force | --keep]"""
+
+
+@subcommand(
+    "rewind", "go back to before turn N (default: undo the last checkpoint): files, names, conversation"
+)
+def rewind_command(magics: Any, args: str, cell: str | None) -> HelpText:
+    """Rewind files, names and the conversation as one step; a conflict stops it unless --force or --keep."""
+    options = parse_argstring(_rewind_options, args)
+    if options.force and options.keep:
+        raise UsageError("Give --force (overwrite your changes) or --keep (keep them), not both.")
+    if options.turn is not None and options.turn < 1:
+        raise UsageError("Turns are numbered from 1.")
+    return HelpText(rewind_text(magics.context, options.turn, force=options.force, keep=options.keep))
+
+
+def rewind_text(context: Any, turn: int | None, *, force: bool = False, keep: bool = False) -> str:
+    """Rewind the agent of ``context`` and say what happened (the panel's Rewind button calls this too)."""
+    try:
+        return agent_for(context).rewind(turn, force=force, keep=keep).text()
+    except (LookupError, RunInProgressError) as exc:
+        raise UsageError(str(exc)) from exc
+
+
+@subcommand("checkpoints", "the agent's checkpoints: turn, time, prompt, files and names changed, size")
+def checkpoints_command(magics: Any, args: str, cell: str | None) -> Any:
+    """One row per checkpoint kept, oldest first."""
+    if args.strip():
+        raise UsageError("Usage: %aries checkpoints")
+    return agent_for(magics.context).checkpoints.frame()
+
+
+@status_section("Checkpoints")
+def checkpoints_status(context: Any) -> str | None:
+    """How many checkpoints are kept and their size (nothing before the agent is built)."""
+    agent = context.built("agent")
+    return agent.checkpoints.status() if agent is not None else None
