@@ -8,7 +8,8 @@ never a skip: ``.ci/run`` installs the ``postgresql`` package.
 A test that takes the ``backend`` fixture runs twice, ``[sqlite]`` and ``[postgresql]``; on PostgreSQL it gets
 ``$ARIES_VAULT_URL`` and a fresh ``$ARIES_VAULT_SCHEMA`` (dropped afterwards), which ``open_vault`` and every
 process the test starts inherit. Mark a test ``@pytest.mark.sqlite_only`` when it is about the SQLite file
-itself (its header, its -wal, deleting it), which has no PostgreSQL counterpart.
+itself (its header, its -wal, deleting it), which has no PostgreSQL counterpart, and ``postgres_only`` when it
+is about the server (restarting it).
 """
 
 from __future__ import annotations
@@ -115,7 +116,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "backend" in metafunc.fixturenames:
-        names = ["sqlite"] if metafunc.definition.get_closest_marker("sqlite_only") else list(BACKENDS)
+        names = list(BACKENDS)
+        if metafunc.definition.get_closest_marker("sqlite_only"):
+            names = ["sqlite"]
+        elif metafunc.definition.get_closest_marker("postgres_only"):
+            names = ["postgresql"]
         metafunc.parametrize("backend", names, indirect=True)
 
 

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from aries_kernel.agent.echo import EchoDetector, content_terms, stem
+
+# Every test here runs on SQLite and on PostgreSQL (tests/pg_support.py).
+pytestmark = pytest.mark.usefixtures("backend")
 
 
 def test_stemming_meets_common_inflections() -> None:

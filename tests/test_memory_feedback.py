@@ -19,6 +19,9 @@ from aries_kernel.models.router import ModelRouter
 from aries_kernel.vault import HashEmbedder, Vault, open_vault
 from tests.loopback import Reply, ScriptedModelServer
 
+# Every test here runs on SQLite and on PostgreSQL (tests/pg_support.py).
+pytestmark = pytest.mark.usefixtures("backend")
+
 WAL = "SQLite WAL mode lets readers proceed while one writer commits"
 RETRY = "Retry HTTP 429 responses with exponential backoff and jitter"
 GROUPBY = "Pandas groupby with observed=True avoids empty categorical groups"

@@ -22,7 +22,7 @@ from tests.kernel_harness import run_cell, start_kernel, stop_kernel
 from tests.loopback import Reply, ScriptedModelServer
 from tests.test_memory_feedback import CACHE, NOTES, RETRY, WAL, write_note
 
-pytestmark = pytest.mark.kernel
+pytestmark = [pytest.mark.kernel, pytest.mark.usefixtures("backend")]
 
 SETUP = """\
 config = get_ipython().config

@@ -43,6 +43,9 @@ from tests.test_memory_feedback import (  # noqa: F401  (fixtures)
     warmth,
 )
 
+# Every test here runs on SQLite and on PostgreSQL (tests/pg_support.py).
+pytestmark = pytest.mark.usefixtures("backend")
+
 
 def make_agent(
     repo: Path, vault: Vault, router: ModelRouter, **memory: Any  # noqa: F811

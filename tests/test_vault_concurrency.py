@@ -9,6 +9,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from aries_kernel.vault import HashEmbedder, open_vault
 
 WRITER = textwrap.dedent(
@@ -23,6 +25,9 @@ WRITER = textwrap.dedent(
         print(result.title, flush=True)
     """
 )
+
+# Every test here runs on SQLite and on PostgreSQL (tests/pg_support.py).
+pytestmark = pytest.mark.usefixtures("backend")
 
 
 def _env(tmp_path: Path) -> dict[str, str]:

@@ -36,6 +36,9 @@ GOOD_BODY = "The vault keeps answering when one note is hostile: parsing errors 
 _LAUGHS = "---\nl0: &l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
     f"l{n}: &l{n} [{', '.join([f'*l{n - 1}'] * 9)}]\n" for n in range(1, 10)
 )
+
+# Every test here runs on SQLite and on PostgreSQL (tests/pg_support.py).
+pytestmark = pytest.mark.usefixtures("backend")
 _DEEP_BLOCK = "".join(f"{' ' * n}k{n}:\n" for n in range(300))
 
 # name -> (front matter text, what the reason must say, whether the note still loads with its body)
@@ -305,6 +308,7 @@ def test_a_folder_swapped_for_a_symlink_does_not_redirect_writes(tmp_path: Path)
     close(vault)
 
 
+@pytest.mark.sqlite_only  # about the SQLite file at .aries/index.db; a server database is not a file
 def test_symlinked_project_brain_or_index_is_refused_or_moved_aside(tmp_path: Path) -> None:
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -335,6 +339,7 @@ def test_symlinked_project_brain_or_index_is_refused_or_moved_aside(tmp_path: Pa
     close(vault)
 
 
+@pytest.mark.sqlite_only  # about the SQLite file at .aries/index.db; a server database is not a file
 def test_an_index_of_another_schema_is_named_kept_and_rebuilt(tmp_path: Path) -> None:
     plant_good(tmp_path)
     db = tmp_path / "vault" / ".aries" / "index.db"
@@ -416,6 +421,7 @@ VANISH = {
 }
 
 
+@pytest.mark.sqlite_only  # about the SQLite file at .aries/index.db; a server database is not a file
 @pytest.mark.parametrize("how", list(VANISH))
 def test_index_vanishing_under_four_writers_loses_no_add(tmp_path: Path, how: str) -> None:
     vault = make(tmp_path)
@@ -465,6 +471,7 @@ def test_index_vanishing_under_four_writers_loses_no_add(tmp_path: Path, how: st
     close(vault, late, after)
 
 
+@pytest.mark.sqlite_only  # about the SQLite file at .aries/index.db; a server database is not a file
 def test_index_deleted_between_calls_is_rebuilt_on_the_next_one(tmp_path: Path) -> None:
     vault = make(tmp_path)
     vault.add("Before the deletion", "This note was added before the index vanished.")

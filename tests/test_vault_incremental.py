@@ -7,9 +7,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
 from aries_kernel.vault import open_vault
 from aries_kernel.vault.embeddings import HashEmbedder
+
+# Every test here runs on SQLite and on PostgreSQL (tests/pg_support.py).
+pytestmark = pytest.mark.usefixtures("backend")
 
 
 class CountingEmbedder(HashEmbedder):
@@ -36,10 +40,11 @@ def test_a_write_rereads_only_the_written_store_and_the_new_vector(tmp_path: Pat
     for store in vault.stores:
         rows = store.index.rows
 
-        def counted(sql: str, params: Any = (), rows: Any = rows, source: str = store.source) -> Any:
-            if sql.startswith("SELECT id, title") or "FROM embeddings" in sql:
+        def counted(statement: Any, rows: Any = rows, source: str = store.source) -> Any:
+            sql = str(statement)
+            if sql.startswith("SELECT notes.id, notes.title") or "FROM embeddings" in sql:
                 reads[source] += 1
-            return rows(sql, params)
+            return rows(statement)
 
         store.index.rows = counted  # type: ignore[method-assign]
     vault.add("the project keeps its index in .aries", "more details", project=True)

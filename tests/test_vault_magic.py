@@ -18,6 +18,9 @@ from aries_kernel.context import AriesContext, get_context, set_context
 from aries_kernel.vault import Embedder, HashEmbedder, WordLlamaEmbedder, make_embedder
 from aries_kernel.vault.embeddings import EndpointEmbedder
 
+# Every test here runs on SQLite and on PostgreSQL (tests/pg_support.py).
+pytestmark = pytest.mark.usefixtures("backend")
+
 
 @pytest.fixture
 def shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]

@@ -12,6 +12,9 @@ import pytest
 from aries_kernel.vault import learning, open_vault, ranking
 from aries_kernel.vault.learning import Session
 
+# Every test here runs on SQLite and on PostgreSQL (tests/pg_support.py).
+pytestmark = pytest.mark.usefixtures("backend")
+
 FIXTURE = Path(__file__).parent / "fixtures" / "vault"
 NOW = 1_796_083_200.0  # 2026-12-01 00:00 UTC, after every note of the fixture was created
 

@@ -842,7 +842,7 @@ def _search(
     params: dict[str, Any] = {"n": limit}
     parts, filters = [], []
     for i, term in enumerate(terms):
-        params[f"t{i}"], params[f"w{i}"] = term, idf.get(term, 1.0)
+        params[f"t{i}"], params[f"w{i}"] = _words(term), idf.get(term, 1.0)
         parts.append(f":w{i} * ts_rank({_TS_WEIGHTS}, tsv, plainto_tsquery('english', :t{i}), 1)")
         if within is None or term in within:
             filters.append(f"plainto_tsquery('english', :t{i})")
@@ -860,11 +860,17 @@ def _document_counts(conn: Connection, terms: Sequence[str]) -> list[int]:
             f"(SELECT count(*) FROM notes WHERE tsv @@ plainto_tsquery('english', :t{i}))"
             for i in range(len(terms))
         ]
+        terms = [_words(t) for t in terms]
     else:
         parts = [f"(SELECT count(*) FROM notes_fts WHERE notes_fts MATCH :t{i})" for i in range(len(terms))]
         terms = [fts_query([t]) for t in terms]
     row = conn.execute(text("SELECT " + ", ".join(parts)), {f"t{i}": t for i, t in enumerate(terms)}).one()
     return [int(v) for v in row]
+
+
+def _words(term: str) -> str:
+    """``term`` split where FTS5's unicode61 tokenizer splits (the indexed text is split the same way)."""
+    return re.sub(r"[\W_]+", " ", term).strip()
 
 
 def _first_line(exc: BaseException) -> str:

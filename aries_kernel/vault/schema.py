@@ -175,12 +175,15 @@ def m001_notes(conn: Connection) -> None:
 @migration
 def m002_fts(conn: Connection) -> None:
     if conn.dialect.name == "postgresql":
-        # Weights A/B/C mirror FTS5's column weights 4/2/1 (ts_rank is given {0.1, 0.25, 0.5, 1.0}).
+        # Weights A/B/C mirror FTS5's column weights 4/2/1 (ts_rank is given {0.1, 0.25, 0.5, 1.0}). Runs of
+        # anything but letters and digits become spaces first, so words split where FTS5's unicode61 splits them
+        # (PostgreSQL's parser would keep "os.replace" or "a/b.py" whole).
+        words = "regexp_replace({}, '[^[:alnum:]]+', ' ', 'g')"
         conn.exec_driver_sql(
             "ALTER TABLE notes ADD COLUMN tsv tsvector GENERATED ALWAYS AS ("
-            "setweight(to_tsvector('english', title), 'A') || "
-            "setweight(to_tsvector('english', description), 'B') || "
-            "setweight(to_tsvector('english', body), 'C')) STORED"
+            f"setweight(to_tsvector('english', {words.format('title')}), 'A') || "
+            f"setweight(to_tsvector('english', {words.format('description')}), 'B') || "
+            f"setweight(to_tsvector('english', {words.format('body')}), 'C')) STORED"
         )
         conn.exec_driver_sql("CREATE INDEX notes_tsv ON notes USING GIN (tsv)")
         return
