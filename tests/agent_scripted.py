@@ -12,8 +12,8 @@ import itertools
 from collections import deque
 from collections.abc import Callable, Iterator
 
-from aries_kernel.agent.phases import estimate_tokens
 from aries_kernel.models import types as mt
+from aries_kernel.models.tokens import estimate_text_tokens as estimate_tokens
 from tests.loopback import Reply
 
 ReplySource = Reply | Callable[[mt.ModelRequest], Reply] | BaseException
@@ -45,7 +45,7 @@ class ScriptedClient:
 
         return (
             estimate_tokens(request.system)
-            + schema_tokens(TOOLS[t.name] for t in request.tools)
+            + schema_tokens(TOOLS.get(t.name, t) for t in request.tools)  # an MCP tool: its own schema
             + history_tokens(request.messages)
         )
 

@@ -37,8 +37,9 @@ def register_hook(factory: HookFactory) -> HookFactory:
     return factory
 
 
-# Modules that register hooks when imported (memory: warm context, preflight, echo/fizzle, reflection).
-_PLUGIN_MODULES = ("aries_kernel.agent.memory",)
+# Modules that register hooks when imported (memory: warm context, preflight, echo/fizzle, reflection; MCP
+# servers' tools).
+_PLUGIN_MODULES = ("aries_kernel.agent.memory", "aries_kernel.agent.mcp_tools")
 
 
 def _load_plugins() -> None:

@@ -62,7 +62,7 @@ from aries_kernel.agent.prompt import build_system_prompt, orientation
 from aries_kernel.agent.safety import describe_call
 from aries_kernel.agent.session import Session, list_sessions
 from aries_kernel.agent.settings import AriesAgent
-from aries_kernel.agent.tools import TOOLS, Tool, ToolEnv, run_tool
+from aries_kernel.agent.tools import Tool, ToolEnv, run_tool
 from aries_kernel.codebase.changes import ChangeWatch
 from aries_kernel.models import types as mt
 from aries_kernel.redact import redact, withheld_keys
@@ -247,6 +247,7 @@ class Agent:
             orientation_text,
             leading=[section for hook in self.hooks for section in hook.system_sections(self)],
             trailing=self.turn_context,
+            registry=self.phase.registry(),
         )
 
     def _build_orientation(self) -> str:
@@ -288,7 +289,7 @@ class Agent:
             return int(estimator(request))
         return (
             estimate_tokens(request.system)
-            + schema_tokens(TOOLS[tool.name] for tool in request.tools)
+            + schema_tokens(request.tools)
             + compaction.history_tokens(request.messages)
         )
 
@@ -416,9 +417,9 @@ class Agent:
                 )
                 self.phase.end_turn(
                     any(
-                        call.name in gated and not TOOLS[call.name].memory
+                        call.name in gated and not self.phase.tool(call.name).memory
                         for call in message.tool_calls
-                        if call.name in TOOLS
+                        if self.phase.tool(call.name) is not None
                     )
                 )
                 if not message.tool_calls:
@@ -530,10 +531,13 @@ class Agent:
         """Run one call if the permission mode allows it (asking first if it says so)."""
         session = self.ensure_session()
         started = time.monotonic()
-        tool = TOOLS.get(call.name)
+        tool = self.phase.tool(call.name)
         yield ToolCallStarted(call.id, call.name, call.arguments, turn=turn)
         if tool is None:
-            output, is_error = f"There is no tool named {call.name!r}. Tools: {', '.join(TOOLS)}.", True
+            output, is_error = (
+                f"There is no tool named {call.name!r}. Tools: {', '.join(self.phase.registry())}.",
+                True,
+            )
         else:
             if self.phase.admit(call.name):
                 yield PhaseWidened(call.name, turn=turn)
@@ -596,7 +600,7 @@ class Agent:
             call.name,
             describe_call(call.name, call.arguments),
             call.arguments,
-            effect=TOOLS[call.name].effect,
+            effect=self.phase.tool(call.name).effect,
             turn=turn,
         )
         yield request

@@ -5,7 +5,8 @@ Bash, VaultAdd, ProjectSave; bare mode: Read, Grep and Glob instead of Repl). Th
 other tools by name. When the model calls one of them, the harness runs the call (no tool-not-found) and
 widens to the *full* set; the phase falls back to lean once ``widen_turns`` turns in a row pass without a
 gated call, so one excursion does not cost full schemas for the rest of a long run. Memory tools are never
-gated: calling one runs it without widening, and its schema joins the requests that follow.
+gated: calling one runs it without widening, and its schema joins the requests that follow. Tools from MCP
+servers (:attr:`PhaseState.external`, set by :mod:`aries_kernel.agent.mcp_tools`) are gated like the rest.
 """
 
 from __future__ import annotations
@@ -43,7 +44,16 @@ class PhaseState:
     widen_turns: int = 2
     phase: str = "lean"
     extra: list[str] = field(default_factory=list)
+    external: dict[str, Tool] = field(default_factory=dict)  # MCP servers' tools, by namespaced name
     _full_left: int = 0
+
+    def registry(self) -> dict[str, Tool]:
+        """Every tool a call may name: the built-in ones, then the external (MCP) ones."""
+        return {**TOOLS, **self.external} if self.external else TOOLS
+
+    def tool(self, name: str) -> Tool | None:
+        """The tool called ``name``, built-in or external, or None."""
+        return TOOLS.get(name) or self.external.get(name)
 
     def lean_names(self) -> tuple[str, ...]:
         """The tool names of the lean phase in this mode."""
@@ -52,12 +62,12 @@ class PhaseState:
     def gated_names(self) -> list[str]:
         """Tools not in the lean set: named in the system prompt, schema sent only once widened."""
         lean = set(self.lean_names())
-        return [name for name in TOOLS if name not in lean]
+        return [name for name in self.registry() if name not in lean]
 
     def tools(self) -> list[Tool]:
         """The tools whose schemas the next request carries."""
         if self.phase == "full":
-            return list(TOOLS.values())
+            return list(self.registry().values())
         names = [*self.lean_names(), *(name for name in self.extra if name not in self.lean_names())]
         return [TOOLS[name] for name in names]
 
@@ -69,7 +79,8 @@ class PhaseState:
         """Make ``name`` callable; True if that widened the phase from lean to full."""
         if name in self.lean_names() or name in self.extra:
             return False
-        if TOOLS[name].memory:
+        tool = self.tool(name)
+        if tool is not None and tool.memory:
             self.extra.append(name)
             return False
         self._full_left = self.widen_turns

@@ -5,10 +5,10 @@ issue 6).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from aries_kernel.agent.tools import TOOLS
+from aries_kernel.agent.tools import TOOLS, Tool
 
 __all__ = ["build_system_prompt", "orientation"]
 
@@ -45,9 +45,9 @@ More tools are available on request; call any of them by name with these argumen
 {lines}"""
 
 
-def _arguments(name: str) -> str:
-    properties = TOOLS[name].parameters["properties"]
-    required = set(TOOLS[name].parameters["required"])
+def _arguments(tool: Tool) -> str:
+    properties = tool.parameters.get("properties", {})
+    required = set(tool.parameters.get("required", ()))
     return ", ".join(arg if arg in required else f"{arg}?" for arg in properties)
 
 
@@ -76,11 +76,13 @@ def build_system_prompt(
     orientation_text: str = "",
     leading: Iterable[str] = (),
     trailing: Iterable[str] = (),
+    registry: Mapping[str, Tool] = TOOLS,
 ) -> str:
     """Assemble the system prompt.
 
     ``leading`` sections (warm context) come first and stay stable across turns; ``trailing`` ones (notes
-    offered for this turn only) come last, so a change in them leaves the cacheable prefix alone.
+    offered for this turn only) come last, so a change in them leaves the cacheable prefix alone. ``registry``
+    holds the gated tools named (the built-in ones, and any from MCP servers).
     """
     parts = [section for section in leading if section]
     parts.append(_BASE.format(root=root))
@@ -88,6 +90,7 @@ def build_system_prompt(
         parts.append("Repository map:\n" + orientation_text)
     gated = list(gated)
     if gated:
-        parts.append(_GATED.format(lines="\n".join(f"- {name}({_arguments(name)})" for name in gated)))
+        lines = "\n".join(f"- {name}({_arguments(registry[name])})" for name in gated)
+        parts.append(_GATED.format(lines=lines))
     parts.extend(section for section in trailing if section)
     return "\n\n".join(parts)

@@ -3,11 +3,12 @@ name=value``."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from traitlets import Bool, Enum, Float, Int, List, TraitError, Unicode, validate
+from traitlets import Bool, Dict, Enum, Float, Int, List, TraitError, Unicode, Union, validate
 from traitlets.config import Configurable
 
 from aries_kernel.agent.permissions import MODES
@@ -16,7 +17,7 @@ __all__ = ["AriesAgent", "PERMISSION_SETTINGS"]
 
 # Settings that decide what the agent may do unasked: only the user changes them, never while a run is in
 # progress (so never from the agent's own Repl or Bash code).
-PERMISSION_SETTINGS = ("permission_mode", "auto_approve", "pass_env_keys")
+PERMISSION_SETTINGS = ("permission_mode", "auto_approve", "pass_env_keys", "mcp_servers")  # a server runs a command
 
 
 class AriesAgent(Configurable):
@@ -83,6 +84,15 @@ class AriesAgent(Configurable):
         help="How %aries shows a run: text, the widget panel, or auto (the panel where the frontend renders "
         "widgets, as JupyterLab and Notebook 7 do; text in jupyter console).",
     ).tag(config=True)
+    mcp_servers = Dict(
+        value_trait=Union([Unicode(), Dict()]),
+        help="MCP servers whose tools join the agent's (named mcp__<server>__<tool>, asked for like Bash unless the "
+        "permission mode allows commands), started on first use: name -> a command line or an http(s) URL, or "
+        '{"command": ..., "args": [...], "env": {...}, "cwd": ...} / {"url": ..., "headers": {...}}.',
+    ).tag(config=True)
+    mcp_timeout = Float(
+        60.0, help="Seconds an MCP server may take to start, and one MCP tool call to answer."
+    ).tag(config=True)
 
     _locked: dict[str, Any] | None = None
 
@@ -127,4 +137,4 @@ class AriesAgent(Configurable):
 
 
 def _copied(value: Any) -> Any:
-    return list(value) if isinstance(value, list) else value
+    return copy.deepcopy(value) if isinstance(value, list | dict) else value

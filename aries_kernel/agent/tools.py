@@ -189,7 +189,7 @@ def run_tool(item: Tool, env: ToolEnv, arguments: dict[str, Any]) -> tuple[str, 
     for name, value in arguments.items():
         if value is None:  # null for an optional argument: its default
             continue
-        kind = properties[name].get("type", "string")
+        kind = properties[name].get("type")  # none (an MCP tool's anyOf, say): passed on as given
         conformed = _conform(kind, value)
         if conformed is _WRONG:
             wrong.append(
