@@ -142,11 +142,21 @@ def install(shell: Any, root: str | None = None, index_delay: float = 0.0) -> Ar
 
     def rlm_call(question: str, context_text: str = "") -> str:
         """One focused sub-model call (bulk slot): no tools, answer as a string. See ``rlm_stats()``."""
-        return _rlm(context).call(question, context_text)
+        from aries_kernel.models.errors import ModelError
+
+        try:
+            return _rlm(context).call(question, context_text)
+        except ModelError as exc:  # its message says it all: not the SDK's and httpx's chained tracebacks
+            raise exc.with_traceback(None) from None
 
     def rlm_batch(pairs: list[tuple[str, str]]) -> list[str]:
         """Many ``rlm_call``s at once (at most 5 in flight), answers in input order."""
-        return _rlm(context).batch(pairs)
+        from aries_kernel.models.errors import ModelError
+
+        try:
+            return _rlm(context).batch(pairs)
+        except ModelError as exc:
+            raise exc.with_traceback(None) from None
 
     def rlm_stats() -> Any:
         """Calls, tokens, cost and seconds of the ``rlm_*`` calls in the current execution."""

@@ -261,7 +261,12 @@ def history_command(magics: Any, args: str, cell: str | None) -> Any:
             return HelpText(f"{len(steps)} Repl step(s) put into the next cell.")
         return HelpText(code)
     lines = []
-    for message in session.messages[-options.limit :]:
+    first = max(0, len(session.messages) - options.limit)
+    notes: dict[int, list[str]] = {}
+    for after, why in session.stops:
+        notes.setdefault(min(after, len(session.messages)), []).append(f"[{why}]")
+    for index, message in enumerate(session.messages[first:], first):
+        lines.extend(notes.pop(index, []))
         if message.role == "tool":
             lines.append(
                 f"  result{' (error)' if message.is_error else ''}: {truncate(message.content, 300)}"
@@ -271,6 +276,7 @@ def history_command(magics: Any, args: str, cell: str | None) -> Any:
             lines.append(f"{message.role}: {truncate(message.content, 1000)}")
         for call in message.tool_calls:
             lines.append(f"  call {call.name}: {truncate(str(call.arguments), 300)}")
+    lines.extend(note for index in sorted(notes) if index >= first for note in notes[index])
     return HelpText("\n".join(lines) or "The session is empty.")
 
 

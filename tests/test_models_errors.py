@@ -161,12 +161,13 @@ def test_local_servers_need_no_key(
 
 
 def test_unpriced_model_costs_zero_and_says_so(
-    server: ScriptedModelServer, make_router: Callable[..., ModelRouter]
+    server: ScriptedModelServer, make_router: Callable[..., ModelRouter], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     models = make_router()
     client = models.set_slot("primary", "openai:gpt-9-imaginary")
-    assert client.complete(HELLO).usage.cost_usd == 0.0
-    assert not client.priced
+    assert client.complete(HELLO).usage.cost_usd == 0.0  # at the loopback server: local, so free anyway
+    monkeypatch.delenv("OPENAI_BASE_URL")  # the public API: no price known for this model
+    assert not client.priced and client.info.cost(1000, 1000) == 0.0
     assert models.slots().loc["primary", "price"] == "unknown: cost counted as 0"
 
 

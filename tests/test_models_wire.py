@@ -59,12 +59,17 @@ def test_text_round_trip_without_streaming(
         assert body["tools"][0]["function"]["parameters"] == REPL.parameters
 
 
-def test_cost_comes_from_the_shortname_prices(router: ModelRouter, server: ScriptedModelServer) -> None:
+def test_cost_comes_from_the_configured_prices(
+    make_router: Callable[..., ModelRouter], server: ScriptedModelServer, wire_spec: str
+) -> None:
+    # The loopback server is local, so the shortname's list price does not apply (tests/test_local_models.py);
+    # prices set in the settings do.
+    router = make_router(prices={wire_spec: [3.0, 15.0]})
+    router.set_slot("primary", wire_spec)
     server.script(Reply(text="ok", input_tokens=1_000_000, output_tokens=1_000_000))
     client = router.client("primary")
     completion = client.complete(request())
-    assert client.info.input_price is not None and client.info.output_price is not None
-    assert completion.usage.cost_usd == pytest.approx(client.info.input_price + client.info.output_price)
+    assert completion.usage.cost_usd == pytest.approx(3.0 + 15.0)
     assert router.usage().loc["primary", "calls"] == 1
     router.set_slot("bulk", "flash")  # changing another slot keeps this one's client and totals
     assert router.client("primary") is client and router.usage().loc["primary", "calls"] == 1

@@ -20,8 +20,8 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from aries_kernel.agent.phases import estimate_tokens
 from aries_kernel.agent.repl import truncate
+from aries_kernel.models.tokens import history_tokens, message_tokens
 from aries_kernel.models.types import Message, ModelRequest, ToolCall
 from aries_kernel.redact import redact
 
@@ -51,19 +51,6 @@ You compress the history of a coding agent's session so the agent can continue w
 structured summary with exactly these sections, as markdown headings: Goal, Constraints, Discoveries, Work \
 done, Relevant files. Be specific: keep names, paths, numbers, decisions and open questions; drop chatter. \
 At most 600 words."""
-
-
-def message_tokens(message: Message) -> int:
-    """Estimated tokens of one message, tool-call arguments included."""
-    tokens = 4 + estimate_tokens(message.content)
-    for call in message.tool_calls:
-        tokens += 8 + estimate_tokens(call.name) + estimate_tokens(json.dumps(call.arguments, default=str))
-    return tokens
-
-
-def history_tokens(messages: Sequence[Message]) -> int:
-    """Estimated tokens of a message list."""
-    return sum(message_tokens(message) for message in messages)
 
 
 def _skeleton(call: ToolCall) -> ToolCall:

@@ -57,7 +57,7 @@ from aries_kernel.agent.events import (
 )
 from aries_kernel.agent.guard import Ask, Verdict, guarded
 from aries_kernel.agent.permissions import MODES, Decision, decide, effective_mode, refusal
-from aries_kernel.agent.phases import PhaseState, estimate_tokens, schema_tokens
+from aries_kernel.agent.phases import PhaseState
 from aries_kernel.agent.prompt import build_system_prompt, orientation
 from aries_kernel.agent.safety import describe_call
 from aries_kernel.agent.session import Session, list_sessions
@@ -65,6 +65,7 @@ from aries_kernel.agent.settings import AriesAgent
 from aries_kernel.agent.tools import Tool, ToolEnv, run_tool
 from aries_kernel.codebase.changes import ChangeWatch
 from aries_kernel.models import types as mt
+from aries_kernel.models.tokens import estimate_tokens
 from aries_kernel.redact import redact, withheld_keys
 
 __all__ = ["Agent", "AgentHook", "Approver", "Listener", "RunInProgressError"]
@@ -116,6 +117,10 @@ class _Stopped(Exception):
     def __init__(self, message: str, reason: str = "error") -> None:
         super().__init__(message)
         self.reason = reason
+
+
+class _Overflow(_Stopped):
+    """The request did not fit the model's context window; the run compacts and asks once more."""
 
 
 class RunInProgressError(RuntimeError):
@@ -279,19 +284,22 @@ class Agent:
             messages=list(session.messages),
             system=self.system_prompt(),
             tools=self.phase.schemas(),
-            max_tokens=self.settings.max_tokens,
+            max_tokens=self._max_tokens(),
         )
+
+    def _max_tokens(self) -> int:
+        """The answer-length limit: the setting, else (0) a quarter of the primary window, at most 8,192."""
+        if self.settings.max_tokens > 0:
+            return int(self.settings.max_tokens)
+        share = getattr(self.client("primary"), "default_max_tokens", None)  # a scripted router may lack it
+        return int(share(8192)) if share is not None else 8192
 
     def estimate(self, request: mt.ModelRequest, client: Any = None) -> int:
         """Estimated input tokens of ``request`` (the client's estimator when it has one)."""
         estimator = getattr(client, "estimate_tokens", None)
         if estimator is not None:
             return int(estimator(request))
-        return (
-            estimate_tokens(request.system)
-            + schema_tokens(request.tools)
-            + compaction.history_tokens(request.messages)
-        )
+        return estimate_tokens(request)
 
     # ----------------------------------------------------------------------------------------------- the run
 
@@ -381,7 +389,18 @@ class Agent:
                 self.turn_context.clear()
                 self.last_request_tokens = self.estimate(request, client)
                 before = list(totals)
-                completion = yield from self._stream(client, request, turn)
+                try:
+                    completion = yield from self._stream(client, request, turn)
+                except _Overflow:  # the server's window is smaller than assumed: compact, then ask once more
+                    yield Notice(
+                        "The request did not fit the model's context window "
+                        f"({int(client.context_window):,} tokens); compacting the history and asking again.",
+                        turn=turn,
+                    )
+                    yield from self._compact_if_needed(client, turn, force=True)
+                    request = self.request()
+                    self.last_request_tokens = self.estimate(request, client)
+                    completion = yield from self._stream(client, request, turn)  # a second overflow ends it
                 message = completion.message
                 self._pending = list(message.tool_calls)
                 self._partial_text = ""
@@ -451,9 +470,14 @@ class Agent:
         returns the Completion. The stream is read in a worker thread so that silence is seen (and a Stop
         clicked in it honoured) instead of blocking the kernel."""
         from aries_kernel.agent.streaming import Silence, read_in_thread
-        from aries_kernel.models.errors import BudgetExceeded, ModelError
+        from aries_kernel.models.errors import BudgetExceeded, ContextOverflowError, ModelError
 
         completion: mt.Completion | None = None
+        # The HTTP client waits as long for a first token as between two; a stream that began is held to the
+        # (shorter) idle limit here, where its silences are seen.
+        timeouts = getattr(client, "timeouts", None)
+        idle = float(timeouts().idle) if timeouts is not None else None
+        began = False
         stream = read_in_thread(client.stream(request))
         try:
             for item in stream:
@@ -462,13 +486,23 @@ class Agent:
                     yield waiting
                     if waiting.stopped:
                         raise KeyboardInterrupt  # a Stop button ends the run exactly as an interrupt does
-                elif isinstance(item, mt.TextDelta):
+                    if began and idle is not None and item.seconds > idle:
+                        raise _Stopped(
+                            f"The model call failed: {client.model} at {client.base_url} sent nothing for "
+                            f"{idle:g}s in the middle of its answer (c.AriesModels.idle_timeout); the server may "
+                            "be stuck. What it wrote so far is kept."
+                        )
+                    continue
+                began = True
+                if isinstance(item, mt.TextDelta):
                     self._partial_text += item.text
                     yield TextDelta(item.text, turn=turn)
                 elif isinstance(item, mt.Completion):
                     completion = item
         except BudgetExceeded as exc:
             raise _Stopped(f"The run stopped at the spend limit. {exc}", reason="budget") from exc
+        except ContextOverflowError as exc:
+            raise _Overflow(f"The model call failed: {exc}") from exc
         except ModelError as exc:
             raise _Stopped(f"The model call failed: {exc}") from exc
         finally:
@@ -499,11 +533,10 @@ class Agent:
         session = self.session
         if session is None:
             return
-        if self._partial_text or (session.messages and session.messages[-1].role == "user"):
-            text = self._partial_text or f"[no reply: {why}]"
-            session.add_message(
-                mt.Message("assistant", text + ("" if not self._partial_text else f"\n[{why}]"))
-            )
+        # Only what the model wrote goes into the history it is sent again; the stop is noted for the user.
+        if self._partial_text:
+            session.add_message(mt.Message("assistant", self._partial_text))
+        session.add_stop(why)
         for call in self._pending:
             session.add_message(
                 mt.Message("tool", self._cut_short(call, why), tool_call_id=call.id, is_error=True)

@@ -46,8 +46,8 @@ from aries_kernel.agent.events import (
     ReflectionWritten,
 )
 from aries_kernel.agent.loop import Agent, AgentHook
-from aries_kernel.agent.phases import estimate_tokens
 from aries_kernel.models import types as mt
+from aries_kernel.models.tokens import estimate_text_tokens
 from aries_kernel.vault.notes import NoteError, parse_note
 
 __all__ = [
@@ -525,7 +525,7 @@ class MemoryFeedback:
                 f"{len(warm.notes)} warm note(s)",
             ]
             lines.append(
-                f"Warm context: ~{estimate_tokens(warm.text):,} tokens ({', '.join(what)}), built at turn "
+                f"Warm context: ~{estimate_text_tokens(warm.text):,} tokens ({', '.join(what)}), built at turn "
                 f"{warm.built_turn}, refreshed every {self.settings.warm_refresh_turns} turns"
             )
             if warm.notes:

@@ -16,9 +16,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from aries_kernel.agent.tools import TOOLS, Tool, tool_schema_dict
+from aries_kernel.models.tokens import estimate_text_tokens
 from aries_kernel.models.types import ToolSchema
 
-__all__ = ["LEAN", "PhaseState", "schema_tokens", "estimate_tokens"]
+__all__ = ["LEAN", "PhaseState", "schema_tokens"]
 
 LEAN: dict[str, tuple[str, ...]] = {
     "repl": ("Repl", "Edit", "Write", "Bash", "VaultAdd", "ProjectSave"),
@@ -26,14 +27,9 @@ LEAN: dict[str, tuple[str, ...]] = {
 }
 
 
-def estimate_tokens(text: str) -> int:
-    """A provider-independent token estimate (about four characters a token), for budgeting, not billing."""
-    return (len(text) + 3) // 4
-
-
 def schema_tokens(tools: Iterable[Tool]) -> int:
     """Estimated tokens the JSON schemas of ``tools`` cost in one request."""
-    return sum(estimate_tokens(json.dumps(tool_schema_dict(tool))) for tool in tools)
+    return sum(estimate_text_tokens(json.dumps(tool_schema_dict(tool))) for tool in tools)
 
 
 @dataclass

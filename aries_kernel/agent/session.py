@@ -62,6 +62,8 @@ class Session:
     messages: list[Message] = field(default_factory=list)
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     approvals: list[dict[str, Any]] = field(default_factory=list)
+    # Runs that stopped early: (how many messages there were then, why), for the user's transcript only.
+    stops: list[tuple[int, str]] = field(default_factory=list)
     usage: dict[str, SlotUsage] = field(default_factory=dict)
     prompts: int = 0
     turns: int = 0
@@ -110,6 +112,8 @@ class Session:
             self.tool_calls.append(record)
         elif kind == "approval":
             self.approvals.append(record)
+        elif kind == "stop":
+            self.stops.append((int(record["after"]), str(record["why"])))
         elif kind == "usage":
             self._add_usage(record)
         elif kind == "compaction":
@@ -151,6 +155,12 @@ class Session:
         """Append ``message`` to the transcript and the file."""
         self.messages.append(message)
         self._append({"kind": "message", "message": message_to_dict(message), "time": time.time()})
+
+    def add_stop(self, why: str) -> None:
+        """Note that a run stopped early (a failed call, an interrupt): shown in the transcript, never sent to
+        the model as if it had said it."""
+        self.stops.append((len(self.messages), why))
+        self._append({"kind": "stop", "after": len(self.messages), "why": why, "time": time.time()})
 
     def add_tool_call(self, record: dict[str, Any]) -> None:
         """Record one tool call: id, name, arguments, output, is_error, seconds, turn."""

@@ -65,7 +65,11 @@ class AriesAgent(Configurable):
     tool_output_chars = Int(
         12_000, help="Tool output longer than this is cut in the middle, with a marker saying how much."
     ).tag(config=True)
-    max_tokens = Int(8192, help="Output tokens allowed per model call.").tag(config=True)
+    max_tokens = Int(
+        0,
+        help="Output tokens allowed per model call; 0 means a quarter of the primary model's context window, at "
+        "most 8,192 (a local 8k window keeps room for the prompt).",
+    ).tag(config=True)
     web_timeout = Float(30.0, help="Seconds a WebFetch may take.").tag(config=True)
     web_max_bytes = Int(
         2_000_000, help="Bytes of a page WebFetch reads; the rest is not downloaded and the text says so."

@@ -7,7 +7,14 @@ from typing import Any
 
 import anthropic
 
-from aries_kernel.models.provider import Endpoint, Provider, ProviderEvent, ProviderResult, decode_arguments
+from aries_kernel.models.provider import (
+    Endpoint,
+    Provider,
+    ProviderEvent,
+    ProviderResult,
+    decode_arguments,
+    sdk_timeout,
+)
 from aries_kernel.models.types import (
     Message,
     ModelRequest,
@@ -42,7 +49,10 @@ class AnthropicProvider(Provider):
         super().__init__(endpoint)
         # Retries are the router's (max_retries=0), so their behaviour is ours and testable.
         self.client = anthropic.Anthropic(
-            api_key=endpoint.api_key, base_url=endpoint.base_url, timeout=endpoint.timeout, max_retries=0
+            api_key=endpoint.api_key,
+            base_url=endpoint.base_url,
+            timeout=sdk_timeout(endpoint.timeout, anthropic.Timeout),
+            max_retries=0,
         )
         self.release_on_drop(self.client.close)
 

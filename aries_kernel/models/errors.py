@@ -9,9 +9,10 @@
     │   └── ModelNotFoundError      an unknown shortname or provider, or a 404 for the model
     └── ProviderError               an error status from the provider (``.status``), or no answer at all
         ├── AuthenticationError     401/403: the key was rejected
+        ├── ContextOverflowError    the request does not fit the model's context window (the agent compacts)
         ├── RateLimitError          429, still refused after the retries
-        ├── ProviderTimeoutError    no answer within ``c.AriesModels.timeout``, after the retries
-        └── ProviderConnectionError the base URL could not be reached, after the retries
+        ├── ProviderTimeoutError    no first token, or a silent stream, within the timeouts
+        └── ProviderConnectionError the base URL could not be reached, or the server cut the answer short
 
 Every message says what the user can do about it.
 """
@@ -22,6 +23,7 @@ __all__ = [
     "AuthenticationError",
     "BudgetExceeded",
     "ConfigurationError",
+    "ContextOverflowError",
     "MissingKeyError",
     "ModelError",
     "ModelNotFoundError",
@@ -66,6 +68,14 @@ class ProviderError(ModelError):
 
 class AuthenticationError(ProviderError):
     """The provider rejected the API key (401/403)."""
+
+
+class ContextOverflowError(ProviderError):
+    """The request is longer than the model's context window (``window``: as the server stated it, if it did)."""
+
+    def __init__(self, message: str, status: int | None = None, window: int | None = None) -> None:
+        super().__init__(message, status)
+        self.window = window
 
 
 class RateLimitError(ProviderError):

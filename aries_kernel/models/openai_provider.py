@@ -9,7 +9,14 @@ from typing import Any
 
 import openai
 
-from aries_kernel.models.provider import Endpoint, Provider, ProviderEvent, ProviderResult, decode_arguments
+from aries_kernel.models.provider import (
+    Endpoint,
+    Provider,
+    ProviderEvent,
+    ProviderResult,
+    decode_arguments,
+    sdk_timeout,
+)
 from aries_kernel.models.types import (
     Message,
     ModelRequest,
@@ -45,7 +52,7 @@ class OpenAIProvider(Provider):
         self.client = openai.OpenAI(
             api_key=endpoint.api_key or "not-needed",
             base_url=endpoint.base_url,
-            timeout=endpoint.timeout,
+            timeout=sdk_timeout(endpoint.timeout, openai.Timeout),
             max_retries=0,
         )
         self.release_on_drop(self.client.close)

@@ -36,11 +36,35 @@ __all__ = [
     "Provider",
     "ProviderEvent",
     "ProviderResult",
+    "Timeouts",
     "decode_arguments",
     "load_provider",
 ]
 
 ENTRY_POINT_GROUP = "aries_kernel.providers"
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """Seconds to wait for a connection, for the first byte of an answer, and between two bytes of a stream.
+
+    The SDKs' HTTP client has one read timeout for both of the last two: it gets the first-token wait (every
+    read, the whole answer of a call that is not streamed, must end within it), and the agent loop holds a
+    stream that has begun to the idle wait, which it sees as silence. An error says which wait ran out.
+    """
+
+    connect: float
+    first_token: float
+    idle: float
+
+    def for_sdk(self, timeout_class: Any) -> Any:
+        """The SDK's own ``Timeout`` (``timeout_class``: the SDK's httpx flavour) for these waits."""
+        return timeout_class(self.first_token, connect=self.connect, pool=self.connect)
+
+
+def sdk_timeout(value: float | Timeouts, timeout_class: Any) -> Any:
+    """What an SDK client takes as ``timeout``: a number of seconds, or its ``Timeout`` class's object."""
+    return value.for_sdk(timeout_class) if isinstance(value, Timeouts) else value
 
 
 @dataclass(frozen=True)
@@ -51,7 +75,7 @@ class Endpoint:
     model: str
     base_url: str
     api_key: str = field(repr=False)  # a repr (a log line, a traceback) must never show the key
-    timeout: float
+    timeout: float | Timeouts
 
 
 @dataclass
@@ -75,6 +99,7 @@ class Failure:
     message: str
     retry_after: float | None = None
     timed_out: bool = False
+    refused: bool = False  # the connection was never made (nothing listens there), as against cut
 
     @property
     def retryable(self) -> bool:
@@ -118,10 +143,11 @@ class Provider(ABC):
 
     def read_failure(self, exc: BaseException) -> Failure | None:
         """Read an SDK exception as a :class:`Failure`; None when it is not a transport or status error."""
+        cause = type(exc.__cause__).__name__ if exc.__cause__ is not None else ""
         if isinstance(exc, self.timeout_error):
-            return Failure(None, "timed out", timed_out=True)
+            return Failure(None, "timed out", timed_out=True, refused=cause == "ConnectTimeout")
         if isinstance(exc, self.connection_error):
-            return Failure(None, str(exc.__cause__ or exc))
+            return Failure(None, str(exc.__cause__ or exc), refused=cause == "ConnectError")
         if isinstance(exc, self.api_error):
             response: Any = getattr(exc, "response", None)
             headers = response.headers if response is not None else {}

@@ -45,7 +45,11 @@ class AriesRlm(Configurable):
         "return the budget string.",
     ).tag(config=True)
     concurrency = Int(5, help="Sub-calls of one rlm_batch in flight at once.").tag(config=True)
-    max_tokens = Int(4096, help="Answer length limit of one sub-call, in tokens.").tag(config=True)
+    max_tokens = Int(
+        0,
+        help="Answer length limit of one sub-call, in tokens; 0 means a quarter of the model's context window, "
+        "at most 4,096.",
+    ).tag(config=True)
     system = Unicode(
         "You answer one focused question about the context you are given. Reply with the answer only: no "
         "preamble, no restating the question.",
@@ -53,39 +57,80 @@ class AriesRlm(Configurable):
     ).tag(config=True)
 
 
+_COLUMNS = [
+    "question",
+    "slot",
+    "model",
+    "input_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "output_tokens",
+    "cost_usd",
+    "seconds",
+    "status",
+]
+_REFUSED = ("over budget", "over spend limit")  # statuses of calls that were never sent
+
+
 @dataclass
 class RlmStats:
-    """Sub-calls of one execution: totals, and ``table`` with one row per call."""
+    """Sub-calls of one execution: ``table`` has one row per call, and every total is a sum of its rows (the
+    one source of both). ``input_tokens`` are the prompt tokens the server processed; prompt-cache reads and
+    writes are counted apart, as the provider bills them."""
 
-    calls: int = 0
-    refused: int = 0  # past the budget, never sent
-    errors: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cost_usd: float = 0.0
     seconds: float = 0.0  # wall time spent inside rlm_call / rlm_batch
     unpriced: set[str] = field(default_factory=set)
     rows: list[dict[str, Any]] = field(default_factory=list, repr=False)
 
+    def _sum(self, column: str) -> Any:
+        return sum(row.get(column) or 0 for row in self.rows)
+
+    @property
+    def calls(self) -> int:
+        """Calls sent (answered or failed)."""
+        return sum(1 for row in self.rows if row["status"] not in _REFUSED)
+
+    @property
+    def refused(self) -> int:
+        """Calls past the call budget or a spend limit: never sent."""
+        return len(self.rows) - self.calls
+
+    @property
+    def errors(self) -> int:
+        return sum(1 for row in self.rows if row["status"] not in ("ok", *_REFUSED))
+
+    @property
+    def input_tokens(self) -> int:
+        return int(self._sum("input_tokens"))
+
+    @property
+    def cache_read_tokens(self) -> int:
+        return int(self._sum("cache_read_tokens"))
+
+    @property
+    def cache_write_tokens(self) -> int:
+        return int(self._sum("cache_write_tokens"))
+
+    @property
+    def output_tokens(self) -> int:
+        return int(self._sum("output_tokens"))
+
+    @property
+    def cost_usd(self) -> float:
+        return float(self._sum("cost_usd"))
+
     @property
     def table(self) -> pd.DataFrame:
-        """One row per sub-call: question, slot, model, tokens, cost, seconds, status."""
-        columns = [
-            "question",
-            "slot",
-            "model",
-            "input_tokens",
-            "output_tokens",
-            "cost_usd",
-            "seconds",
-            "status",
-        ]
-        return pd.DataFrame(self.rows, columns=columns)
+        """One row per sub-call: question, slot, model, tokens (cache apart), cost, seconds, status."""
+        return pd.DataFrame(self.rows, columns=_COLUMNS)
 
     def __repr__(self) -> str:
+        cached = ""
+        if self.cache_read_tokens or self.cache_write_tokens:
+            cached = f" (+{self.cache_read_tokens} cache read, {self.cache_write_tokens} cache write)"
         text = (
             f"rlm: {self.calls} calls ({self.refused} over budget, {self.errors} failed), "
-            f"{self.input_tokens} in / {self.output_tokens} out tokens, ${self.cost_usd:.4f}, "
+            f"{self.input_tokens} in{cached} / {self.output_tokens} out tokens, ${self.cost_usd:.4f}, "
             f"{self.seconds:.2f}s"
         )
         if self.unpriced:
@@ -110,7 +155,7 @@ class Rlm:
     def start_execution(self) -> None:
         """Begin a new top-level execution: reset the call count (before each cell and each agent Repl step)."""
         with self._lock:
-            if self._current.calls or self._current.refused:
+            if self._current.rows:
                 self._previous = self._current
             self._current = RlmStats()
             self._used = 0
@@ -119,7 +164,7 @@ class Rlm:
         """This execution's sub-calls, or, when it has made none yet, those of the last execution that did."""
         with self._lock:
             current = self._current
-            return current if current.calls or current.refused else self._previous
+            return current if current.rows else self._previous
 
     def call(self, question: str, context: str = "") -> str:
         """One plain completion of ``question`` about ``context``; the answer as a string."""
@@ -180,23 +225,21 @@ class Rlm:
     def _reserve(self, question: str) -> bool:
         with self._lock:
             if self._used >= self.settings.max_calls:
-                self._current.refused += 1
                 self._current.rows.append({"question": question[:80], "status": "over budget"})
                 return False
             self._used += 1
             return True
 
-    def _request(self, question: str, context: str) -> ModelRequest:
+    def _request(self, client: SlotClient, question: str, context: str) -> ModelRequest:
         prompt = f"<context>\n{context}\n</context>\n\n{question}" if context else question
-        return ModelRequest(
-            [Message("user", prompt)], system=self.settings.system, max_tokens=self.settings.max_tokens
-        )
+        limit = self.settings.max_tokens or client.default_max_tokens(4096)
+        return ModelRequest([Message("user", prompt)], system=self.settings.system, max_tokens=limit)
 
     def _one(self, client: SlotClient, question: str, context: str) -> str:
         if not self._reserve(question):
             return BUDGET_EXHAUSTED.format(limit=self.settings.max_calls)
         try:
-            completion = client.complete(self._request(question, context))
+            completion = client.complete(self._request(client, question, context))
         except BudgetExceeded:
             self._refuse(question, "over spend limit")
             raise
@@ -210,7 +253,7 @@ class Rlm:
         if not self._reserve(question):
             return BUDGET_EXHAUSTED.format(limit=self.settings.max_calls)
         try:
-            completion = await client.acomplete(self._request(question, context))
+            completion = await client.acomplete(self._request(client, question, context))
         except BudgetExceeded as exc:
             self._refuse(question, "over spend limit")
             return f"[rlm refused: {exc}]"
@@ -225,28 +268,23 @@ class Rlm:
     def _refuse(self, question: str, status: str) -> None:
         """Note a reserved call that was not sent after all (a spend limit), as a refusal."""
         with self._lock:
-            self._current.refused += 1
             self._current.rows.append({"question": question[:80], "status": status})
 
     def _record(self, client: SlotClient, question: str, completion: Completion | None, status: str) -> None:
         with self._lock:
             stats = self._current
-            stats.calls += 1
             row: dict[str, Any] = {
                 "question": question[:80],
                 "slot": client.slot,
                 "model": client.model,
                 "status": status,
             }
-            if completion is None:
-                stats.errors += 1
-            else:
+            if completion is not None:
                 usage = completion.usage
-                stats.input_tokens += usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens
-                stats.output_tokens += usage.output_tokens
-                stats.cost_usd += usage.cost_usd
                 row.update(
                     input_tokens=usage.input_tokens,
+                    cache_read_tokens=usage.cache_read_tokens,
+                    cache_write_tokens=usage.cache_write_tokens,
                     output_tokens=usage.output_tokens,
                     cost_usd=usage.cost_usd,
                     seconds=round(completion.seconds, 3),

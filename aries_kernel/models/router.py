@@ -14,6 +14,7 @@ import contextlib
 import logging
 import os
 import random
+import re
 import threading
 import time
 from collections.abc import Callable, Generator, Iterator
@@ -28,6 +29,7 @@ from aries_kernel.models.budget import SpendLimits
 from aries_kernel.models.errors import (
     AuthenticationError,
     ConfigurationError,
+    ContextOverflowError,
     MissingKeyError,
     ModelError,
     ModelNotFoundError,
@@ -36,7 +38,8 @@ from aries_kernel.models.errors import (
     ProviderTimeoutError,
     RateLimitError,
 )
-from aries_kernel.models.provider import Endpoint, Failure, Provider, ProviderResult, load_provider
+from aries_kernel.models.provider import Endpoint, Failure, Provider, ProviderResult, Timeouts, load_provider
+from aries_kernel.models.server import ServerFacts, is_local_url, learn_window, server_facts
 from aries_kernel.models.shortnames import (
     PROVIDERS,
     SHORTNAMES,
@@ -45,7 +48,7 @@ from aries_kernel.models.shortnames import (
     resolve,
     with_overrides,
 )
-from aries_kernel.models.tokens import TokenEstimator
+from aries_kernel.models.tokens import TokenEstimator, estimator_for
 from aries_kernel.models.types import Completion, ModelRequest, StreamEvent
 from aries_kernel.redact import environ_value
 
@@ -85,10 +88,24 @@ class AriesModels(Configurable):
         value_trait=List(Float()),
         help="USD per million tokens per shortname or model id: [input, output, cache_read?, cache_write?].",
     ).tag(config=True)
-    timeout = Float(600.0, help="Seconds to wait for one request before retrying it.").tag(config=True)
-    max_retries = Int(4, help="Retries after a 429, a 5xx, a timeout or a refused connection.").tag(
-        config=True
-    )
+    timeout = Float(
+        0.0,
+        help="Seconds to wait for an answer to start (its first token) before retrying; 0 means by the kind of "
+        "server: 600 for a cloud API, 120 for a local server.",
+    ).tag(config=True)
+    connect_timeout = Float(
+        0.0, help="Seconds to wait for a connection; 0 means 15 for a cloud API, 2 for a local server."
+    ).tag(config=True)
+    idle_timeout = Float(
+        0.0,
+        help="Seconds a stream may stay silent once it has begun; 0 means 120 for a cloud API, 30 for a local "
+        "server.",
+    ).tag(config=True)
+    max_retries = Int(
+        -1,
+        help="Retries after a 429, a 5xx, a timeout or a refused connection; -1 means 4 for a cloud API and 1 "
+        "for a local server, which is then not retried after a timeout (a local server that hangs is not busy).",
+    ).tag(config=True)
     backoff_base = Float(1.0, help="Seconds before the first retry; doubled each retry, with jitter.").tag(
         config=True
     )
@@ -148,7 +165,6 @@ class SlotClient:
         self.provider_info: ProviderInfo = PROVIDERS[info.provider]
         self.settings = settings
         self.usage = SlotUsage()
-        self.estimator = TokenEstimator()
         self._sleep = sleep
         self._lock = threading.Lock()
         self._provider: Provider | None = None
@@ -172,19 +188,68 @@ class SlotClient:
 
     @property
     def context_window(self) -> int:
-        return self.info.context_window
+        return self.window()[0]
+
+    @property
+    def local(self) -> bool:
+        """Whether the model runs on this machine or a private network (a local provider, or a loopback or
+        private base URL, whatever wire format it speaks): it costs nothing and is asked for its window."""
+        return self.provider_info.local or is_local_url(self.base_url)
+
+    def facts(self) -> ServerFacts:
+        """What the slot's server published about itself (asked once per server; a cloud API is not asked)."""
+        url = self.base_url
+        if not (self.local and url):
+            return ServerFacts()
+        return server_facts(url, self.model, provider=self.provider)
+
+    def window(self) -> tuple[int, str]:
+        """(context window, where it comes from): the settings, else what the server published, else the
+        shortname table (or the provider's default for a model outside it)."""
+        windows = self.settings.context_windows
+        for key in (self.shortname, self.model):
+            if key in windows:
+                return int(windows[key]), f"c.AriesModels.context_windows[{key!r}]"
+        facts = self.facts()
+        if facts.context_window:
+            return facts.context_window, facts.window_source
+        table = (
+            "shortname table" if self.shortname in SHORTNAMES else f"default for {self.provider_info.label}"
+        )
+        return self.info.context_window, table
+
+    def default_max_tokens(self, cap: int) -> int:
+        """An answer-length limit for this model: a quarter of its window, at most ``cap`` (an 8k local
+        window must keep room for the prompt; a runaway answer stops long before it fills the context)."""
+        return max(256, min(cap, self.context_window // 4))
 
     @property
     def priced(self) -> bool:
-        """False for a model with no known price: its cost is counted as 0."""
-        return self.info.priced
+        """False for a remote model with no known price: its cost is counted as 0."""
+        return self.local or self.info.priced
+
+    def _explicit_price(self) -> bool:
+        return any(key in self.settings.prices for key in (self.shortname, self.model))
+
+    @property
+    def estimator(self) -> TokenEstimator:
+        """The token estimator of this model at this server, calibrated by its reported counts (shared by
+        every slot and router that uses the same model at the same URL)."""
+        return estimator_for(f"{self.provider}|{self.base_url}|{self.model}")
+
+    def timeouts(self) -> Timeouts:
+        """Connect, first-token and idle-stream waits: the settings, else sized to the kind of server."""
+        settings, local = self.settings, self.local
+        return Timeouts(
+            settings.connect_timeout or (2.0 if local else 15.0),
+            settings.timeout or (120.0 if local else 600.0),
+            settings.idle_timeout or (30.0 if local else 120.0),
+        )
 
     @property
     def base_url(self) -> str | None:
         """Configured URL, else the SDK's base-URL variable, else the provider's public URL."""
-        p = self.provider_info
-        env = os.environ.get(p.base_url_env) if p.base_url_env else None
-        return self.settings.base_urls.get(p.name) or env or p.base_url
+        return _base_url(self.provider_info, self.settings)
 
     def key_status(self) -> str:
         """'set', 'missing (VAR)' or 'not needed', for the slot table."""
@@ -268,7 +333,7 @@ class SlotClient:
                 f"c.AriesModels.base_urls = {{{p.name!r}: 'http://host:port/v1'}} in a Jupyter config "
                 f"file, or %aries model {self.slot} {self.shortname} --base-url http://host:port/v1."
             )
-        return Endpoint(p.name, self.model, base_url, key, self.settings.timeout)
+        return Endpoint(p.name, self.model, base_url, key, self.timeouts())
 
     def _client(self) -> Provider:
         """The provider for the current key and URL, rebuilt when either changes (a key set late)."""
@@ -283,7 +348,9 @@ class SlotClient:
     def _attempts(self, request: ModelRequest, *, stream: bool) -> Iterator[Any]:
         """The provider's events for ``request``, retrying failures that happen before the first event."""
         provider = self._client()
-        attempts = self.settings.max_retries + 1
+        retries = self.settings.max_retries
+        by_kind = retries < 0
+        attempts = (1 if self.local else 4) + 1 if by_kind else retries + 1
         for attempt in range(attempts):
             events = provider.execute(request, stream=stream)
             started = False
@@ -299,8 +366,9 @@ class SlotClient:
                 if failure is None:
                     raise
                 delay = self._retry_delay(failure, attempt)
-                if started or not failure.retryable or attempt == attempts - 1 or delay is None:
-                    raise self._error(failure, attempt + 1) from exc
+                hung = by_kind and self.local and failure.timed_out
+                if started or hung or not failure.retryable or attempt == attempts - 1 or delay is None:
+                    raise self._error(failure, attempt + 1, started=started, request=request) from exc
                 log.info(
                     "%s: %s; retry %d in %.2fs",
                     self.slot,
@@ -319,21 +387,47 @@ class SlotClient:
         ceiling = min(float(self.settings.backoff_max), float(self.settings.backoff_base) * 2.0**attempt)
         return ceiling * random.uniform(0.5, 1.0)
 
-    def _error(self, failure: Failure, attempts: int) -> ModelError:
+    def _error(
+        self, failure: Failure, attempts: int, *, started: bool = False, request: ModelRequest | None = None
+    ) -> ModelError:
         p = self.provider_info
         where = f"{p.label} ({self.model} at {self.base_url})"
         tries = f" after {attempts} attempts" if attempts > 1 else ""
         status, detail = failure.status, failure.message
+        waits = self.timeouts()
+        if failure.timed_out and failure.refused:
+            return ProviderTimeoutError(
+                f"No connection to {where} within {waits.connect:g}s{tries}: the host does not answer. Check "
+                "that the machine is up and the base URL right, or raise c.AriesModels.connect_timeout."
+            )
+        if failure.timed_out and started:
+            return ProviderTimeoutError(
+                f"{where} went silent mid-answer for {waits.first_token:g}s and the answer was cut there. The "
+                "server may be stuck: check its log, or raise c.AriesModels.timeout."
+            )
         if failure.timed_out:
             return ProviderTimeoutError(
-                f"No answer from {where} within {self.settings.timeout:g}s{tries}. Check the server, or "
-                "raise c.AriesModels.timeout."
+                f"No answer from {where} within {waits.first_token:g}s{tries}: it accepted the request but sent "
+                "nothing back. Check the server, or raise c.AriesModels.timeout."
+            )
+        if status is None and started:
+            return ProviderConnectionError(
+                f"{where} closed the connection in the middle of its answer ({detail}); the answer was cut "
+                "there. The server was reached, so it probably stopped or crashed: check it (its log, its "
+                "memory) and ask again."
+            )
+        if status is None and failure.refused:
+            return ProviderConnectionError(
+                f"Could not reach {where}{tries}: the connection was refused ({detail}). Is the server running "
+                f"and the base URL right ({p.base_url_env or 'c.AriesModels.base_urls'})?"
             )
         if status is None:
             return ProviderConnectionError(
-                f"Could not reach {where}{tries}: {detail}. Is the server running and the base URL right "
-                f"({p.base_url_env or 'c.AriesModels.base_urls'})?"
+                f"The connection to {where} failed{tries}: {detail}. Check the server and the base URL "
+                f"({p.base_url_env or 'c.AriesModels.base_urls'})."
             )
+        if status in (400, 413) and _OVERFLOW.search(detail):
+            return self._overflow(status, detail, request)
         if status in (401, 403):
             variable = p.key_env or "the key variable"
             return AuthenticationError(
@@ -356,10 +450,38 @@ class SlotClient:
             )
         return ProviderError(f"{where} answered HTTP {status}{tries}: {detail}", status)
 
+    def _overflow(self, status: int, detail: str, request: ModelRequest | None) -> ContextOverflowError:
+        """The request did not fit: learn the window and the request's true size from the message, if given."""
+        numbers = {
+            name: int(next(group for group in found.groups() if group))
+            for name, pattern in _OVERFLOW_NUMBERS.items()
+            if (found := pattern.search(detail)) is not None
+        }
+        window = numbers.get("window")
+        if window and self.local and self.base_url:
+            learn_window(
+                self.base_url, self.model, window, f"the server's context-overflow error (HTTP {status})"
+            )
+        if request is not None and numbers.get("prompt"):
+            self.estimator.observe(request, numbers["prompt"])
+        size = f"{window:,}-token " if window else ""
+        return ContextOverflowError(
+            f"The request is longer than the {size}context window of {self.model} at {self.base_url} "
+            f"(HTTP {status}: {detail}). Compact the history (%aries compact), or give the model a larger "
+            "window on the server.",
+            status,
+            window,
+        )
+
     def _finish(self, request: ModelRequest, result: ProviderResult, start: float) -> Completion:
         usage = result.usage
-        usage.cost_usd = self.info.cost(
-            usage.input_tokens, usage.output_tokens, usage.cache_read_tokens, usage.cache_write_tokens
+        free = self.local and not self._explicit_price()
+        usage.cost_usd = (
+            0.0
+            if free
+            else self.info.cost(
+                usage.input_tokens, usage.output_tokens, usage.cache_read_tokens, usage.cache_write_tokens
+            )
         )
         self.estimator.observe(
             request, usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens
@@ -389,6 +511,20 @@ class SlotClient:
         return completion
 
 
+# How servers say a request does not fit the context window (llama.cpp, OpenAI and vLLM, Anthropic, others).
+_OVERFLOW = re.compile(
+    r"exceeds the available context size|context_length_exceeded|maximum context length|prompt is too long"
+    r"|context window|too many tokens|context length",
+    re.IGNORECASE,
+)
+_OVERFLOW_NUMBERS = {
+    "window": re.compile(
+        r"context size \((\d+) tokens\)|maximum context length is (?:only )?(\d+)|> (\d+) maximum", re.I
+    ),
+    "prompt": re.compile(r"request \((\d+) tokens\)|resulted in (\d+) tokens|too long: (\d+) tokens", re.I),
+}
+
+
 class ModelRouter:
     """The four slots and their clients. Cheap to build: no SDK import, no key lookup until a call."""
 
@@ -415,11 +551,33 @@ class ModelRouter:
             f"%aries model {slot} <shortname or provider:model>."
         )
 
+    def resolution(self, slot: str) -> tuple[str, str, str]:
+        """``(spec, source slot, why)``: where ``slot`` resolves now. An empty slot falls back along its
+        chain. When primary is a local model, a slot whose provider needs a key that is not set follows its
+        chain (bulk: cheap, then primary) to the first model it can call, instead of failing: a user with a
+        local server has no key at all."""
+        spec, source = self.spec(slot)
+        why = "set" if source == slot else f"empty: falls back to {source}"
+        if source == "primary" or _callable(spec):
+            return spec, source, why
+        main = _provider_of(self.spec("primary")[0])
+        if main is None or not (main.local or is_local_url(_base_url(main, self.settings))):
+            return spec, source, why
+        variable = _provider_of(spec).key_env  # type: ignore[union-attr]  # _callable said it has one
+        for chained in _FALLBACK[slot]:
+            target, target_source, _ = self.resolution(chained)
+            if target_source == "primary" or _callable(target):
+                return target, target_source, f"{spec} needs {variable}, which is not set: follows {chained}"
+        return spec, source, why
+
     def client(self, slot: str) -> SlotClient:
-        """The client of ``slot`` (one of primary, reasoning, cheap, bulk)."""
+        """The client of ``slot`` (one of primary, reasoning, cheap, bulk), as it resolves now."""
+        retired = None
         with self._lock:
+            spec, _, _ = self.resolution(slot)
+            if slot in self._clients and self._clients[slot].spec != spec:
+                retired = self._clients.pop(slot)  # a key was set or unset since: the slot moves
             if slot not in self._clients:
-                spec, _ = self.spec(slot)
                 info = with_overrides(resolve(spec), self.settings.context_windows, self.settings.prices)
                 self._clients[slot] = SlotClient(
                     slot,
@@ -430,7 +588,10 @@ class ModelRouter:
                     limits=self.limits,
                     observers=self._observers,
                 )
-            return self._clients[slot]
+            client = self._clients[slot]
+        if retired is not None:
+            retired.close()
+        return client
 
     def set_slot(self, slot: str, spec: str, *, base_url: str | None = None) -> SlotClient:
         """Point ``slot`` at a shortname or ``provider:model`` (optionally with that provider's base URL)."""
@@ -441,7 +602,7 @@ class ModelRouter:
         with self._lock:
             self._specs[slot] = spec.strip()
             # Slots falling back to this one change with it; the others keep their client and usage.
-            stale = [name for name, c in self._clients.items() if c.spec != self.spec(name)[0]]
+            stale = [name for name, c in self._clients.items() if c.spec != self.resolution(name)[0]]
             retired = [self._clients.pop(name) for name in stale]
         for client in retired:
             client.close()
@@ -472,18 +633,29 @@ class ModelRouter:
             except ModelError as exc:
                 rows.append({"slot": slot, "model": f"error: {exc}"})
                 continue
-            _, source = self.spec(slot)
+            _, source, why = self.resolution(slot)
             info = client.info
+            window, window_source = client.window()
+            facts = client.facts()
+            free = client.local and not client._explicit_price()
             rows.append(
                 {
                     "slot": slot,
                     "shortname": info.shortname if source == slot else f"{info.shortname} (from {source})",
+                    "resolves": why,
                     "provider": info.provider,
                     "model": info.model,
-                    "context_window": info.context_window,
-                    "usd_per_mtok_in": info.input_price if info.priced else None,
-                    "usd_per_mtok_out": info.output_price if info.priced else None,
-                    "price": "known" if info.priced else "unknown: cost counted as 0",
+                    "served_model": facts.served_model or "",
+                    "context_window": window,
+                    "window_from": window_source,
+                    "tools": ""
+                    if facts.tools is None
+                    else ("yes" if facts.tools else f"no ({facts.tools_source})"),
+                    "usd_per_mtok_in": 0.0 if free else (info.input_price if info.priced else None),
+                    "usd_per_mtok_out": 0.0 if free else (info.output_price if info.priced else None),
+                    "price": "local: 0"
+                    if free
+                    else ("known" if info.priced else "unknown: cost counted as 0"),
                     "key": client.key_status(),
                     "base_url": client.base_url,
                 }
@@ -495,6 +667,32 @@ class ModelRouter:
         rows = [{"slot": slot, "model": c.model, **vars(c.usage)} for slot, c in self._clients.items()]
         columns = ["slot", "model", *vars(SlotUsage())]
         return pd.DataFrame(rows, columns=columns).set_index("slot")
+
+
+def _base_url(p: ProviderInfo, settings: AriesModels) -> str | None:
+    """The configured URL, else the provider's base-URL variable, else its default URL. The llama.cpp
+    route also takes ``OPENAI_BASE_URL`` when that points at this machine or a private network: "point
+    OPENAI_BASE_URL at your server and use ``local``" then works, and a remote OpenAI proxy is never taken for
+    a local server."""
+    env = os.environ.get(p.base_url_env) if p.base_url_env else None
+    if env is None and p.name == "llamacpp":
+        openai_url = os.environ.get("OPENAI_BASE_URL")
+        env = openai_url if is_local_url(openai_url) else None
+    return settings.base_urls.get(p.name) or env or p.base_url
+
+
+def _callable(spec: str) -> bool:
+    """Whether a call to ``spec`` can be sent: its provider needs no key, or its key is set (an unknown spec
+    counts as callable, so its own error is the one reported)."""
+    p = _provider_of(spec)
+    return p is None or not p.key_required or bool(p.key_env and environ_value(p.key_env))
+
+
+def _provider_of(spec: str) -> ProviderInfo | None:
+    try:
+        return PROVIDERS[resolve(spec).provider]
+    except ModelError:
+        return None
 
 
 def _check_slot(slot: str) -> None:

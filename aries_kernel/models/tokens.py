@@ -1,9 +1,11 @@
-"""Token estimates before a call, for context management; calibrated by the counts providers report after it.
+"""Token estimates before a call, for context management; calibrated by the counts servers report after it.
 
-Providers count tokens with their own tokenizers and report the count in each response's usage; before a call
-only Anthropic can count (``SlotClient.count_tokens``, one small request), so context management uses this
-free estimate: characters / 4 (the usual rule for BPE tokenizers on English and code) plus a small
-per-message overhead, scaled by how far off earlier estimates were for this slot.
+The one estimator of the code base (the agent's phases, compaction and memory use it too). Providers count
+tokens with their own tokenizers and report the count in each response's usage; before a call only Anthropic
+can count (``SlotClient.count_tokens``, one small request), so context management uses this free estimate:
+characters / 4 (the usual rule for BPE tokenizers on English and code) plus a small per-message overhead,
+scaled by how far off earlier estimates were for this model at this server (:func:`estimator_for`): a small
+model's tokenizer can need a third more tokens than the rule says.
 """
 
 from __future__ import annotations
@@ -11,10 +13,18 @@ from __future__ import annotations
 import json
 import math
 import threading
+from collections.abc import Sequence
 
-from aries_kernel.models.types import ModelRequest
+from aries_kernel.models.types import Message, ModelRequest
 
-__all__ = ["TokenEstimator", "estimate_text_tokens", "estimate_tokens"]
+__all__ = [
+    "TokenEstimator",
+    "estimate_text_tokens",
+    "estimate_tokens",
+    "estimator_for",
+    "history_tokens",
+    "message_tokens",
+]
 
 _CHARS_PER_TOKEN = 4.0
 _MESSAGE_OVERHEAD = 4  # role markers and separators per message
@@ -26,15 +36,26 @@ def estimate_text_tokens(text: str) -> int:
     return math.ceil(len(text) / _CHARS_PER_TOKEN)
 
 
+def message_tokens(message: Message) -> int:
+    """Uncalibrated tokens of one message, tool-call arguments included."""
+    tokens = _MESSAGE_OVERHEAD + estimate_text_tokens(message.content)
+    for call in message.tool_calls:
+        tokens += _TOOL_CALL_OVERHEAD + estimate_text_tokens(
+            call.name + json.dumps(call.arguments, default=str)
+        )
+    return tokens
+
+
+def history_tokens(messages: Sequence[Message]) -> int:
+    """Uncalibrated tokens of a message list."""
+    return sum(message_tokens(message) for message in messages)
+
+
 def estimate_tokens(request: ModelRequest) -> int:
     """Uncalibrated estimate of the input tokens of ``request``: system, messages, tool calls and tool
     schemas.
     """
-    total = estimate_text_tokens(request.system)
-    for message in request.messages:
-        total += _MESSAGE_OVERHEAD + estimate_text_tokens(message.content)
-        for call in message.tool_calls:
-            total += _TOOL_CALL_OVERHEAD + estimate_text_tokens(call.name + json.dumps(call.arguments))
+    total = estimate_text_tokens(request.system) + history_tokens(request.messages)
     for tool in request.tools:
         total += estimate_text_tokens(tool.name + tool.description + json.dumps(tool.parameters))
     return total
@@ -63,3 +84,13 @@ class TokenEstimator:
         observed = min(high, max(low, reported_input_tokens / raw))
         with self._lock:
             self.ratio += self._SMOOTHING * (observed - self.ratio)
+
+
+_estimators: dict[str, TokenEstimator] = {}
+_estimators_lock = threading.Lock()
+
+
+def estimator_for(key: str) -> TokenEstimator:
+    """The estimator of one model at one server (``key``: provider, base URL and model), made on first use."""
+    with _estimators_lock:
+        return _estimators.setdefault(key, TokenEstimator())
