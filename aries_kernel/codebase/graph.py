@@ -198,9 +198,10 @@ class Users:
             vocabulary = tuple(sorted(_names(uses.values())))
         position = dict(zip(vocabulary, range(len(vocabulary)), strict=True))
         # File by file, so the millions of names are never all split at once.
-        per_file = [np.fromiter(map(position.__getitem__, u.split()), np.int64) for u in uses.values()]
+        per_file = [np.fromiter(map(position.__getitem__, u.split()), np.int32) for u in uses.values()]
         counts = np.fromiter(map(len, per_file), np.int64, len(files))
-        ids = np.concatenate([np.zeros(0, np.int64), *per_file])
+        ids = np.concatenate([np.zeros(0, np.int32), *per_file])
+        del per_file
         owners = np.repeat(np.arange(len(files), dtype=np.uint32), counts)
         offsets = np.zeros(len(vocabulary) + 1, np.int64)
         np.cumsum(np.bincount(ids, minlength=len(vocabulary)), out=offsets[1:])
@@ -277,7 +278,7 @@ class FileGraph:
         position[np.fromiter(self.node_of.values(), np.int64, len(files))] = np.arange(
             len(files), dtype=np.uint32
         )
-        ends = np.asarray(graph.edge_list(), dtype=np.int64).reshape(-1, 2)
+        ends = np.asarray(graph.edge_list(), dtype=np.uint32).reshape(-1, 2)
         ids = {id(p): i for i, p in enumerate(self._payloads.values())}
         defines = [sorted(self.defines[rel]) for rel in files]
         users = self._users
