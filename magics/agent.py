@@ -118,7 +118,11 @@ def _renderer(magics: Any, agent: Agent) -> Renderer:
     if choice == "widgets" or (choice == "auto" and getattr(kernel, "frontend_has_widgets", False)):
         from aries_kernel.widgets import AgentPanel
 
-        panel = AgentPanel(window=agent.router.client("primary").context_window)
+        from .rewind import panel_rewinder
+
+        panel = AgentPanel(
+            window=agent.router.client("primary").context_window, rewind=panel_rewinder(magics.context)
+        )
         panel.show()
         return panel
     return TextRenderer()

@@ -4,6 +4,7 @@ plus a "Checkpoints" line in ``%aries status``."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -14,7 +15,7 @@ from aries_kernel.agent.loop import RunInProgressError
 
 from .aries import HelpText, status_section, subcommand
 
-__all__ = ["rewind_command", "checkpoints_command"]
+__all__ = ["checkpoints_command", "panel_rewinder", "rewind_command", "rewind_text"]
 
 
 @magic_arguments()
@@ -50,6 +51,11 @@ def rewind_text(context: Any, turn: int | None, *, force: bool = False, keep: bo
         return agent_for(context).rewind(turn, force=force, keep=keep).text()
     except (LookupError, RunInProgressError) as exc:
         raise UsageError(str(exc)) from exc
+
+
+def panel_rewinder(context: Any) -> Callable[[int, bool, bool], str]:
+    """The panel's Rewind buttons' action: :func:`rewind_text` for the agent of ``context``."""
+    return lambda turn, force, keep: rewind_text(context, turn, force=force, keep=keep)
 
 
 @subcommand("checkpoints", "the agent's checkpoints: turn, time, prompt, files and names changed, size")

@@ -21,6 +21,9 @@ from aries_kernel.agent.settings import AriesAgent
 from tests.agent_scripted import ScriptedClient, ScriptedRouter
 from tests.kernel_harness import run_cell, start_kernel, stop_kernel
 from tests.loopback import Reply, ScriptedModelServer
+from tests.test_panel_kernel import buttons, lab_kernel, run_interacting, states
+
+__all__ = ["lab_kernel"]  # a fixture, used by name
 
 FILES = {
     "pkg/core.py": "def run():\n    return 42\n",
@@ -366,3 +369,45 @@ def test_the_scenario_in_a_real_kernel_rewinds_with_the_magic(
         )
     finally:
         stop_kernel(km, kc)
+
+
+@pytest.mark.kernel
+def test_the_panels_rewind_button_rewinds_and_offers_keep_or_overwrite_on_a_conflict(
+    lab_kernel: tuple[Any, Any], small_repo: Path, server: ScriptedModelServer
+) -> None:
+    _, kc = lab_kernel
+    before = snapshot(small_repo)
+    server.script(
+        Reply(tool_calls=[("Write", {"file_path": "made_by_agent.py", "content": "MADE = 1\n"})]),
+        Reply(tool_calls=[("Write", {"file_path": "a.py", "content": "x = 2\n"})]),
+        Reply(text="Wrote them."),
+    )
+    messages = run_interacting(kc, "%aries --yes write two files")
+    assert buttons(messages, "Rewind turn 1") and buttons(messages, "Rewind turn 2")
+    (small_repo / "a.py").write_text("x = 'mine'\n")  # changed after the agent's turn 2
+
+    clicked = press(kc, buttons(messages, "Rewind turn 1")[0])
+    assert (small_repo / "a.py").read_text() == "x = 'mine'\n"
+    assert (small_repo / "made_by_agent.py").exists()  # the conflict stopped the whole rewind
+    shown = [str(state.get("value", "")) for state in states(clicked)]
+    assert any("a.py: changed since the agent&#x27;s turn" in value for value in shown), shown
+    assert buttons(clicked, "Overwrite mine")
+    press(kc, buttons(clicked, "Keep mine, rewind the rest")[0])
+    assert not (small_repo / "made_by_agent.py").exists()
+    assert snapshot(small_repo) == before | {"a.py": b"x = 'mine'\n"}
+
+
+def press(kc: Any, comm_id: str) -> list[dict[str, Any]]:
+    """Click a button as the browser does and return the iopub messages its handling sent."""
+    message = kc.session.msg(
+        "comm_msg", {"comm_id": comm_id, "data": {"method": "custom", "content": {"event": "click"}}}
+    )
+    kc.shell_channel.send(message)
+    seen: list[dict[str, Any]] = []
+    while True:
+        reply = kc.get_iopub_msg(timeout=60)  # a hang fails here
+        if reply["parent_header"].get("msg_id") != message["header"]["msg_id"]:
+            continue
+        seen.append(reply)
+        if reply["msg_type"] == "status" and reply["content"]["execution_state"] == "idle":
+            return seen

@@ -8,7 +8,9 @@ of :mod:`aries_kernel.agent.events`, exactly like the text renderer: call the pa
 
 When the run ends, :meth:`AgentPanel.finish` replaces the live output by a :class:`TranscriptRecord` (HTML with
 a plain-text fallback, no widget), so a saved notebook, ``nbconvert`` and a plain viewer show the whole run
-without the kernel. In a frontend without widgets (``jupyter console``) use the text renderer instead.
+without the kernel. Below it, a :class:`RewindBar` has a Rewind button for each turn that was checkpointed
+(``%aries rewind <turn>``: files, names and the conversation), with Keep mine / Overwrite when a rewind finds
+changes made since. In a frontend without widgets (``jupyter console``) use the text renderer instead.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import html
 import io
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +28,7 @@ import ipywidgets as w
 
 from aries_kernel.agent.events import (
     ApprovalRequested,
+    Checkpointed,
     Compaction,
     Event,
     MemoryEchoed,
@@ -41,11 +45,14 @@ from aries_kernel.agent.events import (
     TurnFinished,
     Waiting,
 )
-from aries_kernel.agent.render import TextRenderer, ask_on_stdin, decision_text
+from aries_kernel.agent.render import TextRenderer, ask_on_stdin, checkpoint_text, decision_text
 
 from .ui_events import can_process_ui_events, process_ui_events
 
-__all__ = ["AgentPanel", "ContextMeter", "MemoryStrip", "TranscriptRecord", "edit_diff_html"]
+__all__ = ["AgentPanel", "ContextMeter", "MemoryStrip", "RewindBar", "TranscriptRecord", "edit_diff_html"]
+
+# Rewinds before ``turn`` (force: overwrite changes made since; keep: keep them) and says what happened.
+Rewinder = Callable[[int, bool, bool], str]
 
 _TEXT_FLUSH_SECONDS = 0.1  # one widget update per this interval while text streams, not one per token
 _POLL_SECONDS = 0.1  # how often widget messages (clicks) are handled while events stream
@@ -211,11 +218,44 @@ class MemoryStrip(w.HTML):
         self.value = "<small>memory: " + " ".join(parts) + "</small>" if parts else ""
 
 
-class AgentPanel(w.VBox):
-    """A live view of one agent run; call it with each event (``panel(event)``)."""
+class RewindBar(w.VBox):
+    """A Rewind button per checkpointed turn; a conflict offers Keep mine and Overwrite for that turn."""
 
-    def __init__(self, title: str = "Aries", window: int = 0) -> None:
+    def __init__(self, turns: list[int], rewind: Rewinder) -> None:
+        self.rewind = rewind
+        self.buttons = [w.Button(description=f"Rewind turn {turn}", icon="undo") for turn in turns]
+        for turn, button in zip(turns, self.buttons, strict=True):
+            button.on_click(lambda _, turn=turn: self.click(turn))
+        self.result = w.HTML("")
+        self.choices = w.HBox([])
+        super().__init__([w.HBox(self.buttons), self.result, self.choices])
+
+    def click(self, turn: int, force: bool = False, keep: bool = False) -> str:
+        """Rewind before ``turn`` and show what happened (the buttons' action)."""
+        try:
+            text = self.rewind(turn, force, keep)
+        except Exception as exc:  # shown where the user clicked: no traceback lands in a button callback
+            text = str(exc)
+        self.result.value = f"<pre style='{_PRE}'>{html.escape(text)}</pre>"
+        self.choices.children = ()
+        if text.startswith("Nothing was rewound"):
+            mine = w.Button(description="Keep mine, rewind the rest")
+            force_button = w.Button(description="Overwrite mine", button_style="danger")
+            mine.on_click(lambda _: self.click(turn, keep=True))
+            force_button.on_click(lambda _: self.click(turn, force=True))
+            self.choices.children = (mine, force_button)
+        return text
+
+
+class AgentPanel(w.VBox):
+    """A live view of one agent run; call it with each event (``panel(event)``). With ``rewind``, the record
+    left by :meth:`finish` has a :class:`RewindBar` for the turns that were checkpointed."""
+
+    def __init__(self, title: str = "Aries", window: int = 0, rewind: Rewinder | None = None) -> None:
         self.title = title
+        self.rewind = rewind
+        self.checkpointed: list[int] = []  # turns with a checkpoint, in order
+        self.rewind_bar: RewindBar | None = None
         self.meter = ContextMeter(window)
         self.memory = MemoryStrip()
         self.status = w.Label("starting…")
@@ -259,6 +299,11 @@ class AgentPanel(w.VBox):
             self._handle.update(record)
             self._handle = None
             self._close_widgets(self)
+            if self.rewind is not None and self.checkpointed:
+                from IPython.display import display
+
+                self.rewind_bar = RewindBar(self.checkpointed, self.rewind)
+                display(self.rewind_bar)
         return record
 
     def _close_widgets(self, widget: w.Widget) -> None:
@@ -370,6 +415,9 @@ class AgentPanel(w.VBox):
                 f"context compacted ({event.stage}): ~{event.tokens_before:,} → ~{event.tokens_after:,} tokens",
                 "#f0f0f0",
             )
+        elif isinstance(event, Checkpointed):
+            self.checkpointed.append(event.turn)
+            self._note(checkpoint_text(event), "#f0f0f0")
         elif isinstance(event, Reindexed):
             self._note(f"re-indexed {', '.join(event.paths)}", "#f0f0f0")
         elif isinstance(event, ReflectionWritten):

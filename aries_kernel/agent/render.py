@@ -17,6 +17,7 @@ from typing import Any, Protocol, TextIO
 
 from aries_kernel.agent.events import (
     ApprovalRequested,
+    Checkpointed,
     Compaction,
     Event,
     MemoryEchoed,
@@ -33,7 +34,7 @@ from aries_kernel.agent.events import (
     TurnFinished,
 )
 
-__all__ = ["Renderer", "TextRenderer", "ask_on_stdin", "decision_text", "format_arguments"]
+__all__ = ["Renderer", "TextRenderer", "ask_on_stdin", "checkpoint_text", "decision_text", "format_arguments"]
 
 _RESULT_LINES = 8
 _MEMORY_VERBS = {MemoryRetrieved: "retrieved", MemoryEchoed: "echoed", MemoryFizzled: "fizzled"}
@@ -65,6 +66,15 @@ class Renderer(Protocol):
 
     def finish(self, reason: str = "interrupted") -> Any:
         """The run is over; ``reason`` says how when no RunFinished was rendered."""
+
+
+def checkpoint_text(event: Checkpointed) -> str:
+    """A checkpoint in one line: what the turn changed, and how to go back before it."""
+    changed = [f"{len(event.files)} file(s)"] if event.files else []
+    changed += [f"name(s) {', '.join(event.names)}"] if event.names else []
+    return f"checkpoint {event.checkpoint}: turn {event.turn} changed {' and '.join(changed)}; " + (
+        f"%aries rewind {event.turn} goes back before it"
+    )
 
 
 class TextRenderer:
@@ -113,6 +123,8 @@ class TextRenderer:
                 f"[compacted ({event.stage}): {event.messages_affected} messages, "
                 f"~{event.tokens_before:,} -> ~{event.tokens_after:,} tokens]"
             )
+        elif isinstance(event, Checkpointed):
+            self._line(f"[{checkpoint_text(event)}]")
         elif isinstance(event, Reindexed):
             self._line(f"[re-indexed {len(event.paths)} changed file(s): {', '.join(event.paths[:5])}]")
         elif isinstance(event, (MemoryRetrieved, MemoryEchoed, MemoryFizzled)):
@@ -126,7 +138,7 @@ class TextRenderer:
         elif isinstance(event, RunFinished):
             self._finished = True
             self._line(
-                f"[{event.reason} · {event.turns} turn(s) · {event.input_tokens:,} in / "
+                f"[{event.reason} · {event.turns} turn(s) · {event.input_tokens:,} in{cache_text(event)} / "
                 f"{event.output_tokens:,} out tokens · ${event.cost_usd:.4f}]"
             )
 
@@ -141,6 +153,14 @@ class TextRenderer:
         if not self._finished:
             self._line(f"[{reason}; the transcript so far is kept]")
             self._finished = True
+
+
+def cache_text(event: RunFinished) -> str:
+    """The prompt-cache part of a run's footer: " (+1,935 cached)", with the tokens written to the cache when
+    there are any; "" without cache use (a prompt served from the cache is not a 1-token prompt)."""
+    parts = [f"{event.cache_read_tokens:,} cached"] if event.cache_read_tokens else []
+    parts += [f"{event.cache_write_tokens:,} written to cache"] if event.cache_write_tokens else []
+    return f" (+{', '.join(parts)})" if parts else ""
 
 
 def decision_text(event: ApprovalRequested) -> str:
