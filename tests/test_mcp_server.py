@@ -4,9 +4,11 @@ real Aries kernel (shared variables both ways, the Repl guard refusing a write o
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -154,3 +156,44 @@ def test_repl_shares_the_kernel_namespace_under_the_guard(
     assert not inside.exists()
     runs = run_cell(kc, "from aries_kernel.agent.outside import RUNS; [run['code'] for run in RUNS]")
     assert "from_mcp = 6 * 7" in runs.result
+
+
+@contextmanager
+def http_server(root: Path, vault: Path, token: str) -> Iterator[str]:
+    """``aries-kernel mcp --http`` on ``root``; yields its URL, stops it with SIGTERM (it must exit cleanly)."""
+    command = [sys.executable, "-m", "aries_kernel", "mcp", "--root", str(root), "--http", "--token", token]
+    server = subprocess.Popen(
+        command, stderr=subprocess.PIPE, text=True, env={**os.environ, "ARIES_VAULT": str(vault)}
+    )
+    assert server.stderr is not None
+    try:
+        line = server.stderr.readline()  # the address line, printed once uvicorn listens
+        url = line.split()[2]
+        assert url.startswith("http://127.0.0.1:") and url.endswith("/mcp")
+        yield url
+    finally:
+        server.terminate()
+        server.wait()
+        server.stderr.close()
+    assert server.returncode == 0  # SIGTERM unwinds: the vault session is closed on the way out
+
+
+def test_streamable_http_on_loopback_needs_the_token(small_repo: Path, tmp_path: Path) -> None:
+    import httpx
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    with http_server(small_repo, tmp_path / "vault", "s3cret-token") as url:
+        with httpx.Client() as plain:
+            refused = plain.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+        assert refused.status_code == 401
+
+        async def found() -> list[str]:
+            headers = {"Authorization": "Bearer s3cret-token"}
+            async with create_mcp_http_client(headers=headers) as http:
+                async with Client(streamable_http_client(url, http_client=http)) as client:
+                    result = await client.call_tool("find_symbol", {"name": "Engine"})
+                    assert not result.is_error
+                    return [row["file"] for row in result.structured_content["rows"]]
+
+        assert anyio.run(found) == ["app/core.py"]

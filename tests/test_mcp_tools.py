@@ -23,6 +23,7 @@ from aries_kernel.agent.settings import AriesAgent
 from aries_kernel.models import types as mt
 from tests.agent_scripted import ScriptedClient, ScriptedRouter
 from tests.loopback import Reply
+from tests.test_mcp_server import http_server
 
 FIXTURE = f"{sys.executable} -m tests.mcp_fixture_server"
 ADD = tool_name("fixture", "add")
@@ -164,3 +165,17 @@ def test_mcp_servers_cannot_be_changed_during_a_run() -> None:
             settings.mcp_servers = {"evil": "rm -rf /"}
         settings.mcp_servers["sneaky"] = "touch owned"  # mutated in place behind the lock: set back after
     assert settings.mcp_servers == {}
+
+
+def test_a_url_server_with_headers_serves_the_agent(small_repo: Path, tmp_path: Path, hook: McpHook) -> None:
+    with http_server(small_repo, tmp_path / "vault", "tok-123") as url:
+        hook.servers.start({"aries": {"url": url, "headers": {"Authorization": "Bearer tok-123"}}})
+        assert hook.servers.problems() == []
+        tools = hook.servers.tools()
+        assert (
+            tool_name("aries", "find_symbol") in tools
+            and tools[tool_name("aries", "top_files")].effect == "command"
+        )
+        text = hook.servers.call("aries", "find_symbol", {"name": "Engine"})
+        assert "app/core.py" in text
+        hook.servers.close()  # before the server goes away, so nothing is left waiting on it

@@ -20,8 +20,9 @@ import re
 import shlex
 import threading
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from concurrent.futures import TimeoutError as FutureTimeout
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -88,6 +89,7 @@ class McpServers:
 
     def _connect(self, server: _Server) -> None:
         loop = self._ensure_loop()
+
         async def hold() -> None:
             server.closing = asyncio.Event()
             try:
@@ -219,30 +221,36 @@ async def _wait(future: asyncio.Future[None]) -> None:
     await future
 
 
-def _client(spec: str | dict[str, Any], timeout: float) -> Any:
-    """An mcp ``Client`` for a server spec: a command line, a URL, or a dict of command/args/env/cwd or url."""
+@asynccontextmanager
+async def _client(spec: str | dict[str, Any], timeout: float) -> AsyncIterator[Any]:
+    """An open mcp ``Client`` for a server spec: a command line, a URL, or a dict of command/args/env/cwd or
+    url/headers."""
     from mcp import Client, StdioServerParameters
 
     if isinstance(spec, str):
         spec = {"url": spec} if spec.startswith(("http://", "https://")) else {"command": spec}
-    if "url" in spec:
-        headers = dict(spec.get("headers") or {})
-        if headers:
-            from mcp.client.streamable_http import streamable_http_client
-            from mcp.shared._httpx_utils import create_mcp_http_client
+    async with AsyncExitStack() as stack:
+        if "url" in spec:
+            target: Any = str(spec["url"])
+            headers = {str(k): str(v) for k, v in (spec.get("headers") or {}).items()}
+            if headers:
+                from mcp.client.streamable_http import streamable_http_client
+                from mcp.shared._httpx_utils import create_mcp_http_client
 
-            transport = streamable_http_client(spec["url"], http_client=create_mcp_http_client(headers=headers))
-            return Client(transport, read_timeout_seconds=timeout)
-        return Client(str(spec["url"]), read_timeout_seconds=timeout)
-    command = spec.get("command")
-    if not command:
-        raise ValueError(f"an MCP server needs a command or a url, not {spec!r}")
-    words = shlex.split(command) if isinstance(command, str) else [str(word) for word in command]
-    args = [*words[1:], *(str(arg) for arg in spec.get("args", ()))]
-    params = StdioServerParameters(
-        command=words[0], args=args, env=dict(spec.get("env") or {}) or None, cwd=spec.get("cwd")
-    )
-    return Client(params, read_timeout_seconds=timeout)
+                http = await stack.enter_async_context(create_mcp_http_client(headers=headers))
+                target = streamable_http_client(target, http_client=http)
+        else:
+            command = spec.get("command")
+            if not command:
+                raise ValueError(f"an MCP server needs a command or a url, not {spec!r}")
+            words = shlex.split(command) if isinstance(command, str) else [str(word) for word in command]
+            target = StdioServerParameters(
+                command=words[0],
+                args=[*words[1:], *(str(arg) for arg in spec.get("args", ()))],
+                env={str(k): str(v) for k, v in (spec.get("env") or {}).items()} or None,
+                cwd=spec.get("cwd"),
+            )
+        yield await stack.enter_async_context(Client(target, read_timeout_seconds=timeout))
 
 
 def _result_text(result: Any) -> str:
