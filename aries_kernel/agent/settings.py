@@ -16,8 +16,8 @@ from aries_kernel.agent.permissions import MODES
 __all__ = ["AriesAgent", "PERMISSION_SETTINGS"]
 
 # Settings that decide what the agent may do unasked: only the user changes them, never while a run is in
-# progress (so never from the agent's own Repl or Bash code).
-PERMISSION_SETTINGS = ("permission_mode", "auto_approve", "pass_env_keys", "mcp_servers")  # a server runs a command
+# progress (so never from the agent's own Repl or Bash code). An MCP server is a command the kernel runs.
+PERMISSION_SETTINGS = ("permission_mode", "auto_approve", "pass_env_keys", "mcp_servers")
 
 
 class AriesAgent(Configurable):
