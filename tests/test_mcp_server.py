@@ -25,7 +25,7 @@ async def _client(root: Path, vault: Path, *options: str) -> AsyncIterator[Clien
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "aries_kernel", "mcp", "--root", str(root), *options],
-        env={"ARIES_VAULT": str(vault)},
+        env={"ARIES_VAULT": str(vault), "ARIES_INDEX_KEY": os.environ["ARIES_INDEX_KEY"]},  # as the kernel's
     )
     async with Client(params, read_timeout_seconds=120) as client:
         yield client
@@ -156,6 +156,9 @@ def test_repl_shares_the_kernel_namespace_under_the_guard(
     assert not inside.exists()
     runs = run_cell(kc, "from aries_kernel.agent.outside import RUNS; [run['code'] for run in RUNS]")
     assert "from_mcp = 6 * 7" in runs.result
+    status = run_cell(kc, "%aries status")
+    shown = status.stdout + str(status.result) + "".join(str(d.get("text/plain", "")) for d in status.displays)
+    assert "4 step(s) from MCP clients" in shown and "2 effect(s) refused" in shown
 
 
 @contextmanager
