@@ -98,7 +98,12 @@ def states(messages: list[Message]) -> list[dict[str, Any]]:
 
 def final_output(messages: list[Message]) -> tuple[dict[str, Any], dict[str, Any]]:
     """The live display (with its display id) and the update that replaced it."""
-    (shown,) = [m["content"] for m in messages if m["msg_type"] == "display_data"]
+    shown_with_id = [
+        m["content"]
+        for m in messages
+        if m["msg_type"] == "display_data" and m["content"].get("transient", {}).get("display_id")
+    ]
+    (shown,) = shown_with_id  # the rewind bar shown below the record has no display id
     (update,) = [m["content"] for m in messages if m["msg_type"] == "update_display_data"]
     return shown, update
 
