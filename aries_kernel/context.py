@@ -98,6 +98,10 @@ class AriesContext:
     def __init__(self, shell: Any, root: str | os.PathLike[str] | None = None) -> None:
         self.shell = shell
         self.config = shell.config if shell is not None else None
+        if self.config is not None:  # ~/.jupyter/jupyter_config.py and the like, which the kernel does not read
+            from aries_kernel.config_files import merge_config_files
+
+            merge_config_files(self.config)
         settings = AriesSettings(config=self.config)
         if root:
             found = FoundRoot(Path(root), "given explicitly")

@@ -12,6 +12,12 @@ in whichever format the request came in::
 With the queue empty, the server answers through ``server.responder(body)``; the default echoes the last user
 message (``"echo: <text>"``), which keeps answers tied to questions in concurrency tests.
 
+It can also play a local server's metadata: ``server.props`` (llama.cpp's ``GET /props``),
+``server.models`` (``GET /v1/models`` entries, e.g. with llama.cpp's ``meta.n_ctx`` or vLLM's ``max_model_len``)
+and ``server.ollama_show`` (Ollama's ``POST /api/show``); each answers 404 while None. With
+``server.context_size`` set, a chat request whose ``server.token_counter`` size is over it is refused as
+llama.cpp refuses it (HTTP 400, ``request (N tokens) exceeds the available context size (M tokens)``).
+
 Pointing a kernel at it: start the kernel with ``ANTHROPIC_BASE_URL=server.anthropic_url`` and
 ``ANTHROPIC_API_KEY=test-key`` in its environment; the default slots (sonnet, opus, haiku) then reach this
 server. For the OpenAI format, set ``OPENAI_BASE_URL=server.openai_url`` and ``OPENAI_API_KEY=test-key`` and
@@ -67,6 +73,8 @@ class Reply:
     stream_error: int | None = None  # status of an error event sent inside a stream, after error_after events
     error_after: int = 1
     model: str | None = None  # default: the model the request named
+    cut_after: int | None = None  # after this many streamed events, close the connection mid-stream (a crash)
+    cached_tokens: int = 0  # prompt tokens read from the prompt cache (OpenAI details, Anthropic)
 
 
 @dataclass
@@ -101,6 +109,11 @@ class ScriptedModelServer:
         # Anthropic's /v1/messages/count_tokens answers with this; the default is a rough size of the body.
         self.token_counter: Callable[[dict[str, Any]], int] = lambda body: len(json.dumps(body)) // 4
         self.requests: list[RecordedRequest] = []
+        self.props: dict[str, Any] | None = None
+        self.models: list[dict[str, Any]] | None = None
+        self.ollama_show: dict[str, Any] | None = None
+        self.context_size: int | None = None
+        self.metadata_requests: list[str] = []  # paths of the metadata GETs and /api/show POSTs
         self.in_flight = 0
         self.max_in_flight = 0
         self._lock = threading.Lock()
@@ -183,10 +196,27 @@ def _handler_for(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
         def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
             pass
 
+        def do_GET(self) -> None:
+            path = self.path.rstrip("/")
+            server.metadata_requests.append(path)
+            if path == "/props" and server.props is not None:
+                self._send_json(200, server.props)
+            elif path == "/v1/models" and server.models is not None:
+                self._send_json(200, {"object": "list", "data": server.models})
+            else:
+                self._send_json(404, {"error": {"message": f"no route {self.path}"}})
+
         def do_POST(self) -> None:
             length = int(self.headers.get("content-length") or 0)
             body = json.loads(self.rfile.read(length) or b"{}")
             path = self.path.rstrip("/")
+            if path == "/api/show":
+                server.metadata_requests.append(path)
+                if server.ollama_show is None:
+                    self._send_json(404, {"error": f"model '{body.get('model')}' not found"})
+                else:
+                    self._send_json(200, server.ollama_show)
+                return
             wire = "anthropic" if path.endswith("/v1/messages") else "openai"
             recorded = RecordedRequest(
                 self.path, {k.lower(): v for k, v in self.headers.items()}, body, time.monotonic()
@@ -200,6 +230,14 @@ def _handler_for(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
                 return
             server._enter(recorded)
             try:
+                size = server.token_counter(body)
+                if server.context_size is not None and size > server.context_size:
+                    message = (
+                        f"request ({size} tokens) exceeds the available context size "
+                        f"({server.context_size} tokens), try increasing it"
+                    )
+                    self._send_error(wire, Reply(status=400, error=message))
+                    return
                 reply = server._next_reply(body)
                 if reply.delay:
                     time.sleep(reply.delay)
@@ -250,6 +288,10 @@ def _handler_for(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
                 self.wfile.flush()
                 if reply.pause:
                     time.sleep(reply.pause)
+                if sent == reply.cut_after:  # the server dies mid-answer: no closing chunk
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
                 if sent == reply.hold_after and _hangs_up_within(self.connection, reply.hold):
                     return  # the client closed the stream while it was held
             self.wfile.write(b"0\r\n\r\n")
@@ -304,7 +346,11 @@ def _complete(wire: str, reply: Reply, body: dict[str, Any]) -> dict[str, Any]:
             "content": content,
             "stop_reason": _stop(reply, wire),
             "stop_sequence": None,
-            "usage": {"input_tokens": reply.input_tokens, "output_tokens": reply.output_tokens},
+            "usage": {
+                "input_tokens": reply.input_tokens,
+                "output_tokens": reply.output_tokens,
+                "cache_read_input_tokens": reply.cached_tokens,
+            },
         }
     message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
     if reply.tool_calls:
@@ -319,9 +365,10 @@ def _complete(wire: str, reply: Reply, body: dict[str, Any]) -> dict[str, Any]:
         "model": model,
         "choices": [{"index": 0, "message": message, "finish_reason": _stop(reply, wire)}],
         "usage": {
-            "prompt_tokens": reply.input_tokens,
+            "prompt_tokens": reply.input_tokens + reply.cached_tokens,
             "completion_tokens": reply.output_tokens,
-            "total_tokens": reply.input_tokens + reply.output_tokens,
+            "total_tokens": reply.input_tokens + reply.cached_tokens + reply.output_tokens,
+            "prompt_tokens_details": {"cached_tokens": reply.cached_tokens},
         },
     }
 
@@ -341,7 +388,11 @@ def _events(wire: str, reply: Reply, body: dict[str, Any]) -> Iterator[tuple[str
                     "content": [],
                     "stop_reason": None,
                     "stop_sequence": None,
-                    "usage": {"input_tokens": reply.input_tokens, "output_tokens": 1},
+                    "usage": {
+                        "input_tokens": reply.input_tokens,
+                        "output_tokens": 1,
+                        "cache_read_input_tokens": reply.cached_tokens,
+                    },
                 },
             },
         )
@@ -438,9 +489,10 @@ def _events(wire: str, reply: Reply, body: dict[str, Any]) -> Iterator[tuple[str
                 "model": model,
                 "choices": [],
                 "usage": {
-                    "prompt_tokens": reply.input_tokens,
+                    "prompt_tokens": reply.input_tokens + reply.cached_tokens,
                     "completion_tokens": reply.output_tokens,
-                    "total_tokens": reply.input_tokens + reply.output_tokens,
+                    "total_tokens": reply.input_tokens + reply.cached_tokens + reply.output_tokens,
+                    "prompt_tokens_details": {"cached_tokens": reply.cached_tokens},
                 },
             },
         )

@@ -280,7 +280,12 @@ def test_an_interrupt_mid_stream_stops_and_keeps_what_was_said(repo: Path) -> No
     )
     on_disk = [json.loads(line) for line in session.path.read_text().splitlines()]
     assert on_disk[-2]["kind"] == "message" and on_disk[-2]["message"]["content"] == "I was saying"
-    assert on_disk[-1] | {"time": 0} == {"kind": "stop", "after": 2, "why": "interrupted by the user", "time": 0}
+    assert on_disk[-1] | {"time": 0} == {
+        "kind": "stop",
+        "after": 2,
+        "why": "interrupted by the user",
+        "time": 0,
+    }
 
 
 def test_closing_the_run_between_tool_calls_answers_the_pending_ones(repo: Path) -> None:

@@ -202,6 +202,9 @@ class RunFinished(Event):
     output_tokens: int
     cost_usd: float
     detail: str = ""
+    # Prompt tokens read from or written to the provider's prompt cache (not in input_tokens), as billed.
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
 
 
 @dataclass

@@ -173,9 +173,12 @@ class Agent:
         self._allow_all = False  # the user allowed the rest of this run ("a" at an approval)
         self._approver: Approver | None = None
         self._permissions: dict[str, Any] = {}  # the permission settings as the run started
-        self._running_call: tuple[str, float] | None = None  # (tool call id, start) while a tool runs
+        self._running_call: tuple[str, float] | None = None
+        self._warned_no_tools: set[tuple[Any, str]] = (
+            set()
+        )  # (base URL, model) said to take no tools  # (tool call id, start) while a tool runs
         # Input tokens, output tokens and cost of the run in progress, its sub-calls included.
-        self._totals = [0, 0, 0.0]
+        self._totals = [0, 0, 0.0, 0, 0]  # ..., cache-read and cache-written prompt tokens
         self._usage_lock = threading.Lock()  # rlm_batch reports its sub-calls from worker threads
 
     @property
@@ -363,7 +366,7 @@ class Agent:
     def _run(self, prompt: str, max_turns: int) -> Generator[Event, None, None]:
         session = self.ensure_session()
         self.phase.reset()
-        totals = self._totals = [0, 0, 0.0]
+        totals = self._totals = [0, 0, 0.0, 0, 0]
         turns = 0
         reason, detail = "done", ""
         try:
@@ -374,6 +377,7 @@ class Agent:
             session.add_prompt(prompt, permission_mode=self.permission_mode)
             self.checkpoints.start_run(prompt, session)
             session.add_message(mt.Message("user", prompt))
+            yield from self._warn_without_tools(session.turns)
             while True:
                 if turns >= max_turns:
                     reason, detail = "max_turns", f"Stopped after {max_turns} turns (max_turns)."
@@ -460,7 +464,34 @@ class Agent:
         if detail:
             yield Notice(detail, turn=session.turns)
         yield RunFinished(
-            reason, turns, int(totals[0]), int(totals[1]), float(totals[2]), detail, turn=session.turns
+            reason,
+            turns,
+            int(totals[0]),
+            int(totals[1]),
+            float(totals[2]),
+            detail,
+            int(totals[3]),
+            int(totals[4]),
+            turn=session.turns,
+        )
+
+    def _warn_without_tools(self, turn: int) -> Iterator[Event]:
+        """Say so (once per server and model) when the primary model's server publishes that its chat template
+        takes no tools: it would drop the schemas without a word, and the model would invent their results."""
+        client = self.client("primary")
+        facts = getattr(client, "facts", None)  # a scripted router in tests has none
+        if facts is None or facts().tools is not False:
+            return
+        key = (client.base_url, client.model)
+        if key in self._warned_no_tools:
+            return
+        self._warned_no_tools.add(key)
+        yield Notice(
+            f"{client.model} at {client.base_url} takes no tool calls ({facts().tools_source} has no tool "
+            "support): it cannot run code or edit files through tools and may make up their results. Use a "
+            "model whose chat template supports tools (llama-server --jinja with such a model), or another model "
+            "(%aries model primary <name>).",
+            turn=turn,
         )
 
     def _stream(
@@ -522,6 +553,8 @@ class Agent:
             self._totals[0] += usage.input_tokens
             self._totals[1] += usage.output_tokens
             self._totals[2] += usage.cost_usd
+            self._totals[3] += usage.cache_read_tokens
+            self._totals[4] += usage.cache_write_tokens
 
     def _spend_line(self) -> str:
         """The spend against the tightest limit of the router, for the context meter ("" without a limit)."""

@@ -138,7 +138,7 @@ class TextRenderer:
         elif isinstance(event, RunFinished):
             self._finished = True
             self._line(
-                f"[{event.reason} · {event.turns} turn(s) · {event.input_tokens:,} in / "
+                f"[{event.reason} · {event.turns} turn(s) · {event.input_tokens:,} in{cache_text(event)} / "
                 f"{event.output_tokens:,} out tokens · ${event.cost_usd:.4f}]"
             )
 
@@ -153,6 +153,14 @@ class TextRenderer:
         if not self._finished:
             self._line(f"[{reason}; the transcript so far is kept]")
             self._finished = True
+
+
+def cache_text(event: RunFinished) -> str:
+    """The prompt-cache part of a run's footer: " (+1,935 cached)", with the tokens written to the cache when
+    there are any; "" without cache use (a prompt served from the cache is not a 1-token prompt)."""
+    parts = [f"{event.cache_read_tokens:,} cached"] if event.cache_read_tokens else []
+    parts += [f"{event.cache_write_tokens:,} written to cache"] if event.cache_write_tokens else []
+    return f" (+{', '.join(parts)})" if parts else ""
 
 
 def decision_text(event: ApprovalRequested) -> str:

@@ -118,11 +118,15 @@ def to_openai_messages(messages: list[Message]) -> list[dict[str, Any]]:
     return out
 
 
-def _usage(usage: Any) -> Usage:
+def _usage(usage: Any, timings: Any = None) -> Usage:
+    """Usage from the answer; prompt tokens served from the server's prompt cache are counted apart
+    (``prompt_tokens_details.cached_tokens``, or llama.cpp's ``timings.cache_n`` where that is all it says)."""
     if usage is None:
         return Usage()
     details = getattr(usage, "prompt_tokens_details", None)
     cached = (getattr(details, "cached_tokens", 0) or 0) if details is not None else 0
+    if not cached and isinstance(timings, dict) and isinstance(timings.get("cache_n"), int):
+        cached = min(timings["cache_n"], usage.prompt_tokens or 0)
     return Usage(
         input_tokens=(usage.prompt_tokens or 0) - cached,
         output_tokens=usage.completion_tokens or 0,
@@ -139,7 +143,7 @@ def _result(response: Any) -> ProviderResult:
     return ProviderResult(
         Message("assistant", choice.message.content or "", calls),
         _STOP_REASONS.get(choice.finish_reason, "other"),
-        _usage(response.usage),
+        _usage(response.usage, (response.model_extra or {}).get("timings")),
         response.model or "",
     )
 
@@ -152,7 +156,7 @@ def _read_stream(chunks: Any, model: str) -> Iterator[ProviderEvent]:
     for chunk in chunks:
         model = chunk.model or model
         if chunk.usage is not None:
-            usage = _usage(chunk.usage)
+            usage = _usage(chunk.usage, (chunk.model_extra or {}).get("timings"))
         for choice in chunk.choices or []:
             finish = choice.finish_reason or finish
             delta = choice.delta

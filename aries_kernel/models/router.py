@@ -213,10 +213,11 @@ class SlotClient:
         facts = self.facts()
         if facts.context_window:
             return facts.context_window, facts.window_source
-        table = (
-            "shortname table" if self.shortname in SHORTNAMES else f"default for {self.provider_info.label}"
-        )
-        return self.info.context_window, table
+        if self.shortname in SHORTNAMES:
+            return self.info.context_window, "shortname table"
+        if self.local and not self.provider_info.local:  # a cloud route (custom, openai:) to a local server
+            return _LOCAL_WINDOW, "default for a local server"
+        return self.info.context_window, f"default for {self.provider_info.label}"
 
     def default_max_tokens(self, cap: int) -> int:
         """An answer-length limit for this model: a quarter of its window, at most ``cap`` (an 8k local
@@ -511,6 +512,7 @@ class SlotClient:
         return completion
 
 
+_LOCAL_WINDOW = 32_768  # what a local server that publishes nothing is assumed to hold (as the table's local)
 # How servers say a request does not fit the context window (llama.cpp, OpenAI and vLLM, Anthropic, others).
 _OVERFLOW = re.compile(
     r"exceeds the available context size|context_length_exceeded|maximum context length|prompt is too long"
