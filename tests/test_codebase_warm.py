@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from traitlets.config import Config
 
-from aries_kernel.codebase import Codebase, extract, indexer
+from aries_kernel.codebase import Codebase, extract, indexer, queries
 from aries_kernel.codebase.graph import FileGraph
 from aries_kernel.codebase.ranking import Rankings
 from aries_kernel.codebase.resolve import Resolver
@@ -62,8 +62,8 @@ def opened(root: Path) -> Codebase:
 def assert_same_as(codebase: Codebase, expected: dict[str, Any]) -> None:
     """The same graph and communities; scores equal but for float rounding (the edges' order differs)."""
     found = graph_of(codebase)
-    assert [found[k] for k in ("nodes", "edges", "communities")] == [
-        expected[k] for k in ("nodes", "edges", "communities")
+    assert [found[k] for k in ("nodes", "edges", "communities", "roles")] == [
+        expected[k] for k in ("nodes", "edges", "communities", "roles")
     ]
     assert found["pagerank"] == pytest.approx(expected["pagerank"], abs=1e-12)
     for scores, wanted in zip(found["hits"], expected["hits"], strict=True):
@@ -78,6 +78,7 @@ def graph_of(codebase: Codebase) -> dict[str, Any]:
         "pagerank": codebase._rankings.pagerank(),
         "hits": codebase._rankings.hits(),
         "communities": codebase._rankings.communities(),
+        "roles": codebase.file_roles(),
     }
 
 
@@ -87,8 +88,8 @@ def repo(tmp_path: Path) -> Path:
 
 
 def counted(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
-    """Counts of parsing, of graph computation and of ranking, from here on."""
-    counts = {"parse": 0, "resolve": 0, "weigh": 0, "rank": 0}
+    """Counts of parsing, of graph computation, of ranking and of file headers read, from here on."""
+    counts = {"parse": 0, "resolve": 0, "weigh": 0, "rank": 0, "header": 0}
 
     def counting(name: str, function: Any) -> Any:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -101,6 +102,7 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     monkeypatch.setattr(extract, "_extract", counting("parse", extract._extract))
     monkeypatch.setattr(Resolver, "resolve", counting("resolve", Resolver.resolve))
     monkeypatch.setattr(FileGraph, "_reference_targets", counting("weigh", FileGraph._reference_targets))
+    monkeypatch.setattr(queries, "read_header", counting("header", queries.read_header))
     for score in ("_pagerank", "_hits", "_communities"):
         monkeypatch.setattr(Rankings, score, counting("rank", getattr(Rankings, score)))
     return counts
@@ -119,8 +121,9 @@ def test_warm_start_parses_and_resolves_nothing_and_gives_the_cold_graph(
     warm = opened(repo)
     assert warm.last_run == {**warm.last_run, "mode": "warm", "parsed": 0, "graph": "loaded"}
     assert graph_of(warm) == expected
-    # Nothing parsed, resolved, weighed or ranked: the scores the cold index computed were stored with it.
-    assert counts == {"parse": 0, "resolve": 0, "weigh": 0, "rank": 0}
+    # Nothing parsed, resolved, weighed, ranked or read: what the cold index computed was stored with it.
+    assert counts == {"parse": 0, "resolve": 0, "weigh": 0, "rank": 0, "header": 0}
+    assert set(expected["roles"].values()) == {"source"} and len(expected["roles"]) == len(expected["nodes"])
     assert graph_of(fresh(repo)) == expected
     # Definition names and kinds are shared across records loaded from the store: one string per distinct one.
     first, second = warm._records["pkg/m1.py"]["symbols"], warm._records["pkg/m2.py"]["symbols"]

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 __all__ = ["Codebase", "CodebaseError"]
 
 log = logging.getLogger(__name__)
+_STORED_TABLES = frozenset({"roles"})
 
 
 class CodebaseError(RuntimeError):
@@ -76,6 +77,10 @@ class Codebase(QueryMixin, JudgmentMixin):
         self._store_problems: list[Problem] = []  # index.db refused or moved aside: shown in skipped()
         self._texts: dict[str, str] = {}
         self._tables: dict[str, tuple[int, Any]] = {}
+        # Tables stored with the graph's scores (see _table), for the graph version they were loaded with.
+        self._stored_tables: dict[str, Any] = {}
+        self._stored_version = -1
+        self._store_score: Any = None
         self.last_run: dict[str, Any] = {}
 
     # lifecycle
@@ -283,10 +288,12 @@ class Codebase(QueryMixin, JudgmentMixin):
         """Rankings of ``graph`` with the scores stored for it (those stored with ``tag``, the MAC of the stored
         graph it is), storing each score computed while the graph is unchanged."""
         store = self._store
+        self._stored_tables, self._stored_version, self._store_score = {}, graph.version, None
         if store is None or tag is None:
             return Rankings(graph, self._names_of)
         files = tuple(graph.node_of)
         scores: dict[str, Any] = {}
+        lock = threading.Lock()  # scores are computed under the rankings' lock, tables under the codebase's
         found = store.load_blob("rankings")
         if found is not None:
             try:
@@ -297,11 +304,19 @@ class Codebase(QueryMixin, JudgmentMixin):
                 log.warning("The stored rankings of %s do not load (%s); recomputing them", self.root, exc)
 
         def on_computed(key: str, value: Any) -> None:
-            scores[key] = value
-            form = {k: stored_form(k, v, files) for k, v in scores.items()}
-            store.save_blob("rankings", marshal.dumps((tag, form)))
+            with lock:
+                scores[key] = value
+                try:
+                    form = {k: stored_form(k, v, files) for k, v in scores.items()}
+                except KeyError:  # not a value per file of this graph: nothing to store
+                    scores.pop(key)
+                    return
+                store.save_blob("rankings", marshal.dumps((tag, form)))
 
-        return Rankings(graph, self._names_of, dict(scores), on_computed)
+        self._stored_tables = {k: scores[k] for k in _STORED_TABLES if k in scores}
+        self._store_score = on_computed
+        known = {k: v for k, v in scores.items() if k not in _STORED_TABLES}
+        return Rankings(graph, self._names_of, known, on_computed)
 
     def _read_tsconfigs(self, found: Walk) -> tuple[dict[str, ImportConfig], dict[str, str], list[Problem]]:
         texts: dict[str, str] = {}
@@ -501,11 +516,18 @@ class Codebase(QueryMixin, JudgmentMixin):
         return [s[0] for s in self._records[rel]["symbols"] if s[5] == ""]
 
     def _table(self, key: str, build: Any) -> Any:
-        """A derived table cached until the graph changes."""
+        """A derived table cached until the graph changes. The file roles (built by reading every file's
+        header) are stored with the graph's scores too, so the first query after a warm start reads none."""
         version = self._graph.version
         hit = self._tables.get(key)
         if hit is None or hit[0] != version:
-            hit = (version, build())
+            unchanged = version == self._stored_version
+            value = self._stored_tables.pop(key, None) if unchanged else None
+            if value is None:
+                value = build()
+                if unchanged and key in _STORED_TABLES and self._store_score is not None:
+                    self._store_score(key, value)
+            hit = (version, value)
             self._tables[key] = hit
         return hit[1]
 

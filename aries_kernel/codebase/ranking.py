@@ -173,12 +173,14 @@ def stored_form(key: str, value: Any, files: tuple[str, ...]) -> Any:
         return tuple(value[f] for f in files)
     if key == "hits":
         return tuple(tuple(scores[f] for f in files) for scores in value)
+    if key == "roles":  # file -> role: a table of the queries, stored alongside (see Codebase._table)
+        return tuple(value[f] for f in files)
     return (tuple(value[f][0] for f in files), tuple(value[f][1] for f in files))
 
 
 def from_stored(stored: Any, files: tuple[str, ...]) -> dict[str, Any]:
     """The scores a stored dict holds (key -> :func:`stored_form`); ValueError when it is not such a dict."""
-    if not isinstance(stored, dict) or not set(stored) <= {"pagerank", "hits", "communities"}:
+    if not isinstance(stored, dict) or not set(stored) <= {"pagerank", "hits", "communities", "roles"}:
         raise ValueError("not stored scores")
 
     def column(values: Any, kind: type) -> tuple[Any, ...]:
@@ -194,6 +196,8 @@ def from_stored(stored: Any, files: tuple[str, ...]) -> dict[str, Any]:
         if not (isinstance(hits, tuple) and len(hits) == 2):
             raise ValueError("malformed stored HITS scores")
         out["hits"] = tuple(dict(zip(files, column(s, float), strict=True)) for s in hits)
+    if "roles" in stored:
+        out["roles"] = dict(zip(files, column(stored["roles"], str), strict=True))
     if "communities" in stored:
         groups = stored["communities"]
         if not (isinstance(groups, tuple) and len(groups) == 2):
