@@ -30,7 +30,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-__all__ = ["PgServer", "backend", "pg_server"]
+__all__ = ["PgServer", "backend", "pg_server", "temporary_server"]
 
 BACKENDS = ("sqlite", "postgresql")
 
@@ -85,9 +85,9 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-@pytest.fixture(scope="session")
-def pg_server() -> Iterator[PgServer]:
-    """A PostgreSQL server for the whole session, in a temporary folder, stopped and removed at the end."""
+@contextlib.contextmanager
+def temporary_server() -> Iterator[PgServer]:
+    """A PostgreSQL cluster in a temporary folder on a free loopback port, stopped and removed on exit."""
     binary = _pg_bin()
     owner = "nobody" if os.geteuid() == 0 else None
     data = Path(tempfile.mkdtemp(prefix="aries-pg-"))
@@ -96,11 +96,11 @@ def pg_server() -> Iterator[PgServer]:
         os.chown(data, record.pw_uid, record.pw_gid)
     server = PgServer(binary, data, _free_port(), owner)
     init = [str(binary / "initdb"), "-D", str(data), "-U", "aries", "-A", "trust", "-E", "UTF8", "--no-sync"]
-    subprocess.run(
-        ["runuser", "-u", owner, "--", *init] if owner else init, check=True, capture_output=True, timeout=300
-    )
-    server.start()
     try:
+        subprocess.run(
+            ["runuser", "-u", owner, "--", *init] if owner else init, check=True, capture_output=True, timeout=300
+        )
+        server.start()
         yield server
     finally:
         with contextlib.suppress(subprocess.CalledProcessError):
@@ -108,10 +108,11 @@ def pg_server() -> Iterator[PgServer]:
         shutil.rmtree(data, ignore_errors=True)
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers", "sqlite_only: a test about the SQLite file itself; not run on PostgreSQL"
-    )
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    """A PostgreSQL server for the whole session (see :func:`temporary_server`)."""
+    with temporary_server() as server:
+        yield server
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

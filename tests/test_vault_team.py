@@ -123,7 +123,7 @@ def test_one_users_q_values_do_not_rerank_the_others_memory(
         alice.read(target)
         alice.end_session()
     mine = alice.query_ranked("cache layer hot keys", limit=8).set_index("title")
-    assert mine.loc[target, "q_value"] > 0.6  # alice's habit is learned ...
+    assert mine.loc[target, "q_value"] > 0.51  # alice's habit is learned ...
     bob = _open_as(bob_env, monkeypatch)
     after = bob.query_ranked("cache layer hot keys", limit=8)
     # ... and bob's ranking is exactly what it was: same order, same scores, his Q at its start value

@@ -611,8 +611,13 @@ class VaultIndex:
     def _idf(self, terms: Sequence[str]) -> dict[str, float]:
         """FTS5's IDF of each term, ``ln((N - df + 0.5) / (df + 0.5))`` floored at 1e-6, from the df cache."""
         self._refresh_df(terms)
-        n = self._note_count
-        return {t: max(1e-6, math.log((n - self._df[t] + 0.5) / (self._df[t] + 0.5))) for t in terms}
+        out = {}
+        for t in terms:
+            df = self._df[t]
+            # The count and the document frequencies are read in two snapshots: never fewer notes than matches.
+            n = max(self._note_count, df)
+            out[t] = max(1e-6, math.log((n - df + 0.5) / (df + 0.5)))
+        return out
 
     def _refresh_df(self, terms: Sequence[str]) -> None:
         generation = self.generation()
@@ -846,6 +851,10 @@ def _search(
         parts.append(f":w{i} * ts_rank({_TS_WEIGHTS}, tsv, plainto_tsquery('english', :t{i}), 1)")
         if within is None or term in within:
             filters.append(f"plainto_tsquery('english', :t{i})")
+    if not idf:
+        # Unweighted terms (the near-duplicate check, inside a write): one ts_rank of the whole query per note
+        # instead of one per term, as that check ranks every note sharing a word while writers wait.
+        parts = [f"ts_rank({_TS_WEIGHTS}, tsv, {' || '.join(filters)}, 1)"]
     sql = (
         f"SELECT id, {' + '.join(parts)} AS score FROM notes WHERE tsv @@ ({' || '.join(filters)}) "
         "ORDER BY score DESC, id LIMIT :n"
