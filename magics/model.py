@@ -48,6 +48,11 @@ def model_command(magics: Any, args: str, cell: str | None) -> Any:
         %aries model bulk ollama:llama3      bulk slot -> a local Ollama model
         %aries model cheap custom:my-model --base-url http://gpu-box:8000/v1
         %aries model --usage                 calls, tokens and cost per slot
+
+    The table says where each slot resolves and why (``resolves``: set, an empty slot's fallback, or a slot
+    without a key following a local primary), the model the server serves, the context window and where it
+    comes from (``window_from``: the settings, the server's metadata, or the table), and whether the server's
+    chat template takes tools.
     """
     parsed = parse_argstring(model_command, args)
     router = router_of(magics.context)
@@ -75,7 +80,7 @@ def model_command(magics: Any, args: str, cell: str | None) -> Any:
 
 @status_section("Models")
 def models_status(context: AriesContext) -> str | None:
-    """One line per slot: model, context window, key."""
+    """One line per slot: model, context window (and where it comes from), key, and why a slot follows another."""
     router = router_of(context)
     lines = []
     for slot, row in router.slots().iterrows():
@@ -84,6 +89,7 @@ def models_status(context: AriesContext) -> str | None:
             continue
         lines.append(
             f"{slot:<10} {row['shortname']:<22} {row['provider']}:{row['model']}  "
-            f"{row['context_window']:,} tokens  key {row['key']}"
+            f"{row['context_window']:,} tokens ({row['window_from']})  key {row['key']}"
+            + ("" if row["resolves"] == "set" else f"  [{row['resolves']}]")
         )
     return "\n".join(lines)

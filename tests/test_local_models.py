@@ -450,3 +450,50 @@ def test_rlm_call_errors_come_without_chained_tracebacks(
         shell._aries_context.built("models").close()
         shell.run_line_magic("unload_ext", "aries_kernel")
         InteractiveShell.clear_instance()
+
+
+def test_compaction_says_a_missing_key_once(
+    server: ScriptedModelServer,
+    make_router: Callable[..., ModelRouter],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from aries_kernel.agent.loop import AgentHook
+
+    class Extract(AgentHook):  # as the memory hook does: it asks the cheap model first, and says it failed
+        def before_summarize(self, agent: Agent, older: list[Message]) -> Any:
+            try:
+                agent.client("cheap").complete(HELLO)
+            except Exception as exc:
+                yield Notice(f"Memory: extracting failed ({type(exc).__name__}: {exc}).")
+
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    agent = Agent(None, root=tmp_path, router=make_router(), settings=AriesAgent(), hooks=[Extract()])
+    session = agent.ensure_session()
+    for i in range(4):
+        session.add_message(Message("user", f"question {i} " * 50))
+        session.add_message(Message("assistant", f"answer {i} " * 50))
+    notices = [e.text for e in agent.compact() if isinstance(e, Notice)]
+    assert sum("ANTHROPIC_API_KEY" in text for text in notices) == 1, notices
+    assert "History summarized without the cheap model (see above)." in notices
+
+
+def test_a_server_that_was_reached_is_not_asked_again_but_an_absent_one_is(
+    server: ScriptedModelServer, make_router: Callable[..., ModelRouter], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from aries_kernel.models import server as facts_module
+
+    assert facts_module.server_facts(server.openai_url, "m").reached  # reached, though it published nothing
+    asked = len(server.metadata_requests)
+    facts_module.server_facts(server.openai_url, "m")
+    assert len(server.metadata_requests) == asked
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{probe.getsockname()[1]}/v1"
+    assert not facts_module.server_facts(url, "m").reached
+    # A server that was not there is asked again once RETRY_SECONDS have passed (it may have been starting).
+    monkeypatch.setattr(facts_module, "RETRY_SECONDS", 0.0)
+    server.props = {"default_generation_settings": {"n_ctx": 1024}}
+    monkeypatch.setitem(facts_module._cache, (server.openai_url + "/x", "m"), (facts_module.ServerFacts(), 0.0))
+    assert facts_module.server_facts(server.openai_url + "/x", "m").context_window is None  # asked: 404 there
+    assert server.metadata_requests[-1].startswith("/v1/x")

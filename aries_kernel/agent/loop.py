@@ -797,8 +797,11 @@ class Agent:
             return
         older = session.messages[:split]
         self.summary_notes = []
+        said: list[str] = []  # the hooks' notices
         for hook in self.hooks:
-            yield from hook.before_summarize(self, older)
+            for event in hook.before_summarize(self, older):
+                said.extend([event.text] if isinstance(event, Notice) else [])
+                yield event
         summary, how = compaction.summarize(older, self._summarizer(), limit_chars=self._summary_chars())
         if self.summary_notes:
             saved = "\n".join(f"- [[{title}]]" for title in self.summary_notes)
@@ -806,8 +809,11 @@ class Agent:
         session.replace_messages(compaction.with_summary(summary, session.messages[split:]), "summarize")
         after = self.estimate(self.request(), client)
         yield Compaction("summarize", tokens, after, len(older), turn=turn)
-        if how != "model":
-            yield Notice(f"History summarized without the cheap model ({how}).", turn=turn)
+        if how != "model":  # a reason a hook's notice already gave (a missing key) is not said twice
+            known = any(how in text for text in said)
+            yield Notice(
+                f"History summarized without the cheap model ({'see above' if known else how}).", turn=turn
+            )
 
     def _summarizer(self) -> compaction.Summarizer | None:
         try:

@@ -115,12 +115,16 @@ def _ask(base_url: str, model: str, provider: str) -> ServerFacts:
             except ValueError:
                 return None
 
+        # Each answer is read before ``facts`` is passed on: ``get`` notes in it that the server was reached.
         if provider == "ollama" or urlsplit(root).port == 11434:
-            facts = _read_ollama(facts, get("POST", f"{root}/api/show", json={"model": model}))
+            body = get("POST", f"{root}/api/show", json={"model": model})
+            facts = _read_ollama(facts, body)
         if facts.context_window is None:
-            facts = _read_props(facts, get("GET", f"{root}/props"))
+            body = get("GET", f"{root}/props")
+            facts = _read_props(facts, body)
         if facts.context_window is None or facts.served_model is None:
-            facts = _read_models(facts, get("GET", f"{root}/v1/models"), model)
+            body = get("GET", f"{root}/v1/models")
+            facts = _read_models(facts, body, model)
     return facts
 
 
