@@ -141,7 +141,7 @@ def _edge_out_of_range(blob: bytes) -> bytes:
     source = snapshot.arrays["source"].copy()
     source[0] = len(snapshot.files) + 3
     snapshot.arrays = {**snapshot.arrays, "source": source}
-    return encode(snapshot)
+    return b"".join(encode(snapshot))
 
 
 def _unknown_definition(blob: bytes) -> bytes:
@@ -149,7 +149,7 @@ def _unknown_definition(blob: bytes) -> bytes:
     defined = snapshot.arrays["defined"].copy()
     defined[0] = len(snapshot.vocabulary)
     snapshot.arrays = {**snapshot.arrays, "defined": defined}
-    return encode(snapshot)
+    return b"".join(encode(snapshot))
 
 
 @pytest.mark.parametrize(

@@ -201,7 +201,7 @@ class Users:
         per_file = [np.fromiter(map(position.__getitem__, u.split()), np.int32) for u in uses.values()]
         counts = np.fromiter(map(len, per_file), np.int64, len(files))
         ids = np.concatenate([np.zeros(0, np.int32), *per_file])
-        del per_file
+        del per_file, position
         owners = np.repeat(np.arange(len(files), dtype=np.uint32), counts)
         offsets = np.zeros(len(vocabulary) + 1, np.int64)
         np.cumsum(np.bincount(ids, minlength=len(vocabulary)), out=offsets[1:])

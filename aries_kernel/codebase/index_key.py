@@ -37,12 +37,14 @@ class IndexKey:
     secret: bytes
     persistent: bool
 
-    def tag(self, fields: tuple[str, int, int, str], blob: bytes) -> bytes:
-        """The MAC of one stored row: its path, stat keys and hash, then the record's bytes."""
+    def tag(self, fields: tuple[str, int, int, str], *blob: bytes | memoryview) -> bytes:
+        """The MAC of one stored row: its path, stat keys and hash, then the record's bytes (given whole or in
+        consecutive parts, so a large blob need not be joined first)."""
         mac = hashlib.blake2b(key=self.secret, digest_size=TAG_BYTES, person=b"aries-index")
         # Paths hold no NUL, so the joined header is unambiguous; surrogates pass, sqlite refuses them later.
         mac.update("\0".join(map(str, fields)).encode("utf-8", "surrogatepass") + b"\0")
-        mac.update(blob)
+        for part in blob:
+            mac.update(part)
         return mac.digest()
 
     def verifies(self, fields: tuple[str, int, int, str], blob: bytes, tag: bytes) -> bool:

@@ -69,8 +69,8 @@ def code_digest() -> str:
     return _digest
 
 
-def encode(snapshot: Snapshot) -> bytes:
-    """The blob of a snapshot."""
+def encode(snapshot: Snapshot) -> list[memoryview]:
+    """The blob of a snapshot, as consecutive parts (the arrays' own memory, not copies)."""
     arrays = [np.ascontiguousarray(snapshot.arrays[name], dtype=dtype) for name, dtype in ARRAYS]
     header = marshal.dumps(
         (
@@ -83,7 +83,11 @@ def encode(snapshot: Snapshot) -> bytes:
             tuple(len(a) for a in arrays),
         )
     )
-    return b"".join([_HEAD.pack(len(header)), header, *(memoryview(a).cast("B") for a in arrays)])
+    return [
+        memoryview(_HEAD.pack(len(header))),
+        memoryview(header),
+        *(memoryview(a).cast("B") for a in arrays),
+    ]
 
 
 def decode(blob: bytes) -> Snapshot:

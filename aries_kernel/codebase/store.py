@@ -258,13 +258,27 @@ class IndexStore:
         if rows:
             self._write("INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?)", data())
 
-    def save_blob(self, name: str, blob: bytes) -> bytes:
-        """Store the ``graph`` snapshot or its ``rankings``, replacing the one before; returns its MAC, which
-        names this very blob (the rankings record the MAC of the graph they were computed on)."""
+    def save_blob(self, name: str, blob: bytes | list[memoryview]) -> bytes:
+        """Store the ``graph`` snapshot or its ``rankings`` (bytes, or consecutive parts), replacing the one
+        before; returns its MAC, which names this very blob (the rankings record the MAC of the graph they were
+        computed on)."""
         if name not in _BLOBS:
             raise ValueError(f"no stored blob is called {name!r}")
-        tag = self._key.tag((name, len(blob), 0, SCHEMA_VERSION), blob)
-        self._write("INSERT OR REPLACE INTO graph VALUES (?, ?, ?)", [(name, tag, blob)])
+        parts = [memoryview(blob)] if isinstance(blob, bytes) else blob
+        size = sum(part.nbytes for part in parts)
+        tag = self._key.tag((name, size, 0, SCHEMA_VERSION), *parts)
+        try:
+            with self._lock, self._conn:
+                # Written part by part into a zeroblob: binding one large value would copy it whole again.
+                row = self._conn.execute(
+                    "INSERT OR REPLACE INTO graph VALUES (?, ?, zeroblob(?))", (name, tag, size)
+                ).lastrowid
+                if size:
+                    with self._conn.blobopen("graph", "blob", row) as out:
+                        for part in parts:
+                            out.write(part)
+        except (sqlite3.Error, ValueError) as exc:
+            log.warning("Could not store the %s in %s (%s); it is recomputed next time", name, self.path, exc)
         return tag
 
     def load_blob(self, name: str) -> tuple[bytes, bytes] | None:
