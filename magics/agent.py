@@ -28,7 +28,7 @@ __all__ = ["run_prompt", "interpolate"]
 
 _VARIABLE = re.compile(r"(?<!\{)\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)\}(?!\})")
 _FLAGS_WITH_VALUE = ("--model", "--max-turns", "--mode")
-_FLAGS = ("--yes", "--bare")
+_FLAGS = ("--yes", "--bare", "--code")
 
 
 @magic_arguments()
@@ -37,6 +37,11 @@ _FLAGS = ("--yes", "--bare")
 )
 @argument("--bare", action="store_true", help="Bare tools for this run: Read, Grep and Glob instead of Repl.")
 @argument("--max-turns", type=int, default=None, help="Most model turns for this run.")
+@argument(
+    "--code",
+    action="store_true",
+    help="Code-action mode for this run: the model writes Python blocks that run in this kernel, no tool calls.",
+)
 @argument(
     "--mode",
     choices=MODES,
@@ -50,7 +55,7 @@ _FLAGS = ("--yes", "--bare")
     help="Allow edits and commands without asking, this run (the same as --mode bypassPermissions).",
 )
 def _prompt_options(line: str) -> None:
-    """%aries [--model M] [--bare] [--max-turns N] [--mode MODE | --yes] <prompt>"""
+    """%aries [--model M] [--bare] [--code] [--max-turns N] [--mode MODE | --yes] <prompt>"""
 
 
 def _check_run(agent: Agent, args: Any) -> None:
@@ -151,6 +156,7 @@ def run_prompt(magics: Any, text: str, cell: str | None) -> None:
         auto_approve=True if args.yes else None,
         mode="bare" if args.bare else None,
         permission_mode=args.mode,
+        actions="code" if args.code else None,
         approver=renderer.answer,  # the Repl guard's questions, asked in the middle of a step
     )
     ended, stopping = "error", False

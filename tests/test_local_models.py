@@ -392,9 +392,15 @@ def test_notebook_04_advice_works(
     assert primary.base_url == server.openai_url
     assert router.client("cheap").base_url == server.openai_url and router.client("bulk").shortname == "local"
     assert primary.complete(HELLO).message.content == "echo: hello"
-    monkeypatch.setenv(
-        "OPENAI_BASE_URL", "https://proxy.example.com/v1"
-    )  # a remote OpenAI proxy is not local
+    assert server.requests[-1].body["model"] == "local"  # the server published no model: the placeholder
+    with ScriptedModelServer() as ollama:  # Ollama needs a real name: the one model it lists is sent
+        ollama.models = [{"id": "smollm2:135m", "object": "model"}]
+        monkeypatch.setenv("OPENAI_BASE_URL", ollama.openai_url)
+        other = make_router().set_slot("primary", "local")
+        other.complete(HELLO)
+        assert ollama.requests[-1].body["model"] == "smollm2:135m"
+        assert other.facts().served_model == "smollm2:135m"
+    monkeypatch.setenv("OPENAI_BASE_URL", "https://proxy.example.com/v1")  # a remote proxy is not local
     assert router.client("primary").base_url == "http://localhost:8080/v1"
 
 
@@ -433,6 +439,7 @@ def test_rlm_call_errors_come_without_chained_tracebacks(
     from IPython.core.interactiveshell import InteractiveShell
 
     monkeypatch.chdir(tmp_path)
+    InteractiveShell.clear_instance()  # a fresh shell: an earlier test's may have the extension marked loaded
     shell = InteractiveShell.instance()
     shell.run_line_magic("load_ext", "aries_kernel")
     try:
@@ -494,6 +501,8 @@ def test_a_server_that_was_reached_is_not_asked_again_but_an_absent_one_is(
     # A server that was not there is asked again once RETRY_SECONDS have passed (it may have been starting).
     monkeypatch.setattr(facts_module, "RETRY_SECONDS", 0.0)
     server.props = {"default_generation_settings": {"n_ctx": 1024}}
-    monkeypatch.setitem(facts_module._cache, (server.openai_url + "/x", "m"), (facts_module.ServerFacts(), 0.0))
+    monkeypatch.setitem(
+        facts_module._cache, (server.openai_url + "/x", "m"), (facts_module.ServerFacts(), 0.0)
+    )
     assert facts_module.server_facts(server.openai_url + "/x", "m").context_window is None  # asked: 404 there
     assert server.metadata_requests[-1].startswith("/v1/x")

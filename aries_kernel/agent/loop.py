@@ -37,7 +37,7 @@ from collections.abc import Callable, Generator, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from aries_kernel.agent import compaction
+from aries_kernel.agent import code_actions, compaction
 from aries_kernel.agent.checkpoints import Checkpoints, RewindReport
 from aries_kernel.agent.events import (
     ApprovalRequested,
@@ -173,10 +173,10 @@ class Agent:
         self._allow_all = False  # the user allowed the rest of this run ("a" at an approval)
         self._approver: Approver | None = None
         self._permissions: dict[str, Any] = {}  # the permission settings as the run started
-        self._running_call: tuple[str, float] | None = None
-        self._warned_no_tools: set[tuple[Any, str]] = (
-            set()
-        )  # (base URL, model) said to take no tools  # (tool call id, start) while a tool runs
+        self._running_call: tuple[str, float] | None = None  # (tool call id, start) while a tool runs
+        self._warned_no_tools: set[tuple[Any, str]] = set()  # (base URL, model) said to take no tools
+        self.code_actions = False  # this run acts by code blocks, not tool calls (code_actions.py)
+        self._run_actions: str | None = None  # the run's actions option, over the setting
         # Input tokens, output tokens and cost of the run in progress, its sub-calls included.
         self._totals = [0, 0, 0.0, 0, 0]  # ..., cache-read and cache-written prompt tokens
         self._usage_lock = threading.Lock()  # rlm_batch reports its sub-calls from worker threads
@@ -285,8 +285,8 @@ class Agent:
         session = self.ensure_session()
         return mt.ModelRequest(
             messages=list(session.messages),
-            system=self.system_prompt(),
-            tools=self.phase.schemas(),
+            system=self.system_prompt() + (f"\n\n{code_actions.INSTRUCTIONS}" if self.code_actions else ""),
+            tools=[] if self.code_actions else self.phase.schemas(),
             max_tokens=self._max_tokens(),
         )
 
@@ -315,10 +315,12 @@ class Agent:
         mode: str | None = None,
         permission_mode: str | None = None,
         approver: Approver | None = None,
+        actions: str | None = None,
     ) -> Generator[Event, None, None]:
         """Answer ``prompt``: yield events until the model is done, ``max_turns`` is hit, or an interrupt.
 
-        ``max_turns``, ``mode`` ("repl" or "bare") and ``permission_mode`` override the settings for this run;
+        ``max_turns``, ``mode`` ("repl" or "bare"), ``permission_mode`` and ``actions`` ("auto", "tools" or
+        "code": see :mod:`~aries_kernel.agent.code_actions`) override the settings for this run;
         ``auto_approve=True`` is ``permission_mode="bypassPermissions"``. ``approver`` answers the questions
         of the Repl guard (unanswered, they are refused). Refused with :class:`RunInProgressError` while a
         run is in progress.
@@ -329,6 +331,8 @@ class Agent:
             )
         if permission_mode is not None and permission_mode not in MODES:
             raise ValueError(f"Unknown permission mode {permission_mode!r}; modes are {', '.join(MODES)}.")
+        if actions not in (None, "auto", "tools", "code"):
+            raise ValueError(f"Unknown actions {actions!r}; they are auto, tools and code.")
         if auto_approve and permission_mode not in (None, "bypassPermissions"):
             raise ValueError("auto_approve (--yes) means bypassPermissions; give it or a permission mode.")
         if permission_mode is None:
@@ -340,12 +344,20 @@ class Agent:
             mode or self.settings.mode,
             permission_mode,
             approver,
+            actions,
         )
 
     def _events(
-        self, prompt: str, max_turns: int, mode: str, permission_mode: str, approver: Approver | None
+        self,
+        prompt: str,
+        max_turns: int,
+        mode: str,
+        permission_mode: str,
+        approver: Approver | None,
+        actions: str | None = None,
     ) -> Generator[Event, None, None]:
         self.phase.mode = mode
+        self._run_actions = actions
         self._running, self._run_mode, self._allow_all, self._approver = (
             True,
             permission_mode,
@@ -361,6 +373,7 @@ class Agent:
                     yield event
         finally:
             self._running, self._run_mode, self._approver = False, None, None
+            self._run_actions = None
             self.checkpoints.end_run()
 
     def _run(self, prompt: str, max_turns: int) -> Generator[Event, None, None]:
@@ -377,7 +390,7 @@ class Agent:
             session.add_prompt(prompt, permission_mode=self.permission_mode)
             self.checkpoints.start_run(prompt, session)
             session.add_message(mt.Message("user", prompt))
-            yield from self._warn_without_tools(session.turns)
+            yield from self._choose_actions(session.turns)
             while True:
                 if turns >= max_turns:
                     reason, detail = "max_turns", f"Stopped after {max_turns} turns (max_turns)."
@@ -406,33 +419,39 @@ class Agent:
                     self.last_request_tokens = self.estimate(request, client)
                     completion = yield from self._stream(client, request, turn)  # a second overflow ends it
                 message = completion.message
-                self._pending = list(message.tool_calls)
+                # In code-action mode the reply's Python blocks are its calls (a model's stray native calls too).
+                calls = message.tool_calls or (
+                    code_actions.calls_in(message, turn) if self.code_actions else []
+                )
+                self._pending = list(calls)
                 self._partial_text = ""
                 session.add_message(message)
                 for hook in self.hooks:
                     yield from hook.after_response(self, turn, message)
                 gated = set(self.phase.gated_names())
-                for call in message.tool_calls:
-                    yield from self._call_tool(call, turn)
+                results: list[tuple[str, bool]] = []
+                for call in calls:
+                    for event in self._call_tool(call, turn):
+                        if isinstance(event, ToolCallFinished) and code_actions.is_code_call(call):
+                            results.append((event.output, event.is_error))
+                        yield event
+                if results:  # the blocks' outputs go back as text: the wire has no tool call to answer
+                    session.add_message(code_actions.results_message(results))
                 checkpoint = self.checkpoints.end_turn()
                 if checkpoint is not None:
                     changed_names = checkpoint.names + checkpoint.inplace
                     yield Checkpointed(checkpoint.number, list(checkpoint.files), changed_names, turn=turn)
-                if (
-                    any(call.name in _OPAQUE_TOOLS for call in message.tool_calls)
-                    or self.env.changed
-                    or self._unindexed
-                ):
+                if any(call.name in _OPAQUE_TOOLS for call in calls) or self.env.changed or self._unindexed:
                     yield from self._reindex_changes(turn)
                 for hook in self.hooks:
-                    yield from hook.after_turn(self, turn, len(message.tool_calls))
+                    yield from hook.after_turn(self, turn, len(calls))
                 yield TurnFinished(
                     completion.stop_reason,
                     int(totals[0] - before[0]),
                     int(totals[1] - before[1]),
                     float(totals[2] - before[2]),
                     completion.model,
-                    len(message.tool_calls),
+                    len(calls),
                     self.last_request_tokens,
                     self.phase.phase,
                     self._spend_line(),
@@ -445,7 +464,7 @@ class Agent:
                         if self.phase.tool(call.name) is not None
                     )
                 )
-                if not message.tool_calls:
+                if not calls:
                     if completion.stop_reason == "max_tokens":
                         detail = "The reply was cut at max_tokens; ask it to continue."
                     break
@@ -475,22 +494,29 @@ class Agent:
             turn=session.turns,
         )
 
-    def _warn_without_tools(self, turn: int) -> Iterator[Event]:
-        """Say so (once per server and model) when the primary model's server publishes that its chat template
-        takes no tools: it would drop the schemas without a word, and the model would invent their results."""
+    def _choose_actions(self, turn: int) -> Iterator[Event]:
+        """Tool calls or code blocks for this run (``c.AriesAgent.actions``; "auto": code blocks when the
+        primary model's server publishes that its chat template takes no tools, which it would drop without a
+        word, and the model would make up their results). Says so once per server and model."""
+        choice = self._run_actions or self.settings.actions
         client = self.client("primary")
         facts = getattr(client, "facts", None)  # a scripted router in tests has none
-        if facts is None or facts().tools is not False:
+        no_tools = facts is not None and facts().tools is False
+        self.code_actions = choice == "code" or (choice == "auto" and no_tools)
+        if not no_tools or (client.base_url, client.model) in self._warned_no_tools:
             return
         key = (client.base_url, client.model)
-        if key in self._warned_no_tools:
-            return
         self._warned_no_tools.add(key)
+        if self.code_actions:
+            then = "the agent works in code-action mode: it writes Python blocks, which run in this kernel"
+        else:
+            then = (
+                "with c.AriesAgent.actions = 'tools' it may make up their results; 'auto' writes code blocks"
+            )
         yield Notice(
             f"{client.model} at {client.base_url} takes no tool calls ({facts().tools_source} has no tool "
-            "support): it cannot run code or edit files through tools and may make up their results. Use a "
-            "model whose chat template supports tools (llama-server --jinja with such a model), or another model "
-            "(%aries model primary <name>).",
+            f"support), so {then}. A model whose chat template supports tools (llama-server --jinja with such a "
+            "model) gets the tools.",
             turn=turn,
         )
 
@@ -570,10 +596,16 @@ class Agent:
         if self._partial_text:
             session.add_message(mt.Message("assistant", self._partial_text))
         session.add_stop(why)
+        cut = [
+            (self._cut_short(call, why), True) for call in self._pending if code_actions.is_code_call(call)
+        ]
         for call in self._pending:
-            session.add_message(
-                mt.Message("tool", self._cut_short(call, why), tool_call_id=call.id, is_error=True)
-            )
+            if not code_actions.is_code_call(call):
+                session.add_message(
+                    mt.Message("tool", self._cut_short(call, why), tool_call_id=call.id, is_error=True)
+                )
+        if cut:  # blocks of a reply that did not run (or ran partly): said as text, as their outputs are
+            session.add_message(code_actions.results_message(cut))
         self._pending = []
         self._partial_text = ""
         self._running_call = None
@@ -651,7 +683,8 @@ class Agent:
                 "turn": turn,
             }
         )
-        session.add_message(mt.Message("tool", output, tool_call_id=call.id, is_error=is_error))
+        if not code_actions.is_code_call(call):  # a code block's output goes back with its reply's others
+            session.add_message(mt.Message("tool", output, tool_call_id=call.id, is_error=is_error))
         self._pending.remove(call)
         yield ToolCallFinished(call.id, call.name, output, is_error, seconds, turn=turn)
 

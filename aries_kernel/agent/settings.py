@@ -45,6 +45,13 @@ class AriesAgent(Configurable):
     mode = Enum(
         ["repl", "bare"], "repl", help="repl: the lean tool set has Repl; bare: Read, Grep and Glob instead."
     ).tag(config=True)
+    actions = Enum(
+        ["auto", "tools", "code"],
+        "auto",
+        help="How the model acts: tools (tool calls), code (fenced Python blocks, each run as a Repl step in "
+        "the kernel; for any model), or auto: code when the primary model's server says its chat template takes "
+        "no tools, else tools.",
+    ).tag(config=True)
     widen_turns = Int(
         2,
         help="After a call to a gated tool, requests carry the full tool set until this many turns in a row "

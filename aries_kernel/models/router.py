@@ -203,6 +203,14 @@ class SlotClient:
             return ServerFacts()
         return server_facts(url, self.model, provider=self.provider)
 
+    def wire_model(self) -> str:
+        """The model name sent: the slot's, except that the ``local`` shortname (a placeholder: llama.cpp
+        serves one model whatever it is called) sends the id the server publishes when it serves exactly one,
+        as Ollama needs a real name."""
+        if self.shortname == "local":
+            return self.facts().served_model or self.model
+        return self.model
+
     def window(self) -> tuple[int, str]:
         """(context window, where it comes from): the settings, else what the server published, else the
         shortname table (or the provider's default for a model outside it)."""
@@ -334,7 +342,7 @@ class SlotClient:
                 f"c.AriesModels.base_urls = {{{p.name!r}: 'http://host:port/v1'}} in a Jupyter config "
                 f"file, or %aries model {self.slot} {self.shortname} --base-url http://host:port/v1."
             )
-        return Endpoint(p.name, self.model, base_url, key, self.timeouts())
+        return Endpoint(p.name, self.wire_model(), base_url, key, self.timeouts())
 
     def _client(self) -> Provider:
         """The provider for the current key and URL, rebuilt when either changes (a key set late)."""
