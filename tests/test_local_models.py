@@ -506,3 +506,23 @@ def test_a_server_that_was_reached_is_not_asked_again_but_an_absent_one_is(
     )
     assert facts_module.server_facts(server.openai_url + "/x", "m").context_window is None  # asked: 404 there
     assert server.metadata_requests[-1].startswith("/v1/x")
+
+
+def test_a_stream_that_goes_silent_mid_answer_is_stopped_at_the_idle_timeout(
+    server: ScriptedModelServer, make_router: Callable[..., ModelRouter], tmp_path: Path
+) -> None:
+    import time
+
+    router = make_router(idle_timeout=0.5, timeout=2.0)  # the read timeout bounds the reader thread's wait
+    local_slot(router, server)
+    agent = Agent(None, root=tmp_path, router=router, settings=AriesAgent())
+    server.script(Reply(text="I will now think very hard", hold_after=3, hold=30))
+    events = list(agent.run("think"))
+    finished = events[-1]
+    assert isinstance(finished, RunFinished) and finished.reason == "error"
+    assert "sent nothing for 0.5s in the middle of its answer (c.AriesModels.idle_timeout)" in finished.detail
+    session = agent.session
+    assert session is not None and session.messages[-1].role == "assistant"  # what it wrote is kept, as is
+    assert "[" not in session.messages[-1].content
+    while server.in_flight:  # the reader closes the held stream once its read times out (2 s)
+        time.sleep(0.05)
