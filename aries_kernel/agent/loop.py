@@ -3,7 +3,11 @@
 :meth:`Agent.run` is a generator of :mod:`~aries_kernel.agent.events`. One *run* answers one prompt and is
 made of *turns*: a streamed call to the primary slot, then the tool calls it asked for. It repeats until the
 model stops calling tools or ``max_turns`` is reached. Between turns (a turn boundary) it re-indexes files
-that changed and compacts the history when it is over its share of the context window.
+that changed and compacts the history when it is over its share of the context window; a request the server
+refuses as too long for its window is compacted and asked once more. In code-action mode
+(:mod:`~aries_kernel.agent.code_actions`, for models without tool calling) the calls are the reply's Python
+blocks, run as Repl steps. A failed call leaves no text in the history that the model did not write: the stop
+is a session record, shown to the user.
 
 Memory (issue 6) plugs in through :class:`AgentHook`: system prompt sections (warm context), events before a
 turn (preflight, which may offer notes through :attr:`Agent.turn_context`), after a response (echo/fizzle) and
