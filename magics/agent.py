@@ -7,13 +7,14 @@ section of ``%aries status``. The ``model`` subcommand lives in :mod:`.model`.
 from __future__ import annotations
 
 import re
+import time
 from typing import Any
 
 import pandas as pd
 from IPython.core.error import UsageError
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from aries_kernel.agent import Agent, agent_for
+from aries_kernel.agent import Agent, agent_for, outside
 from aries_kernel.agent.events import ApprovalRequested, Waiting
 from aries_kernel.agent.permissions import MODES, decide
 from aries_kernel.agent.phases import LEAN, schema_tokens
@@ -380,3 +381,18 @@ def _permissions_line(agent: Agent) -> str:
     alias = " (auto_approve)" if agent.settings.auto_approve and not agent.running else ""
     run = " for the run in progress" if agent.running else ""
     return f"Permission mode: {mode}{alias}{run}; {_MODE_MEANS[mode]}"
+
+
+@status_section("Outside agents")
+def outside_status(context: Any) -> str | None:
+    """What MCP clients ran in this kernel: how many steps, the last one, what the guard refused."""
+    if not outside.RUNS:
+        return None
+    last = outside.RUNS[-1]
+    first_line = last["code"].strip().splitlines()[0] if last["code"].strip() else ""
+    refused = sum(len(run["refused"]) for run in outside.RUNS)
+    return (
+        f"{len(outside.RUNS)} step(s) from MCP clients (aries-kernel mcp --kernel), {refused} effect(s) refused by the "
+        f"Repl guard; the last, {time.time() - last['at']:.0f} s ago in mode {last['mode']}: {first_line[:80]}\n"
+        "aries_kernel.agent.outside.RUNS holds every step's code."
+    )

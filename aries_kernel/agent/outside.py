@@ -6,7 +6,7 @@ the agent's: in the user namespace (:func:`~aries_kernel.agent.repl.run_code`), 
 and the permission settings locked. The mode is the one the server was started with, else the kernel's own
 (``c.AriesAgent.permission_mode``). Nobody can be asked from here, so an effect the mode would ask about is
 refused with the way to allow it. The request's output shows a note of what ran, :data:`RUNS` keeps the
-kernel's record and ``%aries status`` sums it up ("Outside agents"); the result is printed (redacted, cut to
+kernel's record (``%aries status`` sums it up under "Outside agents"); the result is printed (redacted, cut to
 ``tool_output_chars``) for the server to read.
 """
 
@@ -19,7 +19,6 @@ from typing import Any
 from aries_kernel.agent.guard import Verdict, guarded
 from aries_kernel.agent.permissions import decide, effective_mode, refusal
 from aries_kernel.agent.repl import run_code, truncate
-from aries_kernel.magics.aries import status_section
 from aries_kernel.redact import redact, withheld_keys
 
 __all__ = ["RUNS", "run"]
@@ -72,18 +71,3 @@ def run(shell: Any, code: str, mode: str | None = None, who: str = "an MCP clien
         text += "\n[Refused by the Repl guard: " + "; ".join(report.refused) + "]"
     RUNS.append({"at": time.time(), "who": who, "mode": mode, "code": code, "refused": list(report.refused)})
     print(truncate(redact(text), settings.tool_output_chars))
-
-
-@status_section("Outside agents")
-def outside_status(context: Any) -> str | None:
-    """What MCP clients ran in this kernel: how many steps, the last one, what the guard refused."""
-    if not RUNS:
-        return None
-    last = RUNS[-1]
-    first_line = last["code"].strip().splitlines()[0] if last["code"].strip() else ""
-    refused = sum(len(run["refused"]) for run in RUNS)
-    return (
-        f"{len(RUNS)} step(s) from MCP clients (aries-kernel mcp --kernel), {refused} effect(s) refused by the "
-        f"Repl guard; the last, {time.time() - last['at']:.0f} s ago in mode {last['mode']}: {first_line[:80]}\n"
-        "aries_kernel.agent.outside.RUNS holds every step's code."
-    )
