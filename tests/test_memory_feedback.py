@@ -1,4 +1,4 @@
-"""MemoryFeedback against a real vault (files, SQLite index) and the cheap slot of a real router on the
+"""MemoryFeedback against a real vault (files, SQLite or PostgreSQL index) and the cheap slot of a real router on the
 loopback server: warm context, preflight, echo and fizzle, Q credit once, reflection, extraction, memory
 off."""
 
@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import select
 from traitlets.config import Config
 
 from aries_kernel.agent.events import MemoryEchoed, MemoryFizzled, MemoryRetrieved, Notice, ReflectionWritten
@@ -17,6 +18,7 @@ from aries_kernel.agent.memory import PREFLIGHT_OPEN, WARM_OPEN, AriesMemory, Me
 from aries_kernel.models import types as mt
 from aries_kernel.models.router import ModelRouter
 from aries_kernel.vault import HashEmbedder, Vault, open_vault
+from aries_kernel.vault.schema import access
 from tests.loopback import Reply, ScriptedModelServer
 
 # Every test here runs on SQLite and on PostgreSQL (tests/pg_support.py).
@@ -390,8 +392,8 @@ def test_within_a_run_a_note_echoes_once_and_fizzles_only_at_the_final_reply(vau
 
 
 def accesses_of(vault: Vault, title: str) -> list[str]:
-    store = vault.stores[0]
-    rows = store.index.read(
-        lambda c: c.exec_driver_sql("SELECT kind FROM access WHERE key = ?", (title.casefold(),)).all()
-    )
+    # A Core query (raw SQL with "?" placeholders is SQLite's alone), of this user's accesses.
+    index = vault.stores[0].index
+    a = access.c
+    rows = index.rows(select(a.kind).where(a.key == title.casefold(), a.username == index.user))
     return [row[0] for row in rows]

@@ -10,14 +10,17 @@ vault leaves the agent running, saying memory is off and why.
 from __future__ import annotations
 
 import json
-import sqlite3
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import select
 
 from aries_kernel.agent.compaction import SUMMARY_HEADER
 from aries_kernel.agent.memory import PREFLIGHT_OPEN, WARM_OPEN
+from aries_kernel.vault.index import VaultIndex
+from aries_kernel.vault.schema import access
 from tests.kernel_harness import run_cell, start_kernel, stop_kernel
 from tests.loopback import Reply, ScriptedModelServer
 from tests.test_memory_feedback import CACHE, NOTES, RETRY, WAL, write_note
@@ -63,14 +66,29 @@ def system_of(body: dict[str, Any]) -> str:
     return system if isinstance(system, str) else "".join(block.get("text", "") for block in system)
 
 
+def index_of(vault: Path) -> VaultIndex:
+    """The index the kernel writes (it inherits the backend's environment): the SQLite file in ``vault``, or the
+    test's PostgreSQL schema. The kernel and this test run as the same user, so its learned state is read."""
+    url = os.environ.get("ARIES_VAULT_URL")
+    if url:
+        return VaultIndex(url=url, schema_name=os.environ["ARIES_VAULT_SCHEMA"])
+    return VaultIndex(vault / ".aries" / "index.db")
+
+
 def accesses(vault: Path, title: str) -> list[str]:
-    with sqlite3.connect(vault / ".aries" / "index.db") as db:
-        return [row[0] for row in db.execute("SELECT kind FROM access WHERE key = ?", (title.casefold(),))]
+    index = index_of(vault)
+    try:
+        return [r[0] for r in index.rows(select(access.c.kind).where(access.c.key == title.casefold()))]
+    finally:
+        index.close()
 
 
 def q_values(vault: Path) -> dict[str, float]:
-    with sqlite3.connect(vault / ".aries" / "index.db") as db:
-        return {row[0]: row[1] for row in db.execute("SELECT key, q FROM q_values")}
+    index = index_of(vault)
+    try:
+        return {key: q for key, (q, _) in index.q_values().items()}
+    finally:
+        index.close()
 
 
 def agent_cell(kc: Any, prompt: str) -> Any:
@@ -221,12 +239,21 @@ def test_compaction_extracts_notes_and_keeps_the_warm_context(
 
 @pytest.mark.parametrize("vault_kind", ["fails to open", "missing"])
 def test_the_agent_runs_without_a_usable_vault_and_says_why(
-    small_repo: Path, server: ScriptedModelServer, tmp_path: Path, vault_kind: str
+    small_repo: Path,
+    server: ScriptedModelServer,
+    tmp_path: Path,
+    vault_kind: str,
+    backend: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     if vault_kind == "fails to open":
         blocker = tmp_path / "not-a-folder"
         blocker.write_text("a file where the vault folder should be")
         vault, reason = blocker / "vault", "the vault failed to open"
+        if backend == "postgresql":
+            # A team vault's index is on the server, so a folder that cannot be made does not stop it opening
+            # (the folder is only its mirror); what fails there is the database side: a schema name it refuses.
+            monkeypatch.setenv("ARIES_VAULT_SCHEMA", "Not-A-Schema")
     else:
         vault, reason = tmp_path / "no-vault-here", "the vault has no notes yet"
     km, kc = open_kernel(small_repo, server, vault)

@@ -90,6 +90,7 @@ def test_writer_killed_mid_stream_loses_no_returned_add(tmp_path: Path) -> None:
     assert vault.skipped.empty  # a temp file the kill left behind is hidden, not a note
 
 
+@pytest.mark.sqlite_only  # it deletes the SQLite file; a PostgreSQL vault has none (its faults: test_vault_backends)
 def test_index_deleted_under_four_writer_processes_loses_no_add(tmp_path: Path) -> None:
     env = _env(tmp_path)
     open_vault(None, path=tmp_path / "vault", embedder=HashEmbedder()).stores[0].index.close()

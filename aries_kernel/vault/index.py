@@ -845,19 +845,26 @@ def _search(
             )
         )
     params: dict[str, Any] = {"n": limit}
-    parts, filters = [], []
+    queries, parts, filters = [], [], []
     for i, term in enumerate(terms):
         params[f"t{i}"], params[f"w{i}"] = _words(term), idf.get(term, 1.0)
-        parts.append(f":w{i} * ts_rank({_TS_WEIGHTS}, tsv, plainto_tsquery('english', :t{i}), 1)")
+        queries.append(f"plainto_tsquery('english', :t{i}) AS q{i}")
+        parts.append(f":w{i} * ts_rank({_TS_WEIGHTS}, n.tsv, q.q{i}, 1)")
         if within is None or term in within:
-            filters.append(f"plainto_tsquery('english', :t{i})")
+            filters.append(f"q.q{i}")
     if not idf:
         # Unweighted terms (the near-duplicate check, inside a write): one ts_rank of the whole query per note
         # instead of one per term, as that check ranks every note sharing a word while writers wait.
-        parts = [f"ts_rank({_TS_WEIGHTS}, tsv, {' || '.join(filters)}, 1)"]
+        parts = [f"ts_rank({_TS_WEIGHTS}, n.tsv, {' || '.join(filters)}, 1)"]
+    # Each tsquery is built once, in a materialized one-row CTE. Written inline (or in a subquery, which the
+    # planner pulls up), plainto_tsquery(:t) is folded to a constant only in a custom plan; once psycopg has
+    # prepared the statement PostgreSQL may pick a generic plan that parses every term again for every matching
+    # note, and sends a NOTICE per note for a term that is an English stop word: that was most of the time of an
+    # add in a large vault.
     sql = (
-        f"SELECT id, {' + '.join(parts)} AS score FROM notes WHERE tsv @@ ({' || '.join(filters)}) "
-        "ORDER BY score DESC, id LIMIT :n"
+        f"WITH q AS MATERIALIZED (SELECT {', '.join(queries)}) "
+        f"SELECT n.id, {' + '.join(parts)} AS score FROM notes n, q "
+        f"WHERE n.tsv @@ ({' || '.join(filters)}) ORDER BY score DESC, n.id LIMIT :n"
     )
     return list(conn.execute(text(sql), params))
 
