@@ -104,7 +104,7 @@ def run(root: Path, turns: int, enabled: bool) -> tuple[list[float], list[int], 
     last = time.perf_counter()
     for event in agent.run("benchmark"):
         if isinstance(event, Checkpointed):
-            stored.append(agent.checkpoints.list()[-1].bytes if agent.checkpoints.list() else 0)
+            stored.append(agent.checkpoints.records()[-1].bytes if agent.checkpoints.records() else 0)
         if isinstance(event, TurnFinished):
             now = time.perf_counter()
             seconds.append(now - last)

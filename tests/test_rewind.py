@@ -295,17 +295,17 @@ def test_pruning_holds_the_age_count_and_size_bounds_over_a_long_session(tmp_pat
                 # Incompressible content, so every turn stores about 8 KB of new blobs.
                 (root / "data" / f"out{turn % 7}.bin").write_bytes(os.urandom(8_000))
             checkpoints.end_run()
-            kept = checkpoints.list()
+            kept = checkpoints.records()
             assert len(kept) <= 30
             blobs = (root / ".aries" / "checkpoints" / "blobs").rglob("*")
             on_disk = sum(path.stat().st_size for path in blobs if path.is_file())
             assert on_disk == checkpoints.store_bytes() <= 200_000  # the tree itself is under 70 KB
-        assert len(checkpoints.list()) < 30  # the size bound, not the count, decided
-        assert checkpoints.list()[-1].turn == 120
+        assert len(checkpoints.records()) < 30  # the size bound, not the count, decided
+        assert checkpoints.records()[-1].turn == 120
 
         checkpoints.settings.max_age_days = 0.0
         checkpoints.prune()
-        assert checkpoints.list() == []
+        assert checkpoints.records() == []
         records = list((root / ".aries" / "checkpoints" / "records").glob("*.json"))
         assert records == []
 

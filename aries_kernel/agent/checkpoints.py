@@ -294,7 +294,7 @@ class Checkpoints:
 
     # ----------------------------------------------------------------------------------------- listing
 
-    def list(self) -> list[Checkpoint]:
+    def records(self) -> list[Checkpoint]:
         """Every checkpoint kept, oldest first."""
         self._load()
         if self._run is None:
@@ -319,7 +319,7 @@ class Checkpoints:
                 "state": "active" if cp.undone_by is None else f"undone by {cp.undone_by}",
                 "session": cp.session,
             }
-            for cp in self.list()
+            for cp in self.records()
         ]
         columns = ["checkpoint", "turn", "time", "prompt", "files changed", "names changed", "size", "kind"]
         return pd.DataFrame(rows, columns=[*columns, "state", "session"])
@@ -841,10 +841,11 @@ def _frame_hash(value: Any, cells: int) -> str | None:
         rows = pandas.util.hash_pandas_object(value, index=True).to_numpy()
     except (TypeError, ValueError):  # unhashable cells (lists, dicts)
         return None
+    labels: tuple[Any, ...]
     if isinstance(value, pandas.DataFrame):
-        labels = [list(value.columns), [str(dtype) for dtype in value.dtypes]]
+        labels = (list(value.columns), [str(dtype) for dtype in value.dtypes])
     else:
-        labels = [value.name, str(value.dtype)]
+        labels = (value.name, str(value.dtype))
     shape = repr((value.shape, labels)).encode()
     return hashlib.blake2b(rows.tobytes() + shape, digest_size=16).hexdigest()
 
