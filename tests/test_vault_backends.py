@@ -209,9 +209,16 @@ def test_server_restarted_mid_burst(
     assert writers[0].stdout is not None
     returned = [writers[0].stdout.readline().strip() for _ in range(60)]
     pg_server.stop()
-    time.sleep(3)  # the writers meet a refused connection for a while
+    # Started again once writer A (240 adds still to go) has met the refused connection and said so: the
+    # writers' own retry budget (60 s) bounds the wait, no sleep decides it.
+    assert writers[0].stderr is not None
+    waited = []
+    while not any("is not reachable" in line for line in waited):
+        line = writers[0].stderr.readline()
+        assert line, "".join(waited)  # writer A ended without meeting the stopped server
+        waited.append(line)
     pg_server.start()
-    errors = []
+    errors = ["".join(waited)]
     for proc in writers:
         out, err = proc.communicate(timeout=600)
         assert proc.returncode == 0, err
