@@ -30,7 +30,7 @@ from aries_kernel.codebase.queries import QueryMixin
 from aries_kernel.codebase.ranking import Rankings, from_stored, stored_form
 from aries_kernel.codebase.resolve import TSCONFIG_MAX_BYTES, ImportConfig, config_problem, load_tsconfigs
 from aries_kernel.codebase.snapshot import BadSnapshot, Snapshot, code_digest, decode, encode
-from aries_kernel.codebase.store import IndexStore, ensure_aries_dir
+from aries_kernel.codebase.store import IndexStore, Pending, Records, ensure_aries_dir
 from aries_kernel.rootfs import RefusedPathError, read_regular
 
 if TYPE_CHECKING:
@@ -66,7 +66,8 @@ class Codebase(QueryMixin, JudgmentMixin):
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
         self._progress = (0, 0, "starting")  # done, total, phase
-        self._records: dict[str, Record] = {}
+        self._records = Records({}, self._fetch_records)
+        self._stale: set[str] = set()  # files whose stored record was unusable and whose file changed since
         self._stat: dict[str, tuple[int, int]] = {}
         self._problems: list[Problem] = []
         self._configs: dict[str, str] = {}  # tsconfig/package.json path -> content hash
@@ -137,9 +138,10 @@ class Codebase(QueryMixin, JudgmentMixin):
                 return f"indexing {done:,}/{total:,} files"
             return f"indexing ({phase})"
         run = self.last_run
-        skipped = sum(1 for r in self._records.values() if r["status"] != "indexed") + len(self._problems)
+        records = self._records
+        skipped = sum(1 for rel in list(records) if records.status(rel) != "indexed") + len(self._problems)
         return (
-            f"ready: {len(self._graph.node_of):,} files, {self._graph.graph.num_edges():,} edges, "
+            f"ready: {len(self._graph.node_of):,} files, {self._graph.edge_count():,} edges, "
             f"{skipped} skipped or partial; {run.get('mode', '')} index in {run.get('seconds', 0):.2f} s "
             f"({run.get('parsed', 0):,} parsed, {run.get('reused', 0):,} from .aries/index.db)"
         )
@@ -168,7 +170,10 @@ class Codebase(QueryMixin, JudgmentMixin):
             self._ready.set()
         if self._error is None:
             # Queries need none of what a loaded graph leaves for later (what updating it needs): it is built
-            # once the index is ready, and a reindex before then builds it first.
+            # once the index is ready, and a reindex before then builds it first. The stored edges and the
+            # records it reads come first, outside the lock, so queries that need neither need not wait.
+            self._graph.load_edges()
+            self._records.load_all()
             with self._lock:
                 self._graph.complete()
 
@@ -208,18 +213,17 @@ class Codebase(QueryMixin, JudgmentMixin):
         workers = self.settings.workers or default_workers()
         parsed = run_plan(self.root, work.to_parse, max_bytes, workers, on_progress)
         self._progress = (total, total, "building the graph")
-        records = {**work.reused, **parsed}
+        records = Records(dict(sorted({**work.reused, **parsed}.items())), self._fetch_records)
         stat = {s.rel: (s.size, s.mtime_ns) for s in found.sources}
         if self._store is not None:
             self._store.save(
                 [(rel, *stat[rel], parsed[rel]) for rel in sorted(parsed) if _cacheable(parsed[rel])]
-                + work.restat
+                + [(rel, size, mtime, records[rel]) for rel, size, mtime, _ in work.restat]
             )
             gone = set(stored) - set(records)
             if gone:
                 self._store.delete(sorted(gone))
         tsconfigs, config_hashes, config_problems = self._read_tsconfigs(found)
-        records = dict(sorted(records.items()))
         key = repr((code_digest(), self.root.name, sorted(config_hashes.items())))
         graph, tag = self._graph_of(records, tsconfigs, key)
         loaded = tag is not None
@@ -230,8 +234,9 @@ class Codebase(QueryMixin, JudgmentMixin):
             self._configs, self._tsconfigs = config_hashes, tsconfigs
             self._graph = graph
             if not loaded and self._store is not None:
-                hashes = {rel: records[rel]["hash"] for rel in graph.node_of}
-                tag = self._store.save_blob("graph", encode(graph.snapshot(key, hashes)))
+                hashes = {rel: records.digest(rel) for rel in graph.node_of}
+                statuses = {rel: records.status(rel) for rel in graph.node_of}
+                tag = self._store.save_blob("graph", encode(graph.snapshot(key, hashes, statuses)))
             self._rankings = self._rankings_of(graph, tag)
             self._tables.clear()
             self._texts.clear()
@@ -244,32 +249,63 @@ class Codebase(QueryMixin, JudgmentMixin):
             }
 
     def _graph_of(
-        self, records: dict[str, Record], tsconfigs: dict[str, ImportConfig], key: str
+        self, records: Records, tsconfigs: dict[str, ImportConfig], key: str
     ) -> tuple[FileGraph, bytes | None]:
         """The graph of ``records``, and the stored graph's MAC when it is that graph unchanged. The stored graph
         is loaded when its ``key`` matches and brought up to date through :meth:`FileGraph.update` (which gives
-        exactly what a full build gives), so a warm start resolves and weighs only what changed; it is built
-        otherwise."""
-        indexed = {rel: r for rel, r in records.items() if r["status"] != "skipped"}
+        exactly what a full build gives), so a warm start resolves and weighs only what changed, and reads only
+        the records of files that changed; it is built otherwise."""
         snapshot, tag = self._stored_graph(key)
         if snapshot is not None:
             stored = dict(zip(snapshot.files, snapshot.hashes, strict=True))
+            # A record with the hash the stored graph holds it with has the status stored with it.
+            for rel, digest, status in zip(snapshot.files, snapshot.hashes, snapshot.statuses, strict=True):
+                if rel in records and records.digest(rel) == digest:
+                    records.know_status(rel, status)
+            indexed = {rel for rel in records if records.status(rel) != "skipped"}
             changed = {
-                rel: indexed.get(rel)
-                for rel in sorted(stored.keys() | indexed.keys())
-                if stored.get(rel) != (indexed[rel]["hash"] if rel in indexed else None)
+                rel: records[rel] if rel in indexed else None
+                for rel in sorted(stored.keys() | indexed)
+                if stored.get(rel) != (records.digest(rel) if rel in indexed else None)
             }
             if len(changed) <= len(stored) // 2:  # beyond that, building afresh is quicker
                 try:
-                    graph = FileGraph.from_snapshot(self.root.name, snapshot, indexed, tsconfigs)
+                    graph = FileGraph.from_snapshot(self.root.name, snapshot, records, tsconfigs)
                     if changed:
                         graph.update(changed, tsconfigs)
                     return graph, None if changed else tag
                 except (ValueError, KeyError, IndexError) as exc:  # verified, yet not what this code wrote
                     log.warning("The stored graph of %s does not load (%r); rebuilding it", self.root, exc)
         graph = FileGraph(self.root.name)
-        graph.build(indexed.values(), tsconfigs)
+        graph.build((r for r in records.values() if r["status"] != "skipped"), tsconfigs)
         return graph, None
+
+    def _fetch_records(self, pending: dict[str, Pending]) -> dict[str, Record]:
+        """The stored records of ``pending`` files; those whose rows no longer verify or hold them are parsed
+        again (and stored), and when the file changed since the walk it is reindexed at the next reindex."""
+        found = self._store.records(pending) if self._store is not None else {}
+        missing = [rel for rel in pending if rel not in found]
+        if not missing:
+            return found
+        log.warning("%d stored records of %s are unusable; parsing those files again", len(missing), self.root)
+        sources = [
+            SourceFile(rel, language, pending[rel].size, pending[rel].mtime_ns)
+            for rel in missing
+            if (language := language_for_path(rel)) is not None
+        ]
+        workers = self.settings.workers or default_workers()
+        parsed = run_plan(self.root, sources, self.settings.max_file_size, workers, lambda done: None)
+        for source in sources:
+            record = parsed[source.rel]
+            if record["hash"] != pending[source.rel].digest:
+                self._stale.add(source.rel)
+            if self._store is not None and _cacheable(record):
+                self._store.save([(source.rel, source.size, source.mtime_ns, record)])
+        for rel in missing:
+            if rel not in parsed:  # no longer a language this code indexes
+                source = SourceFile(rel, "", pending[rel].size, pending[rel].mtime_ns)
+                parsed[rel] = {**too_large(source, 0), "reason": "unreadable: its stored record is unusable"}
+        return {**found, **parsed}
 
     def _stored_graph(self, key: str) -> tuple[Snapshot | None, bytes | None]:
         """The stored graph snapshot and its MAC, when there is one that verifies, decodes and was stored under
@@ -372,6 +408,9 @@ class Codebase(QueryMixin, JudgmentMixin):
                 if any(p.rsplit("/", 1)[-1] in CONFIG_FILES for p in checked):
                     return self.reindex(None)
             changes = self._apply(candidates, checked)
+            for rel in sorted(r for r in self._stale if r in self._records):  # see _fetch_records
+                changes.setdefault(rel, "modified")
+            self._stale.clear()
             self._problems = problems
             tsconfig_changed = config_hashes != self._configs
             self._configs, self._tsconfigs = config_hashes, tsconfigs
@@ -471,7 +510,7 @@ class Codebase(QueryMixin, JudgmentMixin):
         if self._store is not None and deleted:
             self._store.delete(deleted)
         if deleted or any(change == "added" for change in changes.values()):
-            self._records = dict(sorted(self._records.items()))
+            self._records.sort()
         return changes
 
     def _set_record(self, source: SourceFile, record: Record) -> None:

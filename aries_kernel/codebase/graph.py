@@ -19,6 +19,7 @@ payload tuple, and who uses which name is a :class:`Users` index (arrays) rather
 from __future__ import annotations
 
 import builtins
+import threading
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator
 from itertools import chain
@@ -237,7 +238,10 @@ class FileGraph:
         import rustworkx
 
         self.root_name = root_name
-        self.graph: rustworkx.PyDiGraph = rustworkx.PyDiGraph(multigraph=True)
+        self._graph: rustworkx.PyDiGraph = rustworkx.PyDiGraph(multigraph=True)
+        # A loaded graph's edges, added to the rustworkx graph on first use (see the graph property).
+        self._stored_edges: tuple[dict[str, np.ndarray], np.ndarray] | None = None
+        self._edges_lock = threading.Lock()
         self.node_of: dict[str, int] = {}
         self.language: dict[str, str] = {}
         self.imports: dict[str, tuple[Any, ...]] = {}
@@ -269,8 +273,9 @@ class FileGraph:
             add(self._edges(rel, "reference", self._reference_targets(rel)))
         self.version += 1
 
-    def snapshot(self, key: str, hashes: dict[str, str]) -> Snapshot:
-        """The graph as stored; ``hashes`` are its files' record hashes, ``key`` what else its edges depend on."""
+    def snapshot(self, key: str, hashes: dict[str, str], statuses: dict[str, str]) -> Snapshot:
+        """The graph as stored; ``hashes`` and ``statuses`` are its files' record hashes and statuses, ``key``
+        what else its edges depend on."""
         self.complete()
         graph = self.graph
         files = tuple(self.node_of)
@@ -293,6 +298,7 @@ class FileGraph:
             key,
             files,
             tuple(hashes[rel] for rel in files),
+            tuple(statuses[rel] for rel in files),
             tuple(self.language[rel] for rel in files),
             tuple(self._payloads),
             users.vocabulary,
@@ -325,25 +331,50 @@ class FileGraph:
         self = cls(root_name)
         arrays = snapshot.arrays
         self.language = dict(zip(snapshot.files, snapshot.languages, strict=True))
-        self.node_of = dict(zip(snapshot.files, self.graph.add_nodes_from(list(snapshot.files)), strict=True))
+        self.node_of = dict(zip(snapshot.files, self._graph.add_nodes_from(list(snapshot.files)), strict=True))
         self.tsconfigs = tsconfigs
         self._pending = (snapshot, records)
-        payloads = [self._payload(p) for p in snapshot.payloads]
-        step = 1 << 18  # bounded batches: one list of 2 million edge tuples would cost hundreds of MB at once
-        for start in range(0, len(arrays["source"]), step):
-            part = slice(start, start + step)
-            self.graph.add_edges_from(
-                list(
-                    zip(
-                        arrays["source"][part].tolist(),
-                        arrays["target"][part].tolist(),
-                        map(payloads.__getitem__, arrays["payload"][part].tolist()),
-                        strict=True,
-                    )
-                )
-            )
+        payloads = np.empty(len(snapshot.payloads), dtype=object)
+        payloads[:] = [self._payload(p) for p in snapshot.payloads]
+        self._stored_edges = (arrays, payloads)
         self.version += 1
         return self
+
+    @property
+    def graph(self) -> rustworkx.PyDiGraph:
+        """The rustworkx graph; a loaded graph's edges are added to it on first use (or by whoever has the time
+        first, see :meth:`Codebase._index_safely`), so a warm start is ready before they are in."""
+        if self._stored_edges is not None:
+            self.load_edges()
+        return self._graph
+
+    def edge_count(self) -> int:
+        """How many edges the graph has, without adding the stored ones."""
+        stored = self._stored_edges
+        return self._graph.num_edges() if stored is None else len(stored[0]["source"])
+
+    def load_edges(self) -> None:
+        """Add the stored edges of a loaded graph to the rustworkx graph (at once if already added)."""
+        with self._edges_lock:
+            if self._stored_edges is None:  # another thread added them meanwhile
+                return
+            arrays, payloads = self._stored_edges
+            step = 1 << 18  # bounded batches: one list of 2 million edge tuples would cost hundreds of MB at once
+            for start in range(0, len(arrays["source"]), step):
+                part = slice(start, start + step)
+                # The payloads gathered by numpy and the edges added without returning their indexes: the
+                # quickest way in, as rustworkx takes no arrays.
+                self._graph.extend_from_weighted_edge_list(
+                    list(
+                        zip(
+                            arrays["source"][part].tolist(),
+                            arrays["target"][part].tolist(),
+                            payloads[arrays["payload"][part]].tolist(),
+                            strict=True,
+                        )
+                    )
+                )
+            self._stored_edges = None
 
     def complete(self) -> None:
         """Build the name tables and the resolver a graph loaded by :meth:`from_snapshot` left for later."""

@@ -2,7 +2,7 @@
 
 A warm start loads this instead of resolving every import and weighing every name again: the edges go into
 rustworkx in a few calls, from arrays (source, target, payload id). The blob is a length-prefixed
-:mod:`marshal` header (file names, their record hashes, the import configs' hashes, the distinct edge payloads,
+:mod:`marshal` header (file names, their record hashes and statuses, the import configs' hashes, the distinct edge payloads,
 the used-name vocabulary, array lengths) followed by the raw arrays. :mod:`.store` keeps it behind the same MAC
 as the records; :func:`decode` still checks every field and index range, and raises :class:`BadSnapshot` for
 anything else, so a damaged blob means a rebuild, never a crash.
@@ -34,6 +34,7 @@ ARRAYS = (
     ("defined", "<u4"),
 )
 _KINDS = frozenset({"import", "reference"})
+_STATUSES = frozenset({"indexed", "partial"})
 _HEAD = struct.Struct("<Q")
 
 
@@ -49,6 +50,7 @@ class Snapshot:
     key: str
     files: tuple[str, ...]
     hashes: tuple[str, ...]
+    statuses: tuple[str, ...]  # indexed or partial: a warm start need not read a record to know it
     languages: tuple[str, ...]
     payloads: tuple[tuple[str, float, bool], ...]
     vocabulary: tuple[str, ...]
@@ -77,6 +79,7 @@ def encode(snapshot: Snapshot) -> list[memoryview]:
             snapshot.key,
             snapshot.files,
             snapshot.hashes,
+            snapshot.statuses,
             snapshot.languages,
             snapshot.payloads,
             snapshot.vocabulary,
@@ -95,18 +98,20 @@ def decode(blob: bytes) -> Snapshot:
     try:
         (size,) = _HEAD.unpack_from(blob)
         header = marshal.loads(blob[_HEAD.size : _HEAD.size + size])
-        key, files, hashes, languages, payloads, vocabulary, lengths = header
+        key, files, hashes, statuses, languages, payloads, vocabulary, lengths = header
     except (struct.error, EOFError, ValueError, TypeError, MemoryError, RecursionError) as exc:
         raise BadSnapshot(f"undecodable header ({exc})") from None
     _check(isinstance(key, str), "key")
     for name, value in (
         ("files", files),
         ("hashes", hashes),
+        ("statuses", statuses),
         ("languages", languages),
         ("vocabulary", vocabulary),
     ):
         _check(isinstance(value, tuple) and _all_of(value, str), name)
-    _check(len(hashes) == len(languages) == len(files) == len(set(files)), "file list")
+    _check(len(hashes) == len(statuses) == len(languages) == len(files) == len(set(files)), "file list")
+    _check(set(statuses) <= _STATUSES, "statuses")
     _check(all(map(operator.lt, vocabulary, vocabulary[1:])), "vocabulary order")  # sorted, no repeats
     _check(
         isinstance(payloads, tuple)
@@ -131,7 +136,7 @@ def decode(blob: bytes) -> Snapshot:
     _check(_below(arrays["payload"], len(payloads)), "edge payloads")
     _check(_index(arrays["offsets"], arrays["members"], len(vocabulary), len(files)), "users")
     _check(_index(arrays["defined_at"], arrays["defined"], len(files), len(vocabulary)), "definitions")
-    return Snapshot(key, files, hashes, languages, payloads, vocabulary, arrays)
+    return Snapshot(key, files, hashes, statuses, languages, payloads, vocabulary, arrays)
 
 
 def _index(offsets: np.ndarray, members: np.ndarray, rows: int, bound: int) -> bool:

@@ -9,7 +9,10 @@ brought. Records are stored with :mod:`marshal` (they are plain tuples and dicts
 repository's index in a fraction of the time parsing it takes. marshal is not safe against crafted bytes and a
 repository can commit its own ``index.db``, so each record is stored behind a MAC under the user's key
 (:mod:`aries_kernel.codebase.index_key`) and is unmarshalled only when the MAC verifies; a row that does not
-verify makes the file foreign (moved aside and rebuilt, as above). Every decoded row is then checked before use.
+verify makes the file foreign (moved aside and rebuilt, as above). Records are read when first used
+(:class:`Records`): a warm start reads only the stat keys and hashes, and the first row to tell a foreign index;
+a later row that does not verify, or decodes to anything but a well-formed record, is not used, and its file is
+parsed again.
 
 The ``graph`` table holds the resolved file graph (:mod:`.snapshot`) and the scores computed over it
 (:mod:`.ranking`) behind the same MAC, so a warm start loads them rather than recomputing millions of edges and
@@ -29,7 +32,7 @@ import stat
 import sys
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, MutableMapping
 from itertools import chain
 from operator import itemgetter
 from pathlib import Path
@@ -37,7 +40,16 @@ from typing import Any
 
 from aries_kernel.codebase.index_key import TAG_BYTES, IndexKey, index_key
 
-__all__ = ["SCHEMA_VERSION", "IndexStore", "StoredFile", "UnsafePath", "compact", "ensure_aries_dir"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "IndexStore",
+    "Pending",
+    "Records",
+    "StoredFile",
+    "UnsafePath",
+    "compact",
+    "ensure_aries_dir",
+]
 
 SCHEMA_VERSION = "9"  # bump when extraction, the symbol hashes or the record format change: old rows go stale
 log = logging.getLogger(__name__)
@@ -55,7 +67,7 @@ _TEXT_KEYS = ("file", "language", "status", "reason", "hash")
 _INT_KEYS = ("size", "loc")
 _BLOBS = frozenset({"graph", "rankings"})  # the rows of the graph table
 
-StoredFile = tuple[int, int, str, dict[str, Any]]  # size, mtime_ns, hash, record
+StoredFile = tuple[int, int, str, "Pending | dict[str, Any]"]  # size, mtime_ns, hash, the record when read
 
 
 class UnsafePath(OSError):
@@ -215,29 +227,62 @@ class IndexStore:
                 raise _Broken(f"table {table} has columns {found}, expected {columns}")
 
     def load(self) -> dict[str, StoredFile]:
-        """Every stored file. A row that does not decode to a well-formed record means the file is not an index
-        we wrote (or is damaged): it is moved aside and an empty index is returned."""
+        """Every stored file's stat keys and hash, with a :class:`Pending` in place of its record (read by
+        :meth:`records` when first used, as a warm start needs few of them). Only the first row is verified
+        here: one that does not means the file is not an index we wrote (a repository's own, or another
+        user's), so it is moved aside and an empty index is returned; any other row that does not verify is
+        found when read, and its file parsed again."""
         try:
-            out: dict[str, StoredFile] = {}
             with self._lock:
-                # Row by row: the whole table's bytes (100+ MB at 20,000 files) are never held at once.
-                for path, size, mtime_ns, digest, blob in self._conn.execute(
-                    "SELECT path, size, mtime_ns, hash, record FROM files"
-                ):
-                    out[path] = (size, mtime_ns, digest, self._decode_row(path, size, mtime_ns, digest, blob))
-            # The definitions and imports of all rows at once, column by column, each column in one pass in C:
-            # a large repository has millions of these fields.
-            records = [row[3] for row in out.values()]
-            if not _symbols_ok(tuple(chain.from_iterable(r["symbols"] for r in records))):
-                raise _Broken("a malformed definition in a stored record")
-            if not _imports_ok(tuple(chain.from_iterable(r["imports"] for r in records))):
-                raise _Broken("a malformed import in a stored record")
+                rows = self._conn.execute("SELECT path, size, mtime_ns, hash FROM files").fetchall()
+                first = self._conn.execute("SELECT path, size, mtime_ns, hash, record FROM files LIMIT 1").fetchone()
+            if rows:
+                paths, sizes, mtimes, digests = zip(*rows, strict=True)
+                if not (_of(paths, str) and _of(sizes, int) and _of(mtimes, int) and _of(digests, str)):
+                    bad = next(row for row in rows if tuple(map(type, row)) != (str, int, int, str))
+                    raise _Broken(f"malformed row for {bad[0]!r}")
+            out: dict[str, StoredFile] = {
+                path: (size, mtime_ns, digest, Pending(size, mtime_ns, digest))
+                for path, size, mtime_ns, digest in rows
+            }
+            if first is not None:
+                out[first[0]] = (*first[1:4], self._decode_row(*first))
             return out
         except (sqlite3.Error, _Broken) as exc:
             with self._lock:
                 self._conn.close()
                 self._conn = self._rebuild(str(exc) or type(exc).__name__)
             return {}
+
+    def records(self, wanted: dict[str, Pending]) -> dict[str, dict[str, Any]]:
+        """The records of ``wanted`` whose rows still hold those stat keys and hash, verify and are well formed;
+        the others are left out (the caller parses their files again)."""
+        found: dict[str, dict[str, Any]] = {}
+        try:
+            with self._lock:
+                if len(wanted) > 64:  # one pass over the table, a row's bytes at a time
+                    rows: Iterable[tuple[Any, ...]] = self._conn.execute(
+                        "SELECT path, size, mtime_ns, hash, record FROM files"
+                    )
+                else:
+                    rows = [
+                        row
+                        for rel in wanted
+                        for row in self._conn.execute(
+                            "SELECT path, size, mtime_ns, hash, record FROM files WHERE path = ?", (rel,)
+                        )
+                    ]
+                for path, size, mtime_ns, digest, blob in rows:
+                    known = wanted.get(path)
+                    if known is None or (known.size, known.mtime_ns, known.digest) != (size, mtime_ns, digest):
+                        continue
+                    try:
+                        found[path] = self._decode_row(path, size, mtime_ns, digest, blob)
+                    except _Broken as exc:
+                        log.warning("A stored record in %s is not used: %s", self.path, exc)
+        except sqlite3.Error as exc:
+            log.warning("Could not read records from %s (%s); parsing those files again", self.path, exc)
+        return found
 
     def save(self, rows: Iterable[tuple[str, int, int, dict[str, Any]]]) -> None:
         """Store ``(path, size, mtime_ns, record)`` rows, replacing older ones."""
@@ -318,8 +363,7 @@ class IndexStore:
 
     def _decode_row(self, path: Any, size: Any, mtime_ns: Any, digest: Any, blob: Any) -> dict[str, Any]:
         """The record of one row: unmarshalled only once its MAC verifies, then checked field by field (a
-        record feeds the graph, so a malformed one must not; its definitions and imports are checked by
-        :meth:`load`, for all rows at once)."""
+        record feeds the graph, so a malformed one must not)."""
         if not (
             isinstance(path, str)
             and type(size) is int
@@ -338,9 +382,101 @@ class IndexStore:
             record = marshal.loads(body)
         except (EOFError, ValueError, TypeError, MemoryError, RecursionError) as exc:
             raise _Broken(f"undecodable record for {path!r} ({exc})") from None
-        if not _well_formed(record, path, digest):
+        if not (
+            _well_formed(record, path, digest)
+            and _symbols_ok(record["symbols"])
+            and _imports_ok(record["imports"])
+        ):
             raise _Broken(f"malformed record for {path!r}")
         return record
+
+
+class Pending:
+    """A stored record not read yet: the stat keys and hash its row was listed with."""
+
+    __slots__ = ("digest", "mtime_ns", "size", "status")
+
+    def __init__(self, size: int, mtime_ns: int, digest: str) -> None:
+        self.size, self.mtime_ns, self.digest = size, mtime_ns, digest
+        self.status: str | None = None  # known without reading it when the stored graph says
+
+
+class Records(MutableMapping[str, dict[str, Any]]):
+    """Records by path, in insertion order. Stored ones stay :class:`Pending` until used: ``fetch`` reads
+    (and verifies) the records of pending entries, or parses their files again; :meth:`items` and
+    :meth:`values` read every pending one first, in one pass."""
+
+    def __init__(
+        self,
+        records: dict[str, Any],
+        fetch: Callable[[dict[str, Pending]], dict[str, dict[str, Any]]],
+    ) -> None:
+        self._data = records
+        self._fetch = fetch
+
+    def __getitem__(self, rel: str) -> dict[str, Any]:
+        value = self._data[rel]
+        if type(value) is Pending:
+            value = self._resolve({rel: value})[rel]
+        return value
+
+    def __setitem__(self, rel: str, record: dict[str, Any]) -> None:
+        self._data[rel] = record
+
+    def __delitem__(self, rel: str) -> None:
+        del self._data[rel]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __contains__(self, rel: object) -> bool:
+        return rel in self._data
+
+    def items(self) -> Any:
+        self.load_all()
+        return self._data.items()
+
+    def values(self) -> Any:
+        self.load_all()
+        return self._data.values()
+
+    def load_all(self) -> None:
+        """Read every pending record (safe while other threads read: values are only ever replaced)."""
+        pending = {rel: v for rel, v in list(self._data.items()) if type(v) is Pending}
+        if pending:
+            self._resolve(pending)
+
+    def _resolve(self, pending: dict[str, Pending]) -> dict[str, dict[str, Any]]:
+        found = self._fetch(pending)
+        for rel, record in found.items():
+            if self._data.get(rel) is pending[rel]:  # not replaced meanwhile by a newer record
+                self._data[rel] = record
+        return found
+
+    def digest(self, rel: str) -> str:
+        """The content hash of ``rel``'s record, without reading it."""
+        value = self._data[rel]
+        return value.digest if type(value) is Pending else value["hash"]
+
+    def status(self, rel: str) -> str:
+        """The status of ``rel``'s record, read only when not known otherwise."""
+        value = self._data[rel]
+        if type(value) is Pending and value.status is not None:
+            return value.status
+        return self[rel]["status"]
+
+    def know_status(self, rel: str, status: str) -> None:
+        """``rel``'s pending record has ``status`` (the stored graph holds it with the same hash)."""
+        value = self._data[rel]
+        if type(value) is Pending:
+            value.status = status
+
+    def sort(self) -> None:
+        """Put the paths in order (after files were added)."""
+        self._data = dict(sorted(self._data.items()))
 
 
 def compact(record: dict[str, Any]) -> dict[str, Any]:
