@@ -4,6 +4,9 @@ damaged stored graph rebuilt, and edits after a warm start giving what a cold in
 from __future__ import annotations
 
 import marshal
+import os
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +15,7 @@ from traitlets.config import Config
 
 from aries_kernel.codebase import Codebase, extract, indexer, queries
 from aries_kernel.codebase.graph import FileGraph
+from aries_kernel.codebase.index_key import TAG_BYTES
 from aries_kernel.codebase.ranking import Rankings
 from aries_kernel.codebase.resolve import Resolver
 from aries_kernel.codebase.snapshot import decode, encode
@@ -254,3 +258,72 @@ def test_edits_after_a_warm_start_update_the_graph_as_a_cold_index_does(
     assert counts["parse"] == 0 and 0 < counts["weigh"] < PY_FILES
     assert_same_as(restarted, expected)
     assert opened(repo).last_run["graph"] == "loaded"
+
+
+def test_a_record_that_no_longer_verifies_is_found_when_read_and_its_file_parsed_again(repo: Path) -> None:
+    # A warm start reads records only when they are used; one tampered with after the first row (which the
+    # start checks) is found then: never unmarshalled, its file parsed again, the answers those of a cold index.
+    opened(repo)
+    expected = fresh(repo)
+    db = repo / ".aries" / "index.db"
+    rel = "pkg/m7.py"
+    with closing(sqlite3.connect(db)) as conn, conn:
+        (blob,) = conn.execute("SELECT record FROM files WHERE path = ?", (rel,)).fetchone()
+        planted = marshal.loads(blob[TAG_BYTES:])
+        planted["symbols"] = (("PLANTED", "function", 1, 2, "def PLANTED()", "", None, None),)
+        conn.execute(
+            "UPDATE files SET record = ? WHERE path = ?", (blob[:TAG_BYTES] + marshal.dumps(planted), rel)
+        )
+    warm = opened(repo)
+    assert warm.last_run["parsed"] == 0 and warm.last_run["graph"] == "loaded"
+    assert ".aries/index.db" not in set(warm.skipped()["file"])
+    assert graph_of(warm) == graph_of(expected)
+    table = warm.symbol_table()
+    assert "PLANTED" not in set(table["name"])
+    assert table.equals(expected.symbol_table())
+    # The record parsed again was stored: the next start reads it from the store.
+    again = opened(repo)
+    assert again._records[rel] == expected._records[rel] and again.last_run["parsed"] == 0
+
+
+def test_a_bad_record_whose_file_changed_since_is_reindexed_by_the_next_reindex(repo: Path) -> None:
+    opened(repo)
+    rel = "pkg/m3.py"
+    with closing(sqlite3.connect(repo / ".aries" / "index.db")) as conn, conn:
+        conn.execute("UPDATE files SET record = ? WHERE path = ?", (b"\0" * 64, rel))
+    # The file changes without a new size or mtime, so the walk keeps its stored record, which does not verify
+    # when read: the record parsed then holds the new content, and the graph catches up on the next reindex.
+    path = repo / rel
+    stat = path.stat()
+    path.write_text(path.read_text().replace("def func_3(value)", "def func_x(value)"))
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    warm = opened(repo)
+    assert warm.last_run["parsed"] == 0 and warm.last_run["graph"] == "loaded"
+    assert "func_x" in {s[0] for s in warm._records[rel]["symbols"]}
+    assert list(warm.reindex()["file"]) == [rel]
+    assert graph_of(warm) == graph_of(fresh(repo))
+
+
+GO_FILES = {
+    "go.mod": "module example.com/shop\n",
+    "cart/cart.go": 'package cart\n\nimport "example.com/shop/money"\n\nfunc Total() money.Amount { return 0 }\n',
+    "money/money.go": "package money\n\ntype Amount int\n",
+    "cmd/main.go": 'package main\n\nimport "example.com/shop/cart"\n\nfunc main() { cart.Total() }\n',
+}
+
+
+def test_editing_go_mod_between_starts_gives_the_edges_of_a_cold_index(tmp_path: Path) -> None:
+    root = tmp_path / "shop"
+    for rel, text in GO_FILES.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    first = opened(root)
+    imports = {(s, t) for s, t, kind, _, _ in first._graph.edge_rows() if kind == "import"}
+    assert imports == {("cart/cart.go", "money/money.go"), ("cmd/main.go", "cart/cart.go")}
+    (root / "go.mod").write_text("module example.com/renamed\n")  # the imports name another module now
+    warm = opened(root)
+    assert warm.last_run["mode"] == "warm" and warm.last_run["parsed"] == 0
+    assert warm.last_run["graph"] == "built"  # the stored graph was made under the old go.mod
+    cold = fresh(root)
+    assert sorted(warm._graph.edge_rows()) == sorted(cold._graph.edge_rows())
+    assert not any(kind == "import" for _, _, kind, _, _ in warm._graph.edge_rows())
