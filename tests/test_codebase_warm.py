@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from traitlets.config import Config
 
-from aries_kernel.codebase import Codebase, extract, indexer, queries
+from aries_kernel.codebase import Codebase, core, extract, indexer, queries
 from aries_kernel.codebase.graph import FileGraph
 from aries_kernel.codebase.index_key import TAG_BYTES
 from aries_kernel.codebase.ranking import Rankings
@@ -327,3 +327,17 @@ def test_editing_go_mod_between_starts_gives_the_edges_of_a_cold_index(tmp_path:
     cold = fresh(root)
     assert sorted(warm._graph.edge_rows()) == sorted(cold._graph.edge_rows())
     assert not any(kind == "import" for _, _, kind, _, _ in warm._graph.edge_rows())
+
+
+def test_definition_hashes_computed_in_chunks_are_those_computed_at_once(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    whole = opened(repo).symbol_table()
+    assert whole["shape_hash"].notna().all() and (whole["shape_hash"] != "").sum() > 300
+    (repo / ".aries" / "index.db").unlink()
+    monkeypatch.setattr(core, "_HASH_CHUNK", 7)  # 151 files: 22 chunks, the last one short
+    chunked = opened(repo)
+    assert chunked.symbol_table().equals(whole)
+    # Every chunk was stored: a warm start has nothing left to hash.
+    monkeypatch.setattr(indexer, "extract_file", None)  # any parse would fail
+    assert opened(repo).symbol_table().equals(whole)

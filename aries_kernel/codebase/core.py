@@ -41,6 +41,7 @@ __all__ = ["Codebase", "CodebaseError"]
 
 log = logging.getLogger(__name__)
 _STORED_TABLES = frozenset({"roles"})
+_HASH_CHUNK = 4000  # files re-extracted at a time by _ensure_hashes
 
 
 class CodebaseError(RuntimeError):
@@ -580,26 +581,31 @@ class Codebase(QueryMixin, JudgmentMixin):
         sources = [SourceFile(rel, self._records[rel]["language"], *self._stat[rel]) for rel in pending]
         progress = Progress(f"hashing definitions of {self.root.name} for judgment")
         workers = self.settings.workers or default_workers()
-        done = run_plan(
-            self.root,
-            sources,
-            self.settings.max_file_size,
-            workers,
-            lambda n: progress.update(n, len(sources)),
-            hashes=True,
-        )
-        saved = []
-        for source in sources:
-            old, new = self._records[source.rel], done[source.rel]
-            if new["hash"] == old["hash"]:
-                self._records[source.rel] = new
-                if _cacheable(new):
-                    saved.append((source.rel, *self._stat[source.rel], new))
-            else:
-                unknown = tuple((*s[:6], s[6] or "", s[7] or "") for s in old["symbols"])
-                self._records[source.rel] = {**old, "symbols": unknown}
-        if self._store is not None:
-            self._store.save(saved)  # one transaction, not one per file
+        # In chunks, each chunk's new records replacing the old ones before the next is parsed: all of them at
+        # once doubled the records' memory at the peak.
+        for start in range(0, len(sources), _HASH_CHUNK):
+            chunk = sources[start : start + _HASH_CHUNK]
+            done = run_plan(
+                self.root,
+                chunk,
+                self.settings.max_file_size,
+                workers,
+                lambda n, start=start: progress.update(start + n, len(sources)),
+                hashes=True,
+            )
+            saved = []
+            for source in chunk:
+                old, new = self._records[source.rel], done.pop(source.rel)
+                if new["hash"] == old["hash"]:
+                    self._records[source.rel] = new
+                    if _cacheable(new):
+                        saved.append((source.rel, *self._stat[source.rel], new))
+                else:
+                    unknown = tuple((*s[:6], s[6] or "", s[7] or "") for s in old["symbols"])
+                    self._records[source.rel] = {**old, "symbols": unknown}
+            if self._store is not None:
+                self._store.save(saved)  # one transaction per chunk, not one per file
+            del done, saved
         self._tables.pop("symbols", None)
         progress.close(f"hashed the definitions of {len(sources):,} files")
 

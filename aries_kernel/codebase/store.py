@@ -66,6 +66,7 @@ _STATUSES = frozenset({"indexed", "partial", "skipped"})
 _TEXT_KEYS = ("file", "language", "status", "reason", "hash")
 _INT_KEYS = ("size", "loc")
 _BLOBS = frozenset({"graph", "rankings"})  # the rows of the graph table
+_READ_BATCH = 500  # records read from the files table per query
 
 StoredFile = tuple[int, int, str, "Pending | dict[str, Any]"]  # size, mtime_ns, hash, the record when read
 
@@ -258,20 +259,18 @@ class IndexStore:
         """The records of ``wanted`` whose rows still hold those stat keys and hash, verify and are well formed;
         the others are left out (the caller parses their files again)."""
         found: dict[str, dict[str, Any]] = {}
+        paths = list(wanted)
         try:
-            with self._lock:
-                if len(wanted) > 64:  # one pass over the table, a row's bytes at a time
-                    rows: Iterable[tuple[Any, ...]] = self._conn.execute(
-                        "SELECT path, size, mtime_ns, hash, record FROM files"
-                    )
-                else:
-                    rows = [
-                        row
-                        for rel in wanted
-                        for row in self._conn.execute(
-                            "SELECT path, size, mtime_ns, hash, record FROM files WHERE path = ?", (rel,)
-                        )
-                    ]
+            # In batches, the lock released between them: a query reading one record while the index reads
+            # them all waits for a batch, not for the whole table.
+            for start in range(0, len(paths), _READ_BATCH):
+                batch = paths[start : start + _READ_BATCH]
+                with self._lock:
+                    rows = self._conn.execute(
+                        "SELECT path, size, mtime_ns, hash, record FROM files WHERE path IN "
+                        f"({', '.join('?' * len(batch))})",
+                        batch,
+                    ).fetchall()
                 for path, size, mtime_ns, digest, blob in rows:
                     known = wanted.get(path)
                     if known is None or (known.size, known.mtime_ns, known.digest) != (size, mtime_ns, digest):
