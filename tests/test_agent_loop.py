@@ -46,9 +46,11 @@ class RecordingGraph:
 
 
 class Context:
-    def __init__(self, root: Path) -> None:
+    """The parts of AriesContext the agent uses, with a recording code graph."""
+
+    def __init__(self, root: Path, shell: Any = None) -> None:
         self.root = root
-        self.shell = InteractiveShell.instance()
+        self.shell = shell if shell is not None else InteractiveShell.instance()
         self.config = None
         self.codebase = RecordingGraph()
 

@@ -21,6 +21,7 @@ from aries_kernel.agent.settings import AriesAgent
 from tests.agent_scripted import ScriptedClient, ScriptedRouter
 from tests.kernel_harness import run_cell, start_kernel, stop_kernel
 from tests.loopback import Reply, ScriptedModelServer
+from tests.test_agent_loop import Context
 from tests.test_panel_kernel import buttons, lab_kernel, run_interacting, states
 
 __all__ = ["lab_kernel"]  # a fixture, used by name
@@ -32,25 +33,6 @@ FILES = {
     "data/notes.txt": "line one\n",
     "data/blob.bin": bytes(range(256)) * 4,
 }
-
-
-class RecordingGraph:
-    def reindex(self, paths: list[str]) -> None:
-        pass
-
-
-class Context:
-    def __init__(self, root: Path, shell: Any) -> None:
-        self.root = root
-        self.shell = shell
-        self.config = None
-        self.codebase = RecordingGraph()
-
-    def lazy(self, name: str, factory: Any) -> Any:
-        raise AssertionError(f"the test agent should not build {name}")
-
-    def built(self, name: str) -> Any:
-        return None
 
 
 def make_repo(root: Path) -> dict[str, bytes]:
