@@ -125,6 +125,20 @@ def test_a_tsconfig_outdir_is_build_output(tmp_path: Path) -> None:
     assert _skipped(codebase) == {"web/out": "folder skipped: build output (outDir of web/tsconfig.json)"}
 
 
+def test_a_folder_tagged_cachedir_is_build_output(tmp_path: Path) -> None:
+    # What `cargo build` leaves: target/ with a CACHEDIR.TAG, and generated sources deep inside it.
+    root = tmp_path / "repo"
+    write(root, "Cargo.toml", '[package]\nname = "demo"\nversion = "0.1.0"\n')
+    write(root, "src/main.rs", "mod util;\nfn main() { util::run(); }\n")
+    write(root, "src/util.rs", "pub fn run() {}\n")
+    write(root, "target/CACHEDIR.TAG", "Signature: 8a477f597d28d172789f06886806bc55\n# created by cargo\n")
+    write(root, "target/debug/build/demo-1/out/generated.rs", "pub fn generated() {}\n")
+    codebase = _index(root)
+    assert set(codebase.list_files()["file"]) == {"src/main.rs", "src/util.rs"}
+    assert _skipped(codebase) == {"target": "folder skipped: cache or build output (CACHEDIR.TAG)"}
+    assert skip_rule(root, "target") == "cache or build output (CACHEDIR.TAG)"
+
+
 def test_index_grep_glob_and_change_detection_skip_the_same_folders(tmp_path: Path) -> None:
     root = tmp_path / "repo"
     _setuptools_build(root)

@@ -13,8 +13,8 @@ what is skipped. A folder is skipped by evidence, not by its name alone, and eve
   (``.mypy_cache``, ``.pytest_cache``, ``.ruff_cache``, ``.ipynb_checkpoints``, ``.parcel-cache``, ``.turbo``,
   ``.next``, ``.nuxt``), tox and nox environments (``.tox``, ``.nox``: virtualenvs named by the tool) and
   setuptools' downloaded eggs (``.eggs``);
-- by what is in it: a virtualenv (a ``pyvenv.cfg``, whatever the folder's name) or a conda environment
-  (``conda-meta``);
+- by what is in it: a virtualenv (a ``pyvenv.cfg``, whatever the folder's name), a conda environment
+  (``conda-meta``), or a folder tagged as a cache by a ``CACHEDIR.TAG`` (Cargo's ``target/`` has one);
 - by what the project says: what a ``.gitignore`` (at any level) or the ``AriesCodebase.ignore`` setting ignores
   (the row names the file, the line and the pattern); the ``outDir`` or ``declarationDir`` that a
   ``tsconfig.json`` or ``jsconfig.json`` gives, relative to its own folder (its own file only, not ``extends``);
@@ -114,7 +114,9 @@ OWN_STATE = ".aries"
 CONFIG_FILES = frozenset({"tsconfig.json", "jsconfig.json", "package.json", "go.mod", "Cargo.toml"})
 # Files whose presence or content changes which folders are skipped: a change to one calls for a new walk.
 _PYTHON_BUILD_CONFIGS = frozenset({"setup.py", "setup.cfg", "pyproject.toml"})
-POLICY_FILES = frozenset({".gitignore", "pyvenv.cfg", "conda-meta", *CONFIG_FILES, *_PYTHON_BUILD_CONFIGS})
+POLICY_FILES = frozenset(
+    {".gitignore", "pyvenv.cfg", "conda-meta", "CACHEDIR.TAG", *CONFIG_FILES, *_PYTHON_BUILD_CONFIGS}
+)
 # setuptools' own folders inside its build folder (build_py, bdist_*, build_ext's temp, build_scripts).
 _SETUPTOOLS_BUILD = re.compile(r"lib|lib\..+|bdist\..+|temp\..+|scripts-.+")
 
@@ -283,6 +285,8 @@ def evidence_rule(
         return "virtualenv (pyvenv.cfg)"
     if has("conda-meta"):
         return "conda environment (conda-meta)"
+    if has("CACHEDIR.TAG"):  # the Cache Directory Tagging convention: Cargo's target/, among others
+        return "cache or build output (CACHEDIR.TAG)"
     if (
         name == "build"
         and parent_builds
