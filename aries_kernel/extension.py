@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -166,10 +167,14 @@ def install(shell: Any, root: str | None = None, index_delay: float = 0.0) -> Ar
     # Hidden from %who and %whos like IPython's own names, so `%who` lists only what the user made.
     shell.user_ns_hidden.update({name: namespace[name] for name in BODY_NAMES})
 
-    def start_execution(*_: Any) -> None:
+    def start_execution(info: Any = None) -> None:
         rlm = context.built("rlm")
         if rlm is not None:
             rlm.start_execution()  # the rlm call budget is per top-level execution
+        # Imported only by an outside agent's first step: until then there is nothing to tell.
+        outside = sys.modules.get("aries_kernel.agent.outside")
+        if outside is not None:
+            outside.note_in_cell(getattr(info, "raw_cell", "") or "")
 
     shell.events.register("pre_run_cell", start_execution)
     context.hooks["pre_run_cell"] = start_execution

@@ -146,7 +146,12 @@ def test_repl_shares_the_kernel_namespace_under_the_guard(
     )
     assert "repl" in {tool.name for tool in listed.tools}
     assert not made.is_error and _text(made) == "set"
-    assert run_cell(kc, "from_mcp").result == "42"  # the client's variable, read by a cell
+    read = run_cell(kc, "from_mcp")
+    assert read.result == "42"  # the client's variable, read by a cell
+    # The notebook's next cell is told what the outside agent ran (its own output went to the agent's request).
+    note = "".join(str(d.get("text/plain", "")) for d in read.displays)
+    assert "[Aries] Since your last cell, outside agents ran 4 step(s)" in note
+    assert "from_mcp = 6 * 7 ..." in note and "from_cell.upper()" in note and "refused:" in note
     assert _text(seen) == "MADE IN A CELL"  # the cell's variable, seen by the client
 
     assert "PermissionError" in _text(escape) and "outside the project root" in _text(escape)
@@ -156,6 +161,7 @@ def test_repl_shares_the_kernel_namespace_under_the_guard(
     assert not inside.exists()
     runs = run_cell(kc, "from aries_kernel.agent.outside import RUNS; [run['code'] for run in RUNS]")
     assert "from_mcp = 6 * 7" in runs.result
+    assert not runs.displays  # told once
     status = run_cell(kc, "%aries status")
     shown = status.stdout + str(status.result) + "".join(str(d.get("text/plain", "")) for d in status.displays)
     assert "4 step(s) from MCP clients" in shown and "2 effect(s) refused" in shown

@@ -21,11 +21,12 @@ from aries_kernel.agent.permissions import decide, effective_mode, refusal
 from aries_kernel.agent.repl import run_code, truncate
 from aries_kernel.redact import redact, withheld_keys
 
-__all__ = ["RUNS", "run"]
+__all__ = ["RUNS", "note_in_cell", "run"]
 
 # What outside agents ran in this kernel, oldest first: time, code, permission mode, what the guard refused.
 RUNS: list[dict[str, Any]] = []
 _numbers = itertools.count(1)
+_noted = 0  # RUNS[:_noted] have been told to the user in a cell of theirs
 
 
 def run(shell: Any, code: str, mode: str | None = None, who: str = "an MCP client") -> None:
@@ -71,3 +72,29 @@ def run(shell: Any, code: str, mode: str | None = None, who: str = "an MCP clien
         text += "\n[Refused by the Repl guard: " + "; ".join(report.refused) + "]"
     RUNS.append({"at": time.time(), "who": who, "mode": mode, "code": code, "refused": list(report.refused)})
     print(truncate(redact(text), settings.tool_output_chars))
+
+
+def note_in_cell(cell: str) -> None:
+    """At the start of a user's cell, say what outside agents ran since the last such note.
+
+    Their own output went to the outside agent's request, which a notebook does not show; this is how the human
+    in JupyterLab learns of it. An outside agent's own step (which calls :func:`run`) gets no note.
+    """
+    global _noted
+    if len(RUNS) <= _noted or __name__ in cell:
+        return
+    from IPython.display import display
+
+    steps, _noted = RUNS[_noted:], len(RUNS)
+    lines = []
+    for step in steps:
+        code = step["code"].strip()
+        first = code.splitlines()[0][:100] if code else ""
+        more = " ..." if len(code) > len(first) else ""
+        refused = f"; refused: {'; '.join(step['refused'])}" if step["refused"] else ""
+        lines.append(f"- {step['who']} (mode {step['mode']}): {first}{more}{refused}")
+    text = (
+        f"[Aries] Since your last cell, outside agents ran {len(steps)} step(s) in this kernel:\n"
+        + "\n".join(lines)
+    )
+    display({"text/plain": redact(text)}, raw=True)
