@@ -52,9 +52,21 @@ class AriesKernelProtocolTests(jupyter_kernel_test.KernelTests):
 
     @classmethod
     def setUpClass(cls) -> None:
+        # The kernel this class starts inherits the environment; put it back after, or every later test's kernel
+        # would share this one vault folder (a note added in one test was "unchanged" in the next).
+        cls._saved_env = {name: os.environ.get(name) for name in ("ARIES_VAULT", "ARIES_LOG_DIR")}
         os.environ.setdefault("ARIES_VAULT", str(JUPYTER_DATA / "vault"))
         os.environ.setdefault("ARIES_LOG_DIR", str(JUPYTER_DATA / "logs"))
         super().setUpClass()
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        super().tearDownClass()
+        for name, value in cls._saved_env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
     @unittest.skip("the history 'range' subtest fails on stock ipykernel too")
     def test_history(self) -> None:  # pragma: no cover - skipped on purpose, see the reason
