@@ -172,9 +172,10 @@ def install(shell: Any, root: str | None = None, index_delay: float = 0.0) -> Ar
         if rlm is not None:
             rlm.start_execution()  # the rlm call budget is per top-level execution
         # Imported only by an outside agent's first step: until then there is nothing to tell.
-        outside = sys.modules.get("aries_kernel.agent.outside")
-        if outside is not None:
-            outside.note_in_cell(getattr(info, "raw_cell", "") or "")
+        # (A background import may hold it half-initialized: no note_in_cell yet, and nothing has run.)
+        note_in_cell = getattr(sys.modules.get("aries_kernel.agent.outside"), "note_in_cell", None)
+        if note_in_cell is not None:
+            note_in_cell(getattr(info, "raw_cell", "") or "")
 
     shell.events.register("pre_run_cell", start_execution)
     context.hooks["pre_run_cell"] = start_execution

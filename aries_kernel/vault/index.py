@@ -329,9 +329,13 @@ class VaultIndex:
                 fresh = True
                 self._build_fresh()
                 engine = self._open_engine()
-            info = os.lstat(self.db_path)
+            # None: deleted again since it was opened (a user's rm takes no lock); the next use then finds the
+            # file gone and attaches again, before it reads or writes.
+            info = self._on_disk()
         old, self.engine = self.engine, engine
-        self._identity, self._size_floor = (info.st_dev, info.st_ino), info.st_size
+        self._identity, self._size_floor = (
+            ((info.st_dev, info.st_ino), info.st_size) if info else ((-1, -1), 0)
+        )
         self.recreated = self.recreated or fresh
         if old is not None:
             self._retire(old)
