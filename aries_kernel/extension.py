@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import importlib
 import logging
-import os
 import sys
 import threading
-from pathlib import Path
 from typing import Any
 
 from aries_kernel.context import AriesContext, set_context
 from aries_kernel.diagnostics import install_stack_dump, stack_dump_problem
 from aries_kernel.lazy import LazyName
+from aries_kernel.pillars import VaultUnavailable, shared_models, shared_vault
 
 __all__ = ["install", "uninstall", "BODY_NAMES", "VaultUnavailable"]
 
@@ -26,88 +25,10 @@ BODY_NAMES = ("codebase", "vault", "rlm_call", "rlm_batch", "rlm_stats")
 log = logging.getLogger(__name__)
 
 
-_SUB_QUESTIONS = (
-    "Split this question into at most 4 shorter sub-questions that together answer it, one per line, "
-    "nothing else:\n\n{question}"
-)
-
-
-def _open_vault(context: AriesContext) -> Any:
-    def build(ctx: AriesContext) -> Any:
-        vault = _open_vault_or_explain(ctx)
-        vault.decompose = lambda question: _sub_questions(ctx, question)
-        return vault
-
-    return context.lazy("vault", build)
-
-
-def _open_vault_or_explain(context: AriesContext) -> Any:
-    """The vault of ``context``; without the project brain when only ``<root>/.aries`` cannot be written (a
-    read-only checkout), else an error naming the folder and the setting that moves it.
-
-    Not cached on failure: the next use tries again, so a folder made writable later is picked up.
-    """
-    from sqlalchemy.exc import SQLAlchemyError
-
-    from aries_kernel.vault import open_vault
-    from aries_kernel.vault.vault import AriesVault
-
-    failures = (OSError, SQLAlchemyError)
-    try:
-        return open_vault(context.root, config=context.config)
-    except failures as exc:
-        first = exc
-    folder = Path(os.environ.get("ARIES_VAULT") or AriesVault(config=context.config).path).expanduser()
-    try:
-        vault = open_vault(None, config=context.config)
-    except failures as exc:
-        raise VaultUnavailable(
-            f"The vault cannot be opened: its folder {folder} cannot be used ({exc}). Set ARIES_VAULT (or "
-            "c.AriesVault.path) to a writable folder in the kernel's environment; the rest of Aries works "
-            "without it."
-        ) from exc
-    context.problems["vault"] = (
-        f"The project brain is off: {context.root / '.aries'} cannot be written ({first}); notes go to the "
-        f"global vault at {folder} only (c.AriesVault.project_brain = False silences this)."
-    )
-    log.warning("%s", context.problems["vault"])
-    return vault
-
-
-class VaultUnavailable(RuntimeError):
-    """The vault's folder cannot be read or written; the message names it and the setting that moves it."""
-
-
-def _router(context: AriesContext) -> Any:
-    from aries_kernel.models import ModelRouter
-
-    return context.lazy("models", lambda ctx: ModelRouter(config=ctx.config))
-
-
-def _sub_questions(context: AriesContext, question: str) -> list[str]:
-    """``vault.explore``'s decomposition through the cheap slot, when that slot has a key to call with.
-
-    A local server (no key) is not assumed to be running, and a failed call costs only the decomposition:
-    exploring then stays deterministic.
-    """
-    from aries_kernel.models import ModelError
-    from aries_kernel.models.types import Message, ModelRequest
-
-    client = _router(context).client("cheap")
-    if client.key_status() != "set":
-        return []
-    request = ModelRequest([Message("user", _SUB_QUESTIONS.format(question=question))], max_tokens=300)
-    try:
-        reply = client.complete(request).message.content
-    except ModelError:
-        return []
-    return [line.strip(" -*0123456789.").strip() for line in reply.splitlines() if line.strip()][:4]
-
-
 def _rlm(context: AriesContext) -> Any:
     from aries_kernel.models.rlm import Rlm
 
-    return context.lazy("rlm", lambda ctx: Rlm(_router(ctx)))
+    return context.lazy("rlm", lambda ctx: Rlm(shared_models(ctx)))
 
 
 def install(shell: Any, root: str | None = None, index_delay: float = 0.0) -> AriesContext:
@@ -139,7 +60,7 @@ def install(shell: Any, root: str | None = None, index_delay: float = 0.0) -> Ar
         shell.events.register("post_run_cell", context.hooks["post_run_cell"])
     else:
         start_background_work()
-    namespace["vault"] = LazyName("vault", lambda: _open_vault(context), namespace, "persistent memory")
+    namespace["vault"] = LazyName("vault", lambda: shared_vault(context), namespace, "persistent memory")
 
     def rlm_call(question: str, context_text: str = "") -> str:
         """One focused sub-model call (bulk slot): no tools, answer as a string. See ``rlm_stats()``."""

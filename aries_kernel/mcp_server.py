@@ -76,9 +76,11 @@ class ReplBody:
     def vault(self) -> Any:
         """The vault of the root, opened on first use with its learning session begun."""
         if self._vault is None:
-            from aries_kernel.vault import open_vault
+            from aries_kernel.context import AriesContext
+            from aries_kernel.pillars import shared_vault
 
-            self._vault = open_vault(self.root)
+            # The kernel's factory: the same folders, URL, schema and decomposer (no shell, so no Jupyter config).
+            self._vault = shared_vault(AriesContext(None, root=self.root))
             self._vault.begin_session()
         return self._vault
 

@@ -9,15 +9,9 @@ from IPython.core.error import UsageError
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from aries_kernel.context import AriesContext
-from aries_kernel.vault import Vault, open_vault
+from aries_kernel.pillars import shared_vault as get_vault  # the one factory of the kernel's `vault`
 
 __all__ = ["get_vault", "vault_command", "vault_status"]
-
-
-def get_vault(context: AriesContext) -> Vault:
-    """The shell's vault, opened once (the same object the kernel names ``vault``)."""
-    vault: Vault = context.lazy("vault", lambda ctx: open_vault(ctx.root, config=ctx.config))
-    return vault
 
 
 @magic_arguments()

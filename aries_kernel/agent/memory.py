@@ -567,12 +567,12 @@ class MemoryHook(AgentHook):
         cheap calls' usage recorded in the agent's session."""
         context = agent.context
 
-        def shared_vault() -> Any:
-            from aries_kernel.vault import open_vault
+        def context_vault() -> Any:
+            from aries_kernel.pillars import shared_vault
 
             if context is None:
                 raise RuntimeError("the agent has no Aries context to find the vault in")
-            return context.lazy("vault", lambda ctx: open_vault(ctx.root, config=ctx.config))
+            return shared_vault(context)
 
         def usage(completion: mt.Completion) -> None:
             u = completion.usage
@@ -581,7 +581,7 @@ class MemoryHook(AgentHook):
             )
 
         feedback = MemoryFeedback(
-            vault or shared_vault,
+            vault or context_vault,
             lambda: agent.client("cheap"),
             settings=settings,
             config=getattr(context, "config", None),

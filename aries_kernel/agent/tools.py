@@ -77,9 +77,9 @@ class ToolEnv:
         """The vault of the context, opened on first use."""
         if self.context is None:
             raise ToolError("No vault is attached to this agent.")
-        from aries_kernel.vault import open_vault
+        from aries_kernel.pillars import shared_vault
 
-        return self.context.lazy("vault", lambda ctx: open_vault(ctx.root, config=ctx.config))
+        return shared_vault(self.context)
 
     def codebase(self) -> Any:
         """The code graph of the context."""
