@@ -60,9 +60,10 @@ __all__ = [
 
 FOLDERS = ("self", "notes", "inbox", "ops")
 MAX_NOTE_BYTES = 1024 * 1024
-MAX_TITLE_CHARS = 160
-# A file name is at most 255 bytes; the title also carries ".md" and, while written, a temp prefix and suffix.
-MAX_TITLE_BYTES = 200
+# A file name is at most 255 bytes on common file systems (ext4, XFS, btrfs, APFS), whatever the characters: a
+# title is cut in UTF-8 bytes, leaving room for ".md" and the " (n)" that the archive adds to a name already taken.
+MAX_FILE_NAME_BYTES = 255
+MAX_TITLE_BYTES = MAX_FILE_NAME_BYTES - len(".md") - len(" (99999)")
 # Front matter is a handful of keys: these caps keep a hostile one cheap to refuse (PyYAML's scanner is
 # quadratic in flow nesting, its composer and constructor recurse, and aliases multiply what a reader expands).
 MAX_FRONT_MATTER_BYTES = 64 * 1024
@@ -104,7 +105,8 @@ class Note:
 
 
 def sanitize_title(title: str) -> str:
-    """A file-name-safe title: path separators and control characters become ``-``, no leading dots.
+    """A file-name-safe title: path separators and control characters become ``-``, no leading dots, and at most
+    :data:`MAX_TITLE_BYTES` in UTF-8 (cut where a character ends, see :func:`_cut_utf8`).
 
     ``"../x"`` becomes ``"x"``, ``"a/b"`` becomes ``"a-b"``; an empty result raises :class:`NoteError`.
     """
@@ -116,13 +118,42 @@ def sanitize_title(title: str) -> str:
     parts = [p for p in cleaned.split("-") if not (p.strip() and set(p.strip()) == {"."})]
     cleaned = "-".join(parts)
     cleaned = re.sub(r"-{2,}", "-", cleaned).strip(" .-")
-    cleaned = cleaned[:MAX_TITLE_CHARS]
-    cleaned = cleaned.encode("utf-8")[:MAX_TITLE_BYTES].decode("utf-8", errors="ignore").rstrip(" .-")
+    cleaned = _cut_utf8(cleaned, MAX_TITLE_BYTES).rstrip(" .-")
     if not cleaned:
         raise NoteError(
             f"The title {title!r} is empty once path characters are removed; give the note a real title."
         )
     return cleaned
+
+
+_ZWJ = "\u200d"
+_REGIONAL_INDICATORS = "".join(map(chr, range(0x1F1E6, 0x1F200)))
+
+
+def _cut_utf8(text: str, limit: int) -> str:
+    """The longest prefix of ``text`` within ``limit`` UTF-8 bytes that ends where a reader sees a character end:
+    never inside a multi-byte character, nor before a combining mark, variation selector, skin-tone modifier or
+    tag, nor on either side of a zero-width joiner, nor between the two halves of a flag."""
+    if len(text.encode("utf-8")) <= limit:
+        return text
+    end = len(text.encode("utf-8")[:limit].decode("utf-8", errors="ignore"))
+    while end > 0 and (_extends(text[end]) or text[end - 1] == _ZWJ):
+        end -= 1
+    indicators = len(text[:end]) - len(text[:end].rstrip(_REGIONAL_INDICATORS))
+    return text[: end - indicators % 2]  # an odd run of regional indicators ends in half a flag
+
+
+def _extends(char: str) -> bool:
+    """Whether ``char`` belongs to the character before it (combining, joining, selecting or modifying it)."""
+    point = ord(char)
+    return (
+        unicodedata.category(char) in ("Mn", "Mc", "Me")
+        or char == _ZWJ
+        or 0xFE00 <= point <= 0xFE0F  # variation selectors (text or emoji presentation)
+        or 0x1F3FB <= point <= 0x1F3FF  # skin-tone modifiers
+        or 0xE0020 <= point <= 0xE007F  # tags (subdivision flags)
+        or 0xE0100 <= point <= 0xE01EF  # variation selectors supplement
+    )
 
 
 def title_key(title: str) -> str:
