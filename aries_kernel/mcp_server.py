@@ -279,9 +279,12 @@ def build_server(body: ReplBody, *, name: str = "aries") -> MCPServer:
         type: Annotated[str, Field(description="insight, decision, pattern, ...")] = "insight",
         project: Annotated[bool, Field(description="Save to the repository's project brain.")] = False,
     ) -> CallToolResult:
-        return _run(
-            body, lambda: body.vault().add(title, content, type=type, project=project), f"Saved {title!r}."
-        )
+        from aries_kernel.vault.provenance import Provenance
+
+        def add() -> Any:
+            return body.vault().add(title, content, type=type, project=project, provenance=Provenance("mcp"))
+
+        return _run(body, add, f"Saved {title!r}.")
 
     if body.kernel is not None:
         kernel = body.kernel

@@ -660,6 +660,7 @@ class Agent:
                 )
             if approved:
                 self._running_call = (call.id, started)
+                self.env.session_id, self.env.turn = session.id, turn  # the provenance of notes it writes
                 if tool.effect == "repl":
                     output, is_error, changed = self._run_repl(tool, call, turn)
                     if changed:

@@ -49,6 +49,7 @@ from aries_kernel.agent.loop import Agent, AgentHook
 from aries_kernel.models import types as mt
 from aries_kernel.models.tokens import estimate_text_tokens
 from aries_kernel.vault.notes import NoteError, parse_note
+from aries_kernel.vault.provenance import Provenance
 
 __all__ = [
     "PREFLIGHT_OPEN",
@@ -172,6 +173,7 @@ class MemoryFeedback:
         self._warm = _Warm()
         self._detector = EchoDetector()
         self.turn = 0
+        self.session_id = ""  # the agent session's id (set by MemoryHook): provenance of the notes written
         self.importance = 0
         self.offered: list[Offered] = []
         self._run_offered: dict[str, Offered] = {}  # offered at some turn of the current run, by title
@@ -397,6 +399,7 @@ class MemoryFeedback:
 
     def on_turn(self, tool_using: bool, history: Sequence[mt.Message] = ()) -> Saved | None:
         """Count a finished turn; past the threshold, reflect on ``history`` with the cheap slot and reset."""
+        turn = self.turn or None  # the turn that finished (0 outside a loop: unknown)
         self.turn += 1
         self.importance += self.settings.tool_turn_points if tool_using else self.settings.plain_turn_points
         if self.importance < self.settings.reflection_threshold:
@@ -412,7 +415,13 @@ class MemoryFeedback:
             if item is None or not item.get("title"):
                 saved = Saved("", "global", "skipped", "the cheap model found nothing durable to reflect on")
             else:
-                saved = self._save(str(item["title"]), str(item.get("content", "")), "insight", "global")
+                saved = self._save(
+                    str(item["title"]),
+                    str(item.get("content", "")),
+                    "insight",
+                    "global",
+                    Provenance("reflection", self.session_id, turn),
+                )
             self.reflections.append(saved)
             if saved.action in ("created", "merged"):
                 self._emit(ReflectionWritten(saved.title))
@@ -440,8 +449,9 @@ class MemoryFeedback:
                     continue
                 scope = "project" if str(item.get("scope", "")).lower() == "project" else "global"
                 kind = str(item.get("type") or "insight")
+                provenance = Provenance("compaction", self.session_id, self.turn or None)
                 self.extracted.append(
-                    self._save(str(item["title"]), str(item.get("content", "")), kind, scope)
+                    self._save(str(item["title"]), str(item.get("content", "")), kind, scope, provenance)
                 )
         titles = [s.title for s in self.extracted if s.action in ("created", "merged")]
         if titles:
@@ -461,9 +471,9 @@ class MemoryFeedback:
             self._on_usage(completion)
         return str(completion.message.content)
 
-    def _save(self, title: str, content: str, kind: str, where: str) -> Saved:
+    def _save(self, title: str, content: str, kind: str, where: str, provenance: Provenance) -> Saved:
         """Write a claim unless the vault already holds it: dropped when it adds nothing, merged when it adds
-        a little to its twin, created otherwise."""
+        a little to its twin, created otherwise; ``provenance`` says which step of the agent wrote it."""
         title = " ".join(title.split()).rstrip(".")
         if len(title.split()) < 3:
             return Saved(title, where, "skipped", f"{title!r} is a label, not a claim in prose")
@@ -479,9 +489,9 @@ class MemoryFeedback:
                 return Saved(row["title"], source, "dropped", f"adds nothing to [[{row['title']}]]")
             stamp = time.strftime("%Y-%m-%d", time.gmtime(self._clock()))
             merged = f"{row['body'].rstrip()}\n\nAdded {stamp}: {title}. {content.strip()}"
-            self._vault.add(row["title"], merged, kind, where=source)
+            self._vault.add(row["title"], merged, kind, where=source, provenance=provenance)
             return Saved(row["title"], source, "merged", f"merged into [[{row['title']}]]")
-        result = self._vault.add(title, content.strip() or title, kind, where=where)
+        result = self._vault.add(title, content.strip() or title, kind, where=where, provenance=provenance)
         if result.action != "created":
             return Saved(
                 result.title,
@@ -634,12 +644,14 @@ class MemoryHook(AgentHook):
     def after_turn(self, agent: Agent, turn: int, tools_used: int) -> Iterable[Event]:
         """Importance accounting and, at the threshold, a reflection."""
         history = agent.session.messages if agent.session is not None else []
+        self.feedback.session_id = agent.session.id if agent.session is not None else ""
         self.feedback.on_turn(tools_used > 0, history)
         return self._drain()
 
     def before_summarize(self, agent: Agent, older: list[mt.Message]) -> Iterable[Event]:
         """Compaction's extract step: save the durable items of ``older`` before it is summarized away; the
         summary names the notes saved."""
+        self.feedback.session_id = agent.session.id if agent.session is not None else ""
         agent.summary_notes.extend(self.feedback.extract_before_compaction(older))
         return self._drain()
 

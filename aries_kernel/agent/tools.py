@@ -72,6 +72,15 @@ class ToolEnv:
     todos: list[dict[str, str]] = field(default_factory=list)
     changed: set[Path] = field(default_factory=set)
     repl_runs: int = 0
+    # The agent session and turn of the call running (set by the loop): the provenance of the notes it writes.
+    session_id: str = ""
+    turn: int | None = None
+
+    def provenance(self) -> Any:
+        """The :class:`~aries_kernel.vault.provenance.Provenance` of a note this call writes (the agent's)."""
+        from aries_kernel.vault.provenance import Provenance
+
+        return Provenance("agent_tool", self.session_id, self.turn)
 
     def vault(self) -> Any:
         """The vault of the context, opened on first use."""
@@ -273,7 +282,10 @@ def repl(env: ToolEnv, code: str) -> str:
     if env.shell is None:
         raise ToolError("There is no kernel shell to run code in.")
     env.repl_runs += 1
-    return run_code(env.shell, code, env.repl_runs).as_text()
+    from aries_kernel.vault.provenance import acting
+
+    with acting(env.provenance()):  # a vault.add in the agent's code is the agent's, not the user's
+        return run_code(env.shell, code, env.repl_runs).as_text()
 
 
 # ---------------------------------------------------------------------------------------------------- files
@@ -904,7 +916,9 @@ def vault_warmth(env: ToolEnv, query: str = "", limit: int = 10) -> str:
     type="insight, decision, pattern, ...",
 )
 def vault_add(env: ToolEnv, title: str, content: str, type: str = "insight") -> str:
-    return _shown(env.vault().add(title, content, type=type), f"Saved {title!r}.")
+    return _shown(
+        env.vault().add(title, content, type=type, provenance=env.provenance()), f"Saved {title!r}."
+    )
 
 
 @tool(
@@ -918,7 +932,8 @@ def vault_add(env: ToolEnv, title: str, content: str, type: str = "insight") -> 
 def project_save(env: ToolEnv, title: str, content: str, type: str = "decision") -> str:
     rootfs.require_real_folders(env.root, ".aries/memory")  # a committed symlink would lead the write out
     return _shown(
-        env.vault().add(title, content, type=type, project=True), f"Saved {title!r} to the project brain."
+        env.vault().add(title, content, type=type, project=True, provenance=env.provenance()),
+        f"Saved {title!r} to the project brain.",
     )
 
 

@@ -63,6 +63,8 @@ from sqlalchemy.sql import Executable
 from aries_kernel.redact import redact
 from aries_kernel.vault import schema
 from aries_kernel.vault.notes import Note, normalize_title
+from aries_kernel.vault.provenance import Provenance
+from aries_kernel.vault.provenance import current as current_provenance
 from aries_kernel.vault.schema import (
     MIGRATIONS,
     access,
@@ -558,6 +560,8 @@ class VaultIndex:
             "size": note.size,
             "mtime_ns": note.mtime_ns,
             "author": str(meta.get("author") or self.user)[:200],
+            **_provenance_columns(Provenance.from_front_matter(meta)),
+            "superseded_by": str(meta.get("superseded_by") or "")[:400],
         }
         existing = conn.execute(select(notes.c.id).where(notes.c.path == note.path)).scalar()
         if existing is None:
@@ -582,12 +586,33 @@ class VaultIndex:
             conn.execute(delete(notes).where(notes.c.id == note_id))
 
     def audit(
-        self, conn: Connection, at: float, action: str, title: str, path: str, detail: str = ""
+        self,
+        conn: Connection,
+        at: float,
+        action: str,
+        title: str,
+        path: str,
+        detail: str = "",
+        *,
+        provenance: Provenance | None = None,
+        content_hash: str = "",
+        change: str = "",
     ) -> None:
-        """Append one line to the audit log, naming this index's user (every write to a note goes through)."""
+        """Append one line to the audit log, naming this index's user (every write to a note goes through) and
+        the write's provenance (default: :func:`.provenance.current`); an edit also gives the note's content
+        hash after it and what it changed."""
         conn.execute(
             audit.insert().values(
-                at=at, action=action, title=title, path=path, detail=detail, actor=self.user
+                at=at,
+                action=action,
+                title=title,
+                path=path,
+                detail=detail,
+                actor=self.user,
+                key=title.casefold(),
+                content_hash=content_hash,
+                change=change,
+                **_provenance_columns(provenance or current_provenance()),
             )
         )
 
@@ -817,6 +842,16 @@ class VaultIndex:
             )
 
         self.write(load)
+
+
+def _provenance_columns(provenance: Provenance) -> dict[str, Any]:
+    """The origin, session_id, turn and kernel columns of a note or audit row."""
+    return {
+        "origin": provenance.origin,
+        "session_id": provenance.session,
+        "turn": provenance.turn,
+        "kernel": provenance.kernel,
+    }
 
 
 def _insert(conn: Connection, table: Any) -> Any:

@@ -52,6 +52,7 @@ __all__ = [
     "parse_note",
     "parse_text",
     "read_note_bytes",
+    "remove_file",
     "render_note",
     "sanitize_title",
     "title_key",
@@ -491,6 +492,14 @@ def move_file(root: Path, src: str, dst: str) -> None:
     _parts(dst)
     with _confined(src):
         rootfs.move(root, src, dst, walked=True, follow_links=False)
+
+
+def remove_file(root: Path, rel: str) -> bool:
+    """Unlink ``root/rel`` (a final symlink itself, never its target) by its folder's handle; returns whether
+    something was there."""
+    _parts(rel)
+    with _confined(rel):
+        return rootfs.remove(root, rel, walked=True)
 
 
 def iter_note_files(root: Path) -> tuple[list[Path], list[tuple[str, str]]]:

@@ -40,6 +40,7 @@ __all__ = [
     "links",
     "migrate",
     "notes",
+    "purged",
     "q_values",
     "state",
 ]
@@ -55,7 +56,8 @@ notes = Table(
     Column("key", String), Column("norm", String), Column("folder", String), Column("type", String),
     Column("description", String), Column("body", String), Column("content_hash", String),
     Column("created", Double), Column("updated", Double), Column("size", BigInteger), Column("mtime_ns", BigInteger),
-    Column("author", String),
+    Column("author", String), Column("origin", String), Column("session_id", String), Column("turn", BigInteger),
+    Column("kernel", String), Column("superseded_by", String),
 )  # fmt: skip
 links = Table(
     "links", metadata, Column("src", BigInteger, primary_key=True), Column("target", String, primary_key=True)
@@ -86,6 +88,8 @@ audit = Table(
     "audit", metadata,
     Column("id", BigInteger, primary_key=True), Column("at", Double), Column("action", String),
     Column("title", String), Column("path", String), Column("detail", String), Column("actor", String),
+    Column("key", String), Column("origin", String), Column("session_id", String), Column("turn", BigInteger),
+    Column("kernel", String), Column("content_hash", String), Column("change", String),
 )  # fmt: skip
 archive = Table(
     "archive", metadata,
@@ -94,6 +98,9 @@ archive = Table(
     Column("restored_at", Double), Column("archived_by", String), Column("restored_by", String),
     Column("text", String),
 )  # fmt: skip
+# A team vault's record that a note was purged (by the SHA-256 of its path, never its title), so another
+# machine's mirror deletes its copy instead of indexing it again.
+purged = Table("purged", metadata, Column("path_hash", String, primary_key=True), Column("at", Double))
 _migrations = Table(
     "_vault_migrations", metadata, Column("name", String, primary_key=True), Column("applied_at", String)
 )
@@ -283,3 +290,22 @@ def m006_team(conn: Connection) -> None:
         )
         conn.exec_driver_sql(f"DROP TABLE {table}")
         conn.exec_driver_sql(f"ALTER TABLE {table}_v2 RENAME TO {table}")
+
+
+@migration
+def m007_provenance(conn: Connection) -> None:
+    """Where each note came from (origin, agent session and turn, kernel process) and which note supersedes it;
+    the same provenance on each audited edit, with the note's key, its content hash after the edit and what
+    changed. Notes from before count as the user's; audit lines from before have no recorded origin."""
+    for table in ("notes", "audit"):
+        origin = "user" if table == "notes" else ""
+        _ddl(conn, f"ALTER TABLE {table} ADD COLUMN origin TEXT NOT NULL DEFAULT '{origin}'")
+        _ddl(conn, f"ALTER TABLE {table} ADD COLUMN session_id TEXT NOT NULL DEFAULT ''")
+        _ddl(conn, f"ALTER TABLE {table} ADD COLUMN turn {{bigint}}")
+        _ddl(conn, f"ALTER TABLE {table} ADD COLUMN kernel TEXT NOT NULL DEFAULT ''")
+    _ddl(conn, "ALTER TABLE notes ADD COLUMN superseded_by TEXT NOT NULL DEFAULT ''")
+    for column in ("key", "content_hash", "change"):
+        _ddl(conn, f"ALTER TABLE audit ADD COLUMN {column} TEXT NOT NULL DEFAULT ''")
+    _ddl(conn, "CREATE INDEX audit_key ON audit (key)")
+    _ddl(conn, "CREATE INDEX notes_kernel ON notes (kernel)")
+    _ddl(conn, "CREATE TABLE purged (path_hash TEXT PRIMARY KEY, at {float} NOT NULL)")

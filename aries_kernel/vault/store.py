@@ -9,7 +9,10 @@ the index re-indexes the files whenever it had to be reopened or rebuilt (``Vaul
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
+import difflib
+import hashlib
 import math
 import re
 from collections.abc import Callable, Sequence
@@ -17,11 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import delete, func, or_, select, update
 from sqlalchemy.engine import Connection
 
 from aries_kernel.redact import redact
-from aries_kernel.vault.index import VaultIndex, query_terms
+from aries_kernel.vault.index import VaultIndex, _insert, query_terms
 from aries_kernel.vault.notes import (
     FOLDERS,
     MAX_NOTE_BYTES,
@@ -35,19 +38,36 @@ from aries_kernel.vault.notes import (
     not_a_file,
     note_exists,
     parse_note,
+    parse_text,
     read_note_bytes,
+    remove_file,
     render_note,
     sanitize_title,
     wiki_links,
 )
-from aries_kernel.vault.schema import archive, links, notes
+from aries_kernel.vault.provenance import Provenance
+from aries_kernel.vault.provenance import current as current_provenance
+from aries_kernel.vault.schema import (
+    access,
+    archive,
+    audit,
+    cooccurrence,
+    embeddings,
+    links,
+    notes,
+    purged,
+    q_values,
+)
 
 __all__ = ["AddResult", "NoteStore", "Skipped"]
 
 ARCHIVE_DIR = ".archive"
 _SYNC_ATTEMPTS = 5
 NEAR_DUPLICATE_JACCARD = 0.85
+_CHANGE_CHARS = 2000  # of an edit's diff kept in the audit log
+_DIFF_CHARS = 200_000  # bodies longer than this together are not diffed (difflib is quadratic at worst)
 _WORD = re.compile(r"\w+")
+_ARCHIVED_COPY = re.compile(r" \(\d+\)$")  # "Title (1)": a second archived copy (see _free_name)
 
 
 @dataclass(frozen=True)
@@ -209,6 +229,11 @@ class NoteStore:
                     n.content_hash,
                     n.mtime_ns,
                     n.author,
+                    n.origin,
+                    n.session_id,
+                    n.turn,
+                    n.kernel,
+                    n.superseded_by,
                 )
             )
         }
@@ -219,9 +244,11 @@ class NoteStore:
                 select(a.path, func.max(a.archived_at)).where(a.restored_at.is_(None)).group_by(a.path)
             )
         }
+        tombstones = {r[0]: float(r[1]) for r in self.index.rows(select(purged.c.path_hash, purged.c.at))}
         changed: list[Note] = []
         export: list[Any] = []
         aside: list[str] = []
+        gone: list[str] = []
         present: set[str] = set()
         files, unlisted = iter_note_files(self.root) if self.root.is_dir() else ([], [])
         skipped = [Skipped(self.source, rel, reason) for rel, reason in unlisted]
@@ -250,6 +277,8 @@ class NoteStore:
                     continue
                 if row is None and forgotten.get(rel, -math.inf) >= note.mtime_ns / 1e9:
                     aside.append(rel)
+                elif row is None and tombstones.get(_path_hash(rel), -math.inf) >= note.mtime_ns / 1e9:
+                    gone.append(rel)  # purged elsewhere: this machine's copy goes too
                 elif row is None or note.mtime_ns > row.mtime_ns:
                     changed.append(note)
                 else:
@@ -266,11 +295,17 @@ class NoteStore:
         for row in export:
             iso = _dt.datetime.fromtimestamp(row.created, _dt.UTC).isoformat(timespec="seconds")
             meta = {"description": row.description, "type": row.type, "created": iso, "author": row.author}
+            meta.update(Provenance(row.origin, row.session_id, row.turn, row.kernel).front_matter())
+            if row.superseded_by:
+                meta["superseded_by"] = row.superseded_by
             info = atomic_write(self.root, row.path, render_note(meta, row.body))
             self._seen[row.path] = (info.st_mtime_ns, info.st_size, row.content_hash)
         for rel in aside:
             move_file(self.root, rel, _free_name(self.root, f"{ARCHIVE_DIR}/{rel}"))
-        return len(changed) + len(export), len(aside)
+        for rel in gone:
+            remove_file(self.root, rel)
+            self._seen.pop(rel, None)
+        return len(changed) + len(export), len(aside) + len(gone)
 
     def _apply_shared(self, conn: Connection, changed: Sequence[Note]) -> None:
         n = notes.c
@@ -305,7 +340,17 @@ class NoteStore:
         n = notes.c
         return self.index.first(
             select(
-                n.id, n.title, n.key, n.path, n.folder, n.type, n.description, n.body, n.created, n.updated
+                n.id,
+                n.title,
+                n.key,
+                n.path,
+                n.folder,
+                n.type,
+                n.description,
+                n.body,
+                n.created,
+                n.updated,
+                n.superseded_by,
             )
             .where(n.key == key)
             .order_by(n.path)
@@ -321,9 +366,12 @@ class NoteStore:
         type: str = "insight",
         folder: str = "inbox",
         project: str | None = None,
+        provenance: Provenance | None = None,
     ) -> AddResult:
         """Write a new note, or update the near-duplicate that already exists (same title or same content)."""
-        return self.add_many([(title, content, type)], folder=folder, project=project)[0]
+        return self.add_many([(title, content, type)], folder=folder, project=project, provenance=provenance)[
+            0
+        ]
 
     def add_many(
         self,
@@ -332,11 +380,15 @@ class NoteStore:
         project: str | None = None,
         created: Sequence[float] | None = None,
         near_duplicates: bool = True,
+        provenance: Provenance | None = None,
     ) -> list[AddResult]:
         """Add many ``(title, content, type)`` notes in one transaction: the bulk path (benchmarks, imports).
 
         ``near_duplicates=False`` keeps the exact title/content duplicate check but skips the BM25 search for
-        similar content, which dominates the cost of building a very large vault."""
+        similar content, which dominates the cost of building a very large vault. ``provenance`` says who
+        writes (default: :func:`.provenance.current`); a new note keeps it in its front matter, every edit in
+        the audit log."""
+        who = provenance or current_provenance()
         if folder not in FOLDERS:
             raise NoteError(f"Unknown folder {folder!r}; notes go to one of {', '.join(FOLDERS)}.")
         # Secrets never reach the file, its name or the index: redacted before anything is written.
@@ -350,7 +402,7 @@ class NoteStore:
 
         def work(conn: Connection) -> list[AddResult]:
             results = [
-                self._add_one(conn, title, body, kind, folder, project, moment, near_duplicates)
+                self._add_one(conn, title, body, kind, folder, project, moment, near_duplicates, who)
                 for (title, body, kind), moment in zip(prepared, moments, strict=False)
             ]
             if any(r.action != "unchanged" for r in results):
@@ -368,14 +420,26 @@ class NoteStore:
         folder: str,
         project: str | None,
         created: float,
-        near_duplicates: bool = True,
+        near_duplicates: bool,
+        provenance: Provenance,
     ) -> AddResult:
         twin = self._duplicate(conn, title, body, near_duplicates)
         if twin is not None:
             if twin["body"].strip() == body:
                 return AddResult(twin["title"], self.source, twin["path"], "unchanged", twin["title"])
+            # The note keeps where it came from; this edit's provenance goes to the audit log.
             kept = self._meta_of(twin["path"]) or {"type": kind}
-            self._write(conn, twin["title"], twin["path"], kept, body, twin["created"], "update")
+            self._write(
+                conn,
+                twin["title"],
+                twin["path"],
+                kept,
+                body,
+                twin["created"],
+                "update",
+                provenance,
+                twin["body"],
+            )
             return AddResult(twin["title"], self.source, twin["path"], "updated", twin["title"])
         rel = f"{folder}/{title}.md"
         if note_exists(self.root, rel):
@@ -391,10 +455,11 @@ class NoteStore:
             "type": kind,
             "created": iso,
             "author": self.index.user,
+            **provenance.front_matter(),
         }
         if project:
             meta["project"] = project
-        self._write(conn, title, rel, meta, body, created, "add")
+        self._write(conn, title, rel, meta, body, created, "add", provenance)
         return AddResult(title, self.source, rel, "created")
 
     def _write(
@@ -406,6 +471,9 @@ class NoteStore:
         body: str,
         created: float,
         action: str,
+        provenance: Provenance,
+        before: str = "",
+        detail: str | None = None,
     ) -> None:
         stat = atomic_write(self.root, rel, render_note(meta, body))
         note = Note(
@@ -419,7 +487,17 @@ class NoteStore:
             stat.st_mtime_ns,
         )
         self.index.upsert_note(conn, note, created, self.clock())
-        self.index.audit(conn, self.clock(), action, title, rel, f"{len(body)} chars")
+        self.index.audit(
+            conn,
+            self.clock(),
+            action,
+            title,
+            rel,
+            f"{len(body)} chars" if detail is None else detail,
+            provenance=provenance,
+            content_hash=note.content_hash,
+            change=describe_change(before, body),
+        )
 
     def _meta_of(self, rel: str) -> dict[str, Any] | None:
         try:
@@ -528,24 +606,168 @@ class NoteStore:
 
         return self.index.write(work)
 
-    def _archived_on_disk(self, key: str) -> dict[str, Any] | None:
+    def update_front_matter(self, title: str, changes: dict[str, Any], action: str, detail: str) -> None:
+        """Set (or, for a value of None, remove) front-matter keys of the note titled ``title``, keeping its body;
+        audited as ``action`` with ``detail``."""
+        row = self.find(title)
+        if row is None:
+            raise KeyError(f"No note titled {title!r} in the {self.source} vault.")
+        try:
+            note = parse_note(self.root, self.root / row["path"])
+            meta, body = dict(note.meta), note.body
+        except (NoteError, OSError):  # a team vault's note this machine has no copy of yet
+            meta, body = {"description": row["description"], "type": row["type"]}, row["body"]
+        for name, value in changes.items():
+            if value is None:
+                meta.pop(name, None)
+            else:
+                meta[name] = value
+        who = current_provenance()
+
+        def work(conn: Connection) -> None:
+            self._write(
+                conn, row["title"], row["path"], meta, body, row["created"], action, who, body, detail
+            )
+            VaultIndex.bump(conn)  # a superseded note leaves retrieval: the corpus is read again
+
+        self.index.write(work)
+
+    def purge(self, title: str, dry_run: bool = False) -> list[tuple[str, str, int]]:
+        """Remove every note titled ``title`` (live or archived) for good: its files, archived copies, index
+        rows, links, learned state of every user, embeddings of each of its versions, and the audit lines
+        about it (one ``purge`` line naming no note says it happened). Returns ``(what, item, rows)`` per thing
+        removed, or that would be with ``dry_run`` (which changes nothing)."""
+        key = sanitize_title(title).casefold()
+
+        def work(conn: Connection) -> list[tuple[str, str, int]]:
+            return self._purge(conn, key, apply=not dry_run)
+
+        return self.index.read(work) if dry_run else self.index.write(work)
+
+    def _purge(self, conn: Connection, key: str, apply: bool) -> list[tuple[str, str, int]]:
+        n, a, au, e = notes.c, archive.c, audit.c, embeddings.c
+        found: list[tuple[str, str, int]] = []
+        rows = conn.execute(select(n.id, n.title, n.path, n.content_hash).where(n.key == key)).all()
+        kept = conn.execute(select(a.id, a.title, a.path, a.archived_path, a.text).where(a.key == key)).all()
+        on_disk = self._archived_on_disk(key, every=True)
+        titles = {r.title for r in rows} | {r.title for r in kept} | {r["title"] for r in on_disk}
+        if not titles:
+            return []
+        files = [r.path for r in rows if note_exists(self.root, r.path)]
+        archived = sorted({r.archived_path for r in kept} | {r["archived_path"] for r in on_disk})
+        archived = [rel for rel in archived if note_exists(self.root, rel)]
+        hashes = {r.content_hash for r in rows}
+        hashes.update(
+            conn.execute(select(au.content_hash).where(au.key == key, au.content_hash != "")).scalars()
+        )
+        for r in kept:
+            with contextlib.suppress(NoteError):
+                hashes.add(content_hash(f"{r.title}\n{parse_text(r.text, r.archived_path)[1].strip()}"))
+        others = {h for h in conn.execute(select(n.content_hash).where(n.key != key)).scalars()} & hashes
+        hashes -= others
+        uid = f"{self.source}:{key}"
+        paths = {r.path for r in rows} | {r.path for r in kept} | set(archived)
+        mentions = [au.key == key, au.path.in_(sorted(paths))]
+        mentions += [au.title == t for t in titles] + [
+            au.detail.contains(f"[[{t}]]", autoescape=True) for t in titles
+        ]
+        tables = [
+            ("notes row", notes, n.key == key),
+            ("links", links, links.c.src.in_([r.id for r in rows])),
+            ("archive row", archive, a.key == key),
+            ("q_values", q_values, q_values.c.key == key),
+            ("access", access, access.c.key == key),
+            ("cooccurrence", cooccurrence, (cooccurrence.c.a == uid) | (cooccurrence.c.b == uid)),
+            ("embeddings", embeddings, e.content_hash.in_(sorted(hashes))),
+            ("audit", audit, or_(*mentions)),
+        ]
+        found += [("file", rel, 1) for rel in files] + [("archived file", rel, 1) for rel in archived]
+        for what, table, where in tables:
+            count = int(conn.execute(select(func.count()).select_from(table).where(where)).scalar_one())
+            if count:
+                found.append((what, self.source, count))
+        if not apply:
+            return found
+        if conn.dialect.name == "sqlite":
+            # Deleted rows are zeroed in the file, not left in its free pages.
+            conn.exec_driver_sql("PRAGMA secure_delete = ON")
+        for rel in files + archived:
+            remove_file(self.root, rel)
+            self._seen.pop(rel, None)
+        for _, table, where in tables:
+            conn.execute(delete(table).where(where))
+        if conn.dialect.name == "sqlite":
+            # FTS5 keeps a deleted note's terms in its older segments until they are merged.
+            conn.exec_driver_sql("INSERT INTO notes_fts (notes_fts) VALUES ('optimize')")
+        elif paths:
+            stmt = _insert(conn, purged)
+            conn.execute(
+                stmt.on_conflict_do_update(index_elements=["path_hash"], set_={"at": stmt.excluded.at}),
+                [{"path_hash": _path_hash(rel), "at": self.clock()} for rel in sorted(paths)],
+            )
+        VaultIndex.bump(conn)
+        removed = sum(count for _, _, count in found)
+        self.index.audit(conn, self.clock(), "purge", "", "", f"a note purged: {removed} files and rows")
+        return found
+
+    def drop_cooccurrence(self, uid: str, dry_run: bool = False) -> int:
+        """Remove (or, with ``dry_run``, count) every user's co-occurrence rows naming ``uid`` on either side."""
+        c = cooccurrence.c
+        where = (c.a == uid) | (c.b == uid)
+
+        def work(conn: Connection) -> int:
+            count = int(
+                conn.execute(select(func.count()).select_from(cooccurrence).where(where)).scalar_one()
+            )
+            if count and not dry_run:
+                conn.execute(delete(cooccurrence).where(where))
+            return count
+
+        return self.index.read(work) if dry_run else self.index.write(work)
+
+    def _archived_on_disk(self, key: str, every: bool = False) -> Any:
         # The archive table lives in the index; if the index was rebuilt, the archive folder still knows.
         archive = self.root / ARCHIVE_DIR
         if not archive.is_dir():
-            return None
+            return [] if every else None
         files, _ = iter_note_files(archive)
-        named = [path for path in files if path.suffix == ".md" and path.stem.casefold() == key]
-        if not named:
+        # "Title (1).md" is a second archived copy of "Title" (see _free_name).
+        named = [
+            path
+            for path in files
+            if path.suffix == ".md" and _ARCHIVED_COPY.sub("", path.stem).casefold() == key
+        ]
+        found = [
+            {
+                "id": None,
+                "title": _ARCHIVED_COPY.sub("", path.stem),
+                "path": rel.removeprefix(f"{ARCHIVE_DIR}/"),
+                "archived_path": rel,
+                "text": "",
+            }
+            for path, rel in ((path, path.relative_to(self.root).as_posix()) for path in named)
+        ]
+        if every:
+            return found
+        exact = [f for f in found if PurePosixPath(f["archived_path"]).stem == f["title"]]
+        if not exact:
             return None
-        path = max(named, key=lambda p: p.lstat().st_mtime)  # the most recently archived
-        rel = path.relative_to(self.root).as_posix()
-        return {
-            "id": None,
-            "title": path.stem,
-            "path": rel.removeprefix(f"{ARCHIVE_DIR}/"),
-            "archived_path": rel,
-            "text": "",
-        }
+        return max(exact, key=lambda f: (self.root / f["archived_path"]).lstat().st_mtime)  # the latest
+
+
+def describe_change(before: str, after: str) -> str:
+    """What an edit changed, as the removed (``-``) and added (``+``) lines of a unified diff without context,
+    cut to :data:`_CHANGE_CHARS`; only the sizes for bodies too long to diff cheaply."""
+    if len(before) + len(after) > _DIFF_CHARS:
+        return f"{len(before):,} -> {len(after):,} chars (too long to diff)"
+    lines = difflib.unified_diff(before.splitlines(), after.splitlines(), n=0, lineterm="")
+    changed = [line for line in lines if line[:1] in "+-" and not line.startswith(("+++", "---"))]
+    text = "\n".join(changed)
+    return text if len(text) <= _CHANGE_CHARS else text[: _CHANGE_CHARS - 3] + "..."
+
+
+def _path_hash(rel: str) -> str:
+    return hashlib.sha256(rel.encode("utf-8")).hexdigest()
 
 
 def _read_text(root: Path, rel: str) -> str | None:

@@ -26,9 +26,11 @@ from sqlalchemy import func, select
 from traitlets import Bool, Dict, Int, Unicode
 from traitlets.config import Configurable
 
-from aries_kernel.vault import learning, ranking
+from aries_kernel.vault import learning, provenance, ranking
 from aries_kernel.vault.embeddings import Embedder, make_embedder
 from aries_kernel.vault.index import query_terms
+from aries_kernel.vault.notes import NoteError, parse_note, sanitize_title
+from aries_kernel.vault.provenance import Provenance
 from aries_kernel.vault.schema import archive, audit, links, notes
 from aries_kernel.vault.store import AddResult, NoteStore
 
@@ -46,6 +48,9 @@ _WORD = re.compile(r"\w+")
 _EMBED_CHARS = 4000
 _COOC_SEEDS = 5
 _COOC_WEIGHT = 0.5
+_PURGED = "a purged note"  # superseded_by of a note whose successor was purged: it stays out of retrieval
+_UNLINKED = "supersede link to a purged note removed"
+_HISTORY_COLUMNS = ("at", "source", "action", "actor", "origin", "session", "turn", "kernel", "detail")
 
 
 class AriesVault(Configurable):
@@ -101,6 +106,7 @@ class _Corpus:
     types: list[str]
     paths: list[str]
     created: np.ndarray
+    superseded: np.ndarray  # True for a note another supersedes: kept and readable, left out of retrieval
     position: dict[tuple[int, int], int]
     by_uid: dict[str, int]
     vectors: np.ndarray
@@ -230,6 +236,7 @@ class Vault:
         types: list[str] = []
         paths: list[str] = []
         created: list[float] = []
+        superseded: list[bool] = []
         hashes: list[str] = []
         raw_links: list[tuple[int, int, str]] = []
         for s in range(len(self.stores)):
@@ -244,6 +251,7 @@ class Vault:
                 paths.append(r[5])
                 created.append(float(r[6]))
                 hashes.append(r[7])
+                superseded.append(bool(r[8]))
             raw_links.extend((s, int(src), target) for src, target in links)
         position = {(s, i): n for n, (s, i) in enumerate(zip(store_col, ids, strict=False))}
         by_uid: dict[str, int] = {}
@@ -276,6 +284,7 @@ class Vault:
             types=types,
             paths=paths,
             created=np.asarray(created, dtype=float),
+            superseded=np.asarray(superseded, dtype=bool),
             position=position,
             by_uid=by_uid,
             vectors=vectors,
@@ -292,7 +301,9 @@ class Vault:
         index = self.stores[s].index
         n = notes.c
         rows = index.rows(
-            select(n.id, n.title, n.key, n.folder, n.type, n.path, n.created, n.content_hash).order_by(n.id)
+            select(
+                n.id, n.title, n.key, n.folder, n.type, n.path, n.created, n.content_hash, n.superseded_by
+            ).order_by(n.id)
         )
         edges = index.rows(select(links.c.src, links.c.target))
         self._store_rows[s] = (generation, rows, edges)
@@ -354,11 +365,13 @@ class Vault:
         signals: Sequence[str] | None = None,
         rerank: bool = True,
         record: bool = True,
+        superseded: bool = False,
     ) -> pd.DataFrame:
         """Notes for ``query`` by weighted RRF (k=60) of semantic, BM25, PageRank and warmth, then Q-value
         reranking and co-occurrence personalized PageRank. ``signals`` fuses only those named (e.g.
         ``["bm25"]`` to see one signal alone); ``rerank=False`` skips the learned stages; ``record=False``
-        keeps the rows out of the session's exposures (for a query whose rows nobody is shown)."""
+        keeps the rows out of the session's exposures (for a query whose rows nobody is shown);
+        ``superseded=True`` also ranks notes another note supersedes (:meth:`supersede`), left out otherwise."""
         _check_query(query)
         chosen = list(signals) if signals is not None else list(SIGNALS)
         unknown = [s for s in chosen if s not in SIGNALS]
@@ -367,7 +380,7 @@ class Vault:
         corpus = self._corpus()
         if len(corpus) == 0:
             return pd.DataFrame(columns=RANKED_COLUMNS)
-        sims, top, bm25 = self._candidates(corpus, query)
+        sims, top, bm25 = self._candidates(corpus, query, superseded)
         candidates = list(dict.fromkeys([*bm25, *top]))
         table = self._signal_table(corpus, candidates, sims, bm25)
         rankings = {
@@ -377,26 +390,33 @@ class Vault:
         scores = {n: fused.get(n, 0.0) for n in candidates}
         if rerank:
             scores = self._learned_rerank(corpus, scores, table, sims, bm25)
+            if not superseded:  # co-occurrence may bring in a superseded note
+                scores = {n: v for n, v in scores.items() if not corpus.superseded[n]}
         order = sorted(scores, key=lambda n: (-scores[n], n))[:limit]
         frame = self._frame(corpus, order, scores, table, query)
         if record:
             self._record(query, corpus, order)
         return frame
 
-    def _candidates(self, corpus: _Corpus, query: str) -> tuple[np.ndarray, list[int], dict[int, float]]:
-        """Cosine similarity to every note, the ``pool`` most similar, and the ``pool`` best BM25 matches."""
+    def _candidates(
+        self, corpus: _Corpus, query: str, superseded: bool = False
+    ) -> tuple[np.ndarray, list[int], dict[int, float]]:
+        """Cosine similarity to every note, the ``pool`` most similar, and the ``pool`` best BM25 matches;
+        superseded notes only with ``superseded=True``."""
         qvec = self.embedder.embed([query])[0]
         sims = corpus.vectors @ qvec
+        hidden = np.zeros(len(sims), dtype=bool) if superseded else corpus.superseded
+        pick = np.where(hidden, -np.inf, sims)
         take = min(self.pool, len(sims))
-        top = np.argpartition(-sims, take - 1)[:take] if take < len(sims) else np.arange(len(sims))
+        top = np.argpartition(-pick, take - 1)[:take] if take < len(sims) else np.arange(len(sims))
         bm25: dict[int, float] = {}
         terms = query_terms(query)
         for s, store in enumerate(self.stores):
             for note_id, score in store.index.bm25(terms, self.pool):
                 n = corpus.position.get((s, note_id))
-                if n is not None:
+                if n is not None and not hidden[n]:
                     bm25[n] = score
-        return sims, [int(n) for n in top], bm25
+        return sims, [int(n) for n in top if not hidden[n]], bm25
 
     def _signal_table(
         self, corpus: _Corpus, candidates: Sequence[int], sims: np.ndarray, bm25: dict[int, float]
@@ -546,7 +566,8 @@ class Vault:
     def query_important(self, limit: int = 10) -> pd.DataFrame:
         """Notes by PageRank authority over the wiki-link graph, with in- and out-degree."""
         corpus = self._corpus()
-        order = [int(n) for n in np.argsort(-corpus.pagerank, kind="stable")[:limit]] if len(corpus) else []
+        ranked = [int(n) for n in np.argsort(-corpus.pagerank, kind="stable") if not corpus.superseded[n]]
+        order = ranked[:limit]
         frame = self._frame(corpus, order, {n: float(corpus.pagerank[n]) for n in order}, {}, None)
         frame.insert(3, "in_degree", [corpus.graph.in_degree(n) for n in order])
         frame.insert(4, "out_degree", [corpus.graph.out_degree(n) for n in order])
@@ -566,6 +587,7 @@ class Vault:
             nodes = set(bm25) | set(top)
         else:
             nodes = set(range(len(corpus)))
+        nodes = {n for n in nodes if not corpus.superseded[n]}
         around = set(nodes)
         for n in nodes:
             around.update(corpus.neighbours[n])
@@ -603,7 +625,8 @@ class Vault:
         undirected.add_edges_from([(a, b, 1.0) for a, nbrs in enumerate(corpus.neighbours) for b in nbrs])
         ppr = ranking.personalized_pagerank(undirected, seeds) or dict(seeds)
         hops = _hops(corpus.neighbours, seeds, depth)
-        order = sorted((n for n in ppr if n in hops), key=lambda n: (-ppr[n], n))[:limit]
+        shown = (n for n in ppr if n in hops and not corpus.superseded[n])
+        order = sorted(shown, key=lambda n: (-ppr[n], n))[:limit]
         frame = self._frame(corpus, order, {n: ppr[n] for n in order}, {}, query)
         frame["seed"] = [n in seeds for n in order]
         frame["hops"] = [hops[n] for n in order]
@@ -650,12 +673,16 @@ class Vault:
         project: bool = False,
         where: str | None = None,
         folder: str = "inbox",
+        provenance: Provenance | None = None,
     ) -> AddResult:
         """Capture a note (the title is a prose claim) into ``inbox/`` of the global vault, or of the project
         brain with ``project=True`` / ``where="project"``. A near-duplicate title or content updates the
-        existing note instead of writing a twin."""
+        existing note instead of writing a twin. ``provenance`` says who writes (default: the user, or the
+        agent inside its Repl code); :meth:`history` shows it."""
         store = self._store("project" if project else where)
-        return store.add(title, content, type, folder=folder, project=self.project_name)
+        return store.add(
+            title, content, type, folder=folder, project=self.project_name, provenance=provenance
+        )
 
     def add_many(
         self,
@@ -665,11 +692,17 @@ class Vault:
         folder: str = "inbox",
         created: Sequence[float] | None = None,
         near_duplicates: bool = True,
+        provenance: Provenance | None = None,
     ) -> list[AddResult]:
         """Bulk capture of ``(title, content, type)`` in one transaction (imports, benchmarks); see
-        :meth:`NoteStore.add_many` for ``near_duplicates``."""
+        :meth:`NoteStore.add_many` for ``near_duplicates`` and ``provenance``."""
         return self._store(where).add_many(
-            items, folder=folder, project=self.project_name, created=created, near_duplicates=near_duplicates
+            items,
+            folder=folder,
+            project=self.project_name,
+            created=created,
+            near_duplicates=near_duplicates,
+            provenance=provenance,
         )
 
     def read(self, title: str, where: str | None = None) -> NoteText:
@@ -680,10 +713,165 @@ class Vault:
         store.index.write(lambda c: store.index.record_access(c, row["key"], self.clock(), "read"))
         return text
 
-    def forget(self, title: str, where: str | None = None) -> str:
-        """Soft-delete: move the note to the vault's ``.archive/`` folder; :meth:`restore` brings it back."""
-        store, row = self._locate(title, where)
-        return store.forget(row["title"])
+    def forget(
+        self, title: str, where: str | None = None, *, purge: bool = False, dry_run: bool = False
+    ) -> Any:
+        """Soft-delete: move the note to the vault's ``.archive/`` folder (returns its archived path);
+        :meth:`restore` brings it back.
+
+        ``purge=True`` removes the note (live or already archived) for good instead: its file and archived
+        copies, index rows and links, every user's Q-values, accesses and co-occurrence rows on both sides,
+        the embeddings of each of its versions and the audit lines about it. It returns a DataFrame (source,
+        what, item, rows) of what went; with ``dry_run=True`` of what would go, changing nothing. Wiki-links
+        to it in other notes stay (they are those notes' text); a note it superseded stays superseded."""
+        if not purge:
+            if dry_run:
+                raise ValueError("dry_run=True lists what a purge removes: give purge=True with it.")
+            store, row = self._locate(title, where)
+            return store.forget(row["title"])
+        return self._purge(title, where, dry_run)
+
+    def _purge(self, title: str, where: str | None, dry_run: bool) -> pd.DataFrame:
+        columns = ["source", "what", "item", "rows"]
+        rows: list[tuple[str, str, str, int]] = []
+        key = sanitize_title(title).casefold()
+        for store in [self._store(where)] if where else self.stores:
+            successor = store.find(title)
+            successor_title = (successor or {}).get("superseded_by", "")
+            found = store.purge(title, dry_run=dry_run)
+            if not found:
+                continue
+            rows += [(store.source, what, item, count) for what, item, count in found]
+            # A pair with a project note lives in the project brain's index: both sides go, wherever kept.
+            uid = f"{store.source}:{key}"
+            for other in self.stores:
+                if other is not store:
+                    count = other.drop_cooccurrence(uid, dry_run=dry_run)
+                    if count:
+                        rows.append((other.source, "cooccurrence", other.source, count))
+            rows += self._unlink_supersession(key, successor_title, dry_run)
+        if not rows:
+            raise KeyError(f"No note or archived note titled {title!r} in the vault.")
+        return pd.DataFrame(rows, columns=columns)
+
+    def _unlink_supersession(
+        self, key: str, successor: str, dry_run: bool
+    ) -> list[tuple[str, str, str, int]]:
+        """Take a purged note's title out of the supersede fields of the notes linked with it: one it
+        superseded stays superseded (by "a purged note"), its ``successor`` no longer lists it."""
+        out: list[tuple[str, str, str, int]] = []
+        for store in self.stores:
+            n = notes.c
+            linked = store.index.rows(select(n.title, n.superseded_by).where(n.superseded_by != ""))
+            changes: dict[str, dict[str, Any]] = {
+                title: {"superseded_by": _PURGED} for title, by in linked if by.casefold() == key
+            }
+            if successor and store.find(successor) is not None:
+                listed = _supersedes(store, successor)
+                if any(t.casefold() == key for t in listed):
+                    rest = [t for t in listed if t.casefold() != key]
+                    changes.setdefault(successor, {})["supersedes"] = rest or None
+            for title, change in changes.items():
+                out.append((store.source, "front matter", title, 1))
+                if not dry_run:
+                    store.update_front_matter(title, change, "update", _UNLINKED)
+        return out
+
+    def supersede(self, old: str, new: str, where: str | None = None) -> str:
+        """Mark the note ``old`` as replaced by the note ``new``: ``old`` stays (readable with :meth:`read`, in
+        :meth:`history`) but leaves retrieval (``query_ranked(..., superseded=True)`` still finds it); the two
+        are linked both ways in front matter (``superseded_by`` on the old, ``supersedes`` on the new), and
+        the audit log records both sides."""
+        old_store, old_row = self._locate(old, where)
+        new_store, new_row = self._locate(new, where)
+        if old_store is new_store and old_row["key"] == new_row["key"]:
+            raise ValueError(f"A note cannot supersede itself ({old!r}).")
+        if new_row["key"] in {t.casefold() for t in self._superseded_chain(old_row["title"])}:
+            raise ValueError(f"{new!r} is already superseded by {old!r}; supersede the other way round.")
+        old_title, new_title = old_row["title"], new_row["title"]
+        old_store.update_front_matter(
+            old_title, {"superseded_by": new_title}, "supersede", f"superseded by [[{new_title}]]"
+        )
+        listed = _supersedes(new_store, new_title)
+        if old_title not in listed:
+            new_store.update_front_matter(
+                new_title, {"supersedes": [*listed, old_title]}, "supersede", f"supersedes [[{old_title}]]"
+            )
+        return f"[[{old_title}]] is superseded by [[{new_title}]] (kept, left out of retrieval)."
+
+    def _superseded_chain(self, title: str) -> list[str]:
+        """The notes that ``title`` superseded, directly or through others (to refuse a cycle)."""
+        seen: list[str] = []
+        todo = [title]
+        while todo:
+            current = todo.pop()
+            for store in self.stores:
+                for t in _supersedes(store, current):
+                    if t not in seen:
+                        seen.append(t)
+                        todo.append(t)
+        return seen
+
+    def history(self, title: str, where: str | None = None) -> pd.DataFrame:
+        """Every audited edit of the note titled ``title`` (live, archived or superseded), oldest first: when,
+        source, action, actor (who), origin, session and turn of the agent when it was the agent, kernel,
+        detail and change (the lines removed ``-`` and added ``+``)."""
+        columns = [*_HISTORY_COLUMNS, "change"]
+        key = sanitize_title(title).casefold()
+        a = audit.c
+        frames = []
+        for store in [self._store(where)] if where else self.stores:
+            rows = store.index.rows(
+                select(a.at, a.action, a.actor, a.origin, a.session_id, a.turn, a.kernel, a.detail, a.change)
+                .where((a.key == key) | ((a.key == "") & (func.lower(a.title) == key)))
+                .order_by(a.id)
+            )
+            frame = pd.DataFrame([(r[0], store.source, *r[1:]) for r in rows], columns=columns)
+            frames.append(frame)
+        result = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
+        if len(result) == 0 and not any(store.find(title) for store in self.stores):
+            raise KeyError(f"No note titled {title!r} and no edit of one in the vault.")
+        result["turn"] = result["turn"].astype("Int64")
+        result = result.sort_values("at", kind="stable").reset_index(drop=True)
+        result["at"] = pd.to_datetime(result["at"], unit="s", utc=True)
+        return result
+
+    def agent_notes(self, kernel: str | None = provenance.KERNEL) -> pd.DataFrame:
+        """What the agent itself wrote (VaultAdd and ProjectSave, Repl code, reflection, compaction's extract)
+        in the kernel process ``kernel`` (default: this one; None: any), one row per note still in the vault:
+        title, source, wrote (``created`` or ``edited``: an edit of a note it did not create), origin, session,
+        turn, at (the last such write) and path."""
+        columns = ["title", "source", "wrote", "origin", "session", "turn", "at", "path"]
+        out = []
+        a, n = audit.c, notes.c
+        for store in self.stores:
+            where = [a.origin.in_(provenance.AGENT_ORIGINS), a.action.in_(["add", "update"])]
+            if kernel is not None:
+                where.append(a.kernel == kernel)
+            writes = store.index.rows(
+                select(a.key, a.action, a.origin, a.session_id, a.turn, a.at).where(*where).order_by(a.id)
+            )
+            by_key: dict[str, list[Any]] = {}
+            for w in writes:
+                by_key.setdefault(w[0], []).append(w)
+            if not by_key:
+                continue
+            live = {
+                r[0]: r
+                for r in store.index.rows(select(n.key, n.title, n.path).where(n.key.in_(sorted(by_key))))
+            }
+            for key, ws in by_key.items():
+                if key not in live:
+                    continue  # forgotten or purged since
+                last = ws[-1]
+                wrote = "created" if any(w[1] == "add" for w in ws) else "edited"
+                out.append(
+                    (live[key][1], store.source, wrote, last[2], last[3], last[4], last[5], live[key][2])
+                )
+        frame = pd.DataFrame(out, columns=columns).sort_values("at", kind="stable").reset_index(drop=True)
+        frame["turn"] = frame["turn"].astype("Int64")
+        frame["at"] = pd.to_datetime(frame["at"], unit="s", utc=True)
+        return frame
 
     def restore(self, title: str, where: str | None = None) -> AddResult:
         """Bring back a note removed with :meth:`forget`."""
@@ -884,6 +1072,18 @@ def _store_credit(
     """Write one store's share of a session's credit: Q-values and co-occurrence pairs, then an audit line."""
     index.store_credit(conn, q_rows, pairs)
     index.audit(conn, now, "session", "", "", f"{len(q_rows)} credited, {len(pairs)} pairs")
+
+
+def _supersedes(store: NoteStore, title: str) -> list[str]:
+    """The titles the note ``title`` of ``store`` lists in its ``supersedes`` front matter."""
+    row = store.find(title)
+    if row is None:
+        return []
+    try:
+        listed = parse_note(store.root, store.root / row["path"]).meta.get("supersedes") or []
+    except (NoteError, OSError):
+        return []
+    return [str(t) for t in (listed if isinstance(listed, list) else [listed])]
 
 
 def _check_query(query: Any) -> None:
