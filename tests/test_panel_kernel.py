@@ -72,13 +72,24 @@ def run_interacting(
     return messages
 
 
-def click(kc: Any, comm_id: str) -> None:
-    """What the browser sends when a button is clicked."""
-    kc.shell_channel.send(
-        kc.session.msg(
-            "comm_msg", {"comm_id": comm_id, "data": {"method": "custom", "content": {"event": "click"}}}
-        )
+def click(kc: Any, comm_id: str, subshell_id: str | None = None) -> None:
+    """What the browser sends when a button is clicked (on a subshell, as JupyterLab 4.4+ does, if given)."""
+    message = kc.session.msg(
+        "comm_msg", {"comm_id": comm_id, "data": {"method": "custom", "content": {"event": "click"}}}
     )
+    if subshell_id is not None:
+        message["header"]["subshell_id"] = subshell_id
+    kc.shell_channel.send(message)
+
+
+def subshell(kc: Any) -> str:
+    """A new kernel subshell (JEP 91), made the way JupyterLab makes the one it sends widget messages on."""
+    request = kc.session.msg("create_subshell_request", {})
+    kc.control_channel.send(request)
+    while True:
+        reply = kc.control_channel.get_msg(timeout=60)  # a hang fails here
+        if reply["parent_header"].get("msg_id") == request["header"]["msg_id"]:
+            return str(reply["content"]["subshell_id"])
 
 
 def buttons(messages: list[Message], label: str) -> list[str]:
@@ -103,8 +114,13 @@ def final_output(messages: list[Message]) -> tuple[dict[str, Any], dict[str, Any
         for m in messages
         if m["msg_type"] == "display_data" and m["content"].get("transient", {}).get("display_id")
     ]
-    (shown,) = shown_with_id  # the rewind bar shown below the record has no display id
-    (update,) = [m["content"] for m in messages if m["msg_type"] == "update_display_data"]
+    shown = shown_with_id[0]  # the panel; a rewind bar may follow it under its own display id
+    panel_id = shown["transient"]["display_id"]
+    (update,) = [
+        m["content"]
+        for m in messages
+        if m["msg_type"] == "update_display_data" and m["content"]["transient"]["display_id"] == panel_id
+    ]
     return shown, update
 
 
@@ -277,4 +293,27 @@ def test_an_interrupt_mid_tool_leaves_the_card_saying_interrupted(
         "Repl interrupted" in update["data"]["text/html"]
         and "interrupted · 1 turn(s)" in update["data"]["text/html"]
     )
+    assert run_cell(kc, "6 * 7").result == "42", "the kernel is alive"
+
+
+def test_stop_clicked_mid_tool_interrupts_the_tool(
+    lab_kernel: tuple[Any, Any], server: ScriptedModelServer
+) -> None:
+    """JupyterLab sends widget messages on a subshell, handled while the cell runs; a Stop there must not wait
+    for the running tool (a minute of sleep here) but end it as a kernel interrupt would."""
+    _, kc = lab_kernel
+    side = subshell(kc)
+    server.script(Reply(tool_calls=[("Repl", {"code": "import time\nfor _ in range(600): time.sleep(0.1)"})]))
+    stopped = []
+
+    def stop_once_running(msg: Message, so_far: list[Message]) -> None:
+        if not stopped and any("Repl …" in title for title in card_titles([msg])):
+            stopped.append(True)
+            click(kc, buttons(so_far, "Stop")[0], side)
+
+    messages = run_interacting(kc, "%aries sleep a minute", stop_once_running)
+    assert stopped
+    _, update = final_output(messages)
+    page = update["data"]["text/html"]
+    assert "Repl interrupted" in page and "interrupted · 1 turn(s)" in page, page
     assert run_cell(kc, "6 * 7").result == "42", "the kernel is alive"

@@ -378,6 +378,21 @@ def test_the_panels_rewind_button_rewinds_and_offers_keep_or_overwrite_on_a_conf
     assert not (small_repo / "made_by_agent.py").exists()
     assert snapshot(small_repo) == before | {"a.py": b"x = 'mine'\n"}
 
+    # The next cell retires the bar: its output becomes empty (a saved notebook holds no widget view that
+    # would reopen as "model not found") and its widgets are closed in the kernel.
+    bar_output = [
+        m for m in messages
+        if m["msg_type"] == "display_data" and "application/vnd.jupyter.widget-view+json" in m["content"]["data"]
+    ][-1]
+    display_id = bar_output["content"]["transient"]["display_id"]
+    later = run_interacting(kc, "1 + 1")
+    updates = [m["content"] for m in later if m["msg_type"] == "update_display_data"]
+    assert {"display_id": display_id} == {"display_id": updates[0]["transient"]["display_id"]}, updates
+    assert updates[0]["data"] == {"text/plain": ""}
+    closed = {m["content"]["comm_id"] for m in later if m["msg_type"] == "comm_close"}
+    assert set(buttons(messages, "Rewind turn 1") + buttons(messages, "Rewind turn 2")) <= closed
+    assert not [m for m in run_interacting(kc, "2 + 2") if m["msg_type"] == "update_display_data"]
+
 
 def press(kc: Any, comm_id: str) -> list[dict[str, Any]]:
     """Click a button as the browser does and return the iopub messages its handling sent."""

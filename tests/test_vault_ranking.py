@@ -54,15 +54,14 @@ def test_spreading_activation_matches_hand_computation() -> None:
     assert ranking.spread_activation({5: math.log(3.0)}, {}) == {5: pytest.approx(math.log(3.0))}
 
 
-def test_q_update_and_damped_reward_match_hand_computation() -> None:
+def test_q_update_and_cooccurrence_weight_match_hand_computation() -> None:
     assert learning.q_update(0.5, 1.0) == pytest.approx(0.55)
     assert learning.q_update(0.5, 0.0) == pytest.approx(0.45)
-    assert learning.damped_reward(1.0, 0) == pytest.approx(1.0)
-    assert learning.damped_reward(1.0, 1) == pytest.approx(1 / (1 + math.log(2)))
-    assert learning.damped_reward(0.0, 9) == 0.0
-    assert learning.q_update(0.55, learning.damped_reward(1.0, 1)) == pytest.approx(
-        0.55 + 0.1 * (0.590616 - 0.55), abs=1e-6
-    )
+    assert learning.q_update(0.55, learning.Q_START) == pytest.approx(0.545)  # a fizzle: back toward the prior
+    assert learning.cooccurrence_weight(0.0, True) == pytest.approx(1.0)
+    assert learning.cooccurrence_weight(1.0, True) == pytest.approx(1.9)
+    assert learning.cooccurrence_weight(1.9, False) == pytest.approx(1.71)
+    assert learning.COOC_CAP == pytest.approx(10.0)
     assert ranking.q_rerank(0.02, 0.5) == pytest.approx(0.02)
     assert ranking.q_rerank(0.02, 0.7) == pytest.approx(0.02 * 1.1)
 
@@ -76,8 +75,8 @@ def test_session_credit_is_once_per_note_however_many_queries() -> None:
     assert credits["global:a"].q_after == pytest.approx(0.55)
     assert credits["global:a"].exposures == 1
     assert credits["global:b"].reward == 0.0
-    assert credits["global:b"].q_after == 0.6  # exposed but not used: a fizzle sends no signal
-    assert credits["global:b"].exposures == 4  # ... but the exposure damps its later rewards
+    assert credits["global:b"].q_after == pytest.approx(0.59)  # exposed but not used: back toward the prior
+    assert credits["global:b"].exposures == 4
     assert learning.cooccurrence_pairs(["global:b", "global:a", "global:b"]) == [("global:a", "global:b")]
 
 

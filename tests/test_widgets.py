@@ -190,3 +190,18 @@ def test_a_progress_bar_ends_full_and_still(monkeypatch: pytest.MonkeyPatch) -> 
     )
     progress.update(5, 10, force=True)
     assert len(shown) == 2, "a closed bar stays closed"
+
+
+def test_an_edit_card_shows_its_diff_once() -> None:
+    """The Edit tool's result repeats the diff for the model; the card, which shows it above, keeps the summary."""
+    from aries_kernel.agent import events as ev
+    from widgets.panel import AgentPanel
+
+    panel = AgentPanel()
+    arguments = {"file_path": "a.py", "old_string": "x = 1", "new_string": "x = 2"}
+    result = "Edited a.py: 1 replacement(s).\n--- a/a.py\n+++ b/a.py\n@@ -1 +1 @@\n-x = 1\n+x = 2\n"
+    panel(ev.ToolCallStarted(id="t1", name="Edit", arguments=arguments))
+    panel(ev.ToolCallFinished(id="t1", name="Edit", output=result, is_error=False, seconds=0.2))
+    record = panel.finish("done").html
+    assert "Edited a.py: 1 replacement(s)." in record
+    assert record.count("x = 2") == 1, record

@@ -8,9 +8,9 @@ of :mod:`aries_kernel.agent.events`, exactly like the text renderer: call the pa
 
 When the run ends, :meth:`AgentPanel.finish` replaces the live output by a :class:`TranscriptRecord` (HTML with
 a plain-text fallback, no widget), so a saved notebook, ``nbconvert`` and a plain viewer show the whole run
-without the kernel. Below it, a :class:`RewindBar` has a Rewind button for each turn that was checkpointed
-(``%aries rewind <turn>``: files, names and the conversation), with Keep mine / Overwrite when a rewind finds
-changes made since. In a frontend without widgets (``jupyter console``) use the text renderer instead.
+without the kernel. Below it, until the next cell runs, a :class:`RewindBar` has a Rewind button for each turn
+that was checkpointed (``%aries rewind <turn>``: files, names and the conversation), with Keep mine / Overwrite
+when a rewind finds changes made since. In a frontend without widgets (``jupyter console``) use the text renderer instead.
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ import difflib
 import html
 import io
 import json
+import signal
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -47,7 +49,7 @@ from aries_kernel.agent.events import (
 )
 from aries_kernel.agent.render import TextRenderer, ask_on_stdin, checkpoint_text, decision_text
 
-from .ui_events import can_process_ui_events, process_ui_events
+from .ui_events import can_process_ui_events, on_click_arrival, process_ui_events
 
 __all__ = ["AgentPanel", "ContextMeter", "MemoryStrip", "RewindBar", "TranscriptRecord", "edit_diff_html"]
 
@@ -87,7 +89,10 @@ def call_body_html(name: str, arguments: dict[str, Any]) -> str:
     return f"<pre style='{_PRE}'>{html.escape(json.dumps(arguments, indent=2, default=str))}</pre>"
 
 
-def _result_html(output: str, is_error: bool) -> str:
+def _result_html(name: str, output: str, is_error: bool) -> str:
+    if name == "Edit" and not is_error:
+        # The card already shows the edit's diff above; the model's copy of it would show it twice.
+        output = output.split("\n--- a/", 1)[0]
     shown = output if len(output) <= _RESULT_CHARS else output[:_RESULT_CHARS] + "\n…"
     colour = "#cf222e" if is_error else "inherit"
     return f"<pre style='{_PRE};color:{colour};border-top:1px solid #d0d7de'>{html.escape(shown)}</pre>"
@@ -123,6 +128,13 @@ def _footer(event: RunFinished) -> str:
     )
 
 
+def _close_tree(widget: w.Widget) -> None:
+    """Close ``widget`` and every widget inside it (their comms, so the kernel forgets them)."""
+    for child in getattr(widget, "children", ()):
+        _close_tree(child)
+    widget.close()
+
+
 @dataclass
 class _Card:
     """One tool call (or a standalone approval) as the panel knows it."""
@@ -147,7 +159,7 @@ class _Card:
         for approval in self.approvals:
             parts.append(_note_html(f"approval: {approval.summary} → {_decision(approval)}", "#fff4ce"))
         if self.output is not None:
-            parts.append(_result_html(self.output, self.is_error))
+            parts.append(_result_html(self.name, self.output, self.is_error))
         return (
             f'<details open style="border:1px solid #d0d7de;border-radius:4px;margin:2px 0;padding:2px 6px">'
             f"<summary><code>{html.escape(self.title())}</code></summary>{''.join(parts)}</details>"
@@ -230,6 +242,29 @@ class RewindBar(w.VBox):
         self.choices = w.HBox([])
         super().__init__([w.HBox(self.buttons), self.result, self.choices])
 
+    def show_until_next_cell(self) -> None:
+        """Display the bar until the next cell runs, then leave an empty output in its place.
+
+        A widget output saved in a notebook reopens as "Loading widget..." or "Error displaying widget: model
+        not found" in JupyterLab, whatever fallback it carries. The buttons serve the moments right after a
+        run; the record above the bar says ``%aries rewind N`` for later, so the bar steps aside and a notebook
+        saved after any later cell holds no widget output for it.
+        """
+        from IPython import get_ipython
+        from IPython.display import display
+
+        handle = display(self, display_id=True)
+        shell = get_ipython()
+        if shell is None or handle is None:
+            return
+
+        def retire(*_: Any) -> None:
+            shell.events.unregister("pre_run_cell", retire)
+            handle.update({"text/plain": ""}, raw=True)
+            _close_tree(self)
+
+        shell.events.register("pre_run_cell", retire)
+
     def click(self, turn: int, force: bool = False, keep: bool = False) -> str:
         """Rewind before ``turn`` and show what happened (the buttons' action)."""
         try:
@@ -261,9 +296,12 @@ class AgentPanel(w.VBox):
         self.status = w.Label("starting…")
         self.stop_button = w.Button(description="Stop", button_style="danger", icon="stop")
         self.stop_button.on_click(lambda _: self._request_stop())
+        on_click_arrival(self.stop_button, self._stop_arrived)
         self.transcript = w.VBox([])
         self.footer = w.HTML("")
         self.stop_requested = False
+        self._running: set[str] = set()  # ids of tool calls started and not finished
+        self._answering = False  # the main thread waits for a click on an approval
         self._items: list[str | _Card | tuple[str, str]] = []  # text, cards and notes, in order
         self._events: list[Event] = []  # for the plain-text record
         self._cards: dict[str, _Card] = {}
@@ -298,18 +336,11 @@ class AgentPanel(w.VBox):
         if self._handle is not None:
             self._handle.update(record)
             self._handle = None
-            self._close_widgets(self)
+            _close_tree(self)
             if self.rewind is not None and self.checkpointed:
-                from IPython.display import display
-
                 self.rewind_bar = RewindBar(self.checkpointed, self.rewind)
-                display(self.rewind_bar)
+                self.rewind_bar.show_until_next_cell()
         return record
-
-    def _close_widgets(self, widget: w.Widget) -> None:
-        for child in getattr(widget, "children", ()):
-            self._close_widgets(child)
-        widget.close()
 
     def record(self) -> TranscriptRecord:
         """The run so far as a static transcript (HTML and plain text)."""
@@ -385,7 +416,9 @@ class AgentPanel(w.VBox):
     def _render(self, event: Event) -> None:
         if isinstance(event, ToolCallStarted):
             self._card(event.id, event.name, event.arguments)
+            self._running.add(event.id)
         elif isinstance(event, ToolCallFinished):
+            self._running.discard(event.id)
             self._tool_finished(event)
         elif isinstance(event, ApprovalRequested):
             self._ask(event)
@@ -451,7 +484,8 @@ class AgentPanel(w.VBox):
         card.output, card.is_error = event.output, event.is_error
         card.state = f"{'✗' if event.is_error else '✓'} {event.seconds:.1f}s"
         if card.body is not None:
-            card.body.children = (*card.body.children, w.HTML(_result_html(event.output, event.is_error)))
+            result = _result_html(card.name, event.output, event.is_error)
+            card.body.children = (*card.body.children, w.HTML(result))
         self._retitle(card)
 
     def _run_finished(self, event: RunFinished) -> None:
@@ -523,10 +557,14 @@ class AgentPanel(w.VBox):
         if not can_process_ui_events():
             ask_on_stdin(event)
         else:
-            while event.decision is None and not self.stop_requested:
-                process_ui_events()
-                if event.decision is None:
-                    time.sleep(_CLICK_WAIT_SECONDS)
+            self._answering = True  # a Stop now denies the question rather than interrupting the tool
+            try:
+                while event.decision is None and not self.stop_requested:
+                    process_ui_events()
+                    if event.decision is None:
+                        time.sleep(_CLICK_WAIT_SECONDS)
+            finally:
+                self._answering = False
             if event.decision is None:
                 event.deny("The user stopped the run.")
         self._decided(event)
@@ -535,6 +573,15 @@ class AgentPanel(w.VBox):
         self.stop_requested = True
         self.stop_button.disabled = True
         self.status.value = "stopping…"
+
+    def _stop_arrived(self) -> None:
+        """A Stop click has just reached the kernel (on ipykernel's shell channel thread). While a tool runs,
+        the main thread sees no event until the tool returns, so interrupt it as a kernel interrupt would; the
+        SIGINT, aimed at the main thread, also wakes a blocking call. Otherwise the click's own handler will do."""
+        if self._running and not self._answering and self._finished is None:
+            # Not ``stop_requested``: the loop's own interrupt handling ends the run and says how, as it does
+            # after a kernel interrupt; the flag would cut its closing events short.
+            signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
 
     def poll(self) -> None:
         """Handle pending widget messages (a Stop click), at most every tenth of a second."""

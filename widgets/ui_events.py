@@ -11,15 +11,22 @@ messages of that stream are received in the main thread; comm messages (widget u
 at once by the kernel's comm manager, and every other message (the next cell's ``execute_request``, a
 completion request) is handed back to ipykernel's own handler, which runs it after the current cell as it
 would have anyway.
+
+That needs the main thread to look, which it cannot while a tool runs user code. :func:`on_click_arrival` covers
+that case: ipykernel 7's shell channel thread asks each comm where to route its messages
+(``_reply_subshell_for``, the hook ipykernel uses to send widget replies back to the subshell that published
+them), so a button can learn of its click the moment it arrives, on that thread, before the main thread is
+free. The click is still delivered to the button as usual afterwards.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["can_process_ui_events", "process_ui_events"]
+__all__ = ["can_process_ui_events", "on_click_arrival", "process_ui_events"]
 
 _COMM_MESSAGES = frozenset({"comm_open", "comm_msg", "comm_close"})
 _deferred: set[asyncio.Future[Any]] = set()  # strong references: the event loop keeps only weak ones
@@ -37,6 +44,25 @@ def _main_shell_stream(kernel: Any) -> Any:
     channel = getattr(kernel, "shell_channel_thread", None)
     pair = getattr(getattr(channel, "manager", None), "_shell_channel_to_main", None)
     return getattr(pair, "to_stream", None)
+
+
+def on_click_arrival(button: Any, react: Callable[[], None]) -> bool:
+    """Call ``react()`` on ipykernel's shell channel thread as each click on ``button`` arrives, even while the
+    main thread is busy. ``react`` must be quick and must not touch widgets (it runs off the main thread).
+    Returns False where the kernel has no such routing (not an ipykernel 7 comm)."""
+    comm = getattr(button, "comm", None)
+    route = getattr(comm, "_reply_subshell_for", None)
+    if route is None:
+        return False
+
+    def routed(data: Any, default: Any) -> Any:
+        content = data.get("content") if isinstance(data, dict) else None
+        if isinstance(content, dict) and content.get("event") == "click":
+            react()
+        return route(data, default)
+
+    comm._reply_subshell_for = routed
+    return True
 
 
 def can_process_ui_events() -> bool:

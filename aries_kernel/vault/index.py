@@ -47,12 +47,25 @@ import threading
 import time
 import urllib.parse
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
-from sqlalchemy import create_engine, delete, event, func, inspect, select, text, update
+from sqlalchemy import (
+    and_,
+    bindparam,
+    create_engine,
+    delete,
+    event,
+    func,
+    inspect,
+    not_,
+    or_,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.dialects import postgresql as _pg
 from sqlalchemy.dialects import sqlite as _sqlite
 from sqlalchemy.engine import Connection, Engine, make_url
@@ -61,13 +74,14 @@ from sqlalchemy.pool import QueuePool
 from sqlalchemy.sql import Executable
 
 from aries_kernel.redact import redact
-from aries_kernel.vault import schema
+from aries_kernel.vault import learning, schema
 from aries_kernel.vault.notes import Note, normalize_title
 from aries_kernel.vault.provenance import Provenance
 from aries_kernel.vault.provenance import current as current_provenance
 from aries_kernel.vault.schema import (
     MIGRATIONS,
     access,
+    archive,
     audit,
     cooccurrence,
     embeddings,
@@ -750,8 +764,12 @@ class VaultIndex:
         conn: Connection,
         q_rows: Sequence[tuple[str, float, int, float]],
         pairs: Sequence[tuple[str, str]],
+        used: Collection[str] = (),
     ) -> None:
-        """Write a session's credit for this user: Q-values ``(key, q, exposures, at)`` and co-occurrence pairs."""
+        """Write a session's credit for this user: Q-values ``(key, q, exposures, at)``, and the co-occurrence
+        of the notes ``used`` (uids): every pair stored here that touches one of them is weighted again by
+        :func:`.learning.cooccurrence_weight` (``pairs``, the pairs used together, gain one) and dropped below
+        :data:`.learning.COOC_FLOOR`."""
         if q_rows:
             stmt = _insert(conn, q_values)
             conn.execute(
@@ -769,14 +787,102 @@ class VaultIndex:
                     for k, q, e, at in q_rows
                 ],
             )
-        if pairs:
+        touched = sorted(set(used) | {uid for pair in pairs for uid in pair})
+        if not touched:
+            return
+        c = cooccurrence.c
+        weights: dict[tuple[str, str], float] = {}
+        for chunk in _chunks(touched, 250):
+            rows = conn.execute(
+                select(c.a, c.b, c.weight).where(
+                    c.username == self.user, or_(c.a.in_(list(chunk)), c.b.in_(list(chunk)))
+                )
+            )
+            weights.update(((r[0], r[1]), float(r[2])) for r in rows)
+        together = set(pairs)
+        for pair in together:
+            weights.setdefault(pair, 0.0)
+        after = {p: learning.cooccurrence_weight(w, p in together) for p, w in weights.items()}
+        kept = [
+            {"username": self.user, "a": a, "b": b, "weight": w}
+            for (a, b), w in after.items()
+            if w >= learning.COOC_FLOOR
+        ]
+        faded = [
+            {"user_": self.user, "a_": a, "b_": b} for (a, b), w in after.items() if w < learning.COOC_FLOOR
+        ]
+        if kept:
             stmt = _insert(conn, cooccurrence)
             conn.execute(
                 stmt.on_conflict_do_update(
-                    index_elements=["username", "a", "b"], set_={"weight": cooccurrence.c.weight + 1}
+                    index_elements=["username", "a", "b"], set_={"weight": stmt.excluded.weight}
                 ),
-                [{"username": self.user, "a": a, "b": b, "weight": 1.0} for a, b in pairs],
+                kept,
             )
+        if faded:
+            conn.execute(
+                delete(cooccurrence).where(
+                    c.username == bindparam("user_"), c.a == bindparam("a_"), c.b == bindparam("b_")
+                ),
+                faded,
+            )
+
+    def sweep_learned(
+        self, conn: Connection, prefix: str, others: Mapping[str, Collection[str]], dry_run: bool = False
+    ) -> int:
+        """Delete every user's learned rows of notes that are gone (only count them with ``dry_run``); returns
+        the number of rows.
+
+        A note is gone when it is neither indexed nor archived (a forgotten note keeps its learned state so
+        :meth:`NoteStore.restore` brings it back; purging or deleting its file by hand ends it). This index's
+        own notes are uids starting with ``prefix``; ``others`` gives, per uid prefix of another store, the
+        keys of its notes that are not gone (a co-occurrence row of the project brain may name a global note).
+        """
+        n, a, c = notes.c, archive.c, cooccurrence.c
+
+        def gone(key: Any) -> Any:
+            indexed = select(n.key).where(n.key == key).exists()
+            archived = select(a.key).where(a.key == key, a.restored_at.is_(None)).exists()
+            return not_(or_(indexed, archived))
+
+        def own(uid: Any) -> Any:
+            return func.substr(uid, 1, len(prefix)) == prefix
+
+        def key_of(uid: Any) -> Any:
+            return func.substr(uid, len(prefix) + 1)
+
+        dead_pair = or_(and_(own(c.a), gone(key_of(c.a))), and_(own(c.b), gone(key_of(c.b))))
+        stale = [(q_values, gone(q_values.c.key)), (access, gone(access.c.key)), (cooccurrence, dead_pair)]
+        found = 0
+        for table, where in stale:
+            if dry_run:
+                found += conn.execute(select(func.count()).select_from(table).where(where)).scalar() or 0
+            else:
+                found += conn.execute(delete(table).where(where)).rowcount
+        elsewhere = []
+        for user, first, second in conn.execute(
+            select(c.username, c.a, c.b).where(or_(not_(own(c.a)), not_(own(c.b))))
+        ):
+            for uid in (first, second):
+                other, sep, key = uid.partition(":")
+                live = others.get(f"{other}{sep}")
+                if live is not None and key not in live:
+                    elsewhere.append({"user_": user, "a_": first, "b_": second})
+                    break
+        if elsewhere and not dry_run:
+            conn.execute(
+                delete(cooccurrence).where(
+                    c.username == bindparam("user_"), c.a == bindparam("a_"), c.b == bindparam("b_")
+                ),
+                elsewhere,
+            )
+        return found + len(elsewhere)
+
+    def live_keys(self) -> set[str]:
+        """Keys of the notes whose learned state is kept: indexed or archived (see :meth:`sweep_learned`)."""
+        a = archive.c
+        indexed = {r[0] for r in self.rows(select(notes.c.key))}
+        return indexed | {r[0] for r in self.rows(select(a.key).where(a.restored_at.is_(None)))}
 
     def export_learning(self) -> dict[str, list[list[Any]]]:
         """This user's learned tables as plain lists (for JSON)."""
@@ -813,12 +919,16 @@ class VaultIndex:
                         index_elements=["username", "key"],
                         set_={n: stmt.excluded[n] for n in ("q", "exposures", "updates", "updated")},
                     ),
-                    [
-                        dict(
-                            zip(("key", "q", "exposures", "updates", "updated"), r, strict=True),
-                            username=mine,
-                        )
-                        for r in data["q_values"]
+                    [  # an export from before the learning loop was bounded (m008) may hold Q below the prior
+                        {
+                            "username": mine,
+                            "key": key,
+                            "q": max(float(q), learning.Q_START),
+                            "exposures": exposures,
+                            "updates": updates,
+                            "updated": updated,
+                        }
+                        for key, q, exposures, updates, updated in data["q_values"]
                     ],
                 )
             if data.get("access"):
@@ -832,9 +942,9 @@ class VaultIndex:
                     stmt.on_conflict_do_update(
                         index_elements=["username", "a", "b"], set_={"weight": stmt.excluded.weight}
                     ),
-                    [
-                        dict(zip(("a", "b", "weight"), r, strict=True), username=mine)
-                        for r in data["cooccurrence"]
+                    [  # ... and co-occurrence weights above the cap
+                        {"username": mine, "a": a, "b": b, "weight": min(float(w), learning.COOC_CAP)}
+                        for a, b, w in data["cooccurrence"]
                     ],
                 )
             self.audit(

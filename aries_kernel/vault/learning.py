@@ -2,32 +2,44 @@
 
 A :class:`Session` collects which notes were retrieved (exposed) and which were used. At its end each exposed
 note is credited once, however many queries returned it (crediting per query would favour notes that are
-simply shown often): reward 1 if used, else 0, and a positive reward is damped by how often the note had been
-exposed before (``1 / (1 + ln(1 + exposures))``). Q moves by ``Q += ALPHA * (r - Q)`` from ``Q_START``. Every
-pair of notes used in the same session gains one unit of co-occurrence.
+simply shown often). Q moves by ``Q += ALPHA * (r - Q)`` from ``Q_START``, with ``r = 1`` for a note used and
+``r = Q_START`` for a note shown but not used: a fizzle pulls Q back toward the prior, never below it, so Q
+stays in ``[Q_START, 1]`` and ``Q - Q_START`` is half the note's recent rate of use when shown. No exposure can
+rank a note below one never shown, and no amount of use can lower a note (a reward damped by the exposure
+count, as the ported system had, fell below the prior after two exposures and sank the most-used notes).
+
+Co-occurrence weights move the same way: when either note of a pair is used in a session the weight becomes
+``COOC_KEEP * w + 1`` if both were used, else ``COOC_KEEP * w``. So ``w`` never exceeds
+``1 / (1 - COOC_KEEP) = COOC_CAP`` however long the vault is used, a pair that stops being used together fades,
+and a weight below ``COOC_FLOOR`` is dropped.
 """
 
 from __future__ import annotations
 
 import itertools
-import math
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 __all__ = [
     "ALPHA",
+    "COOC_CAP",
+    "COOC_FLOOR",
+    "COOC_KEEP",
     "Q_START",
     "Credit",
     "Session",
     "cooccurrence_pairs",
+    "cooccurrence_weight",
     "credit",
-    "damped_reward",
     "q_update",
 ]
 
 ALPHA = 0.1
 Q_START = 0.5
+COOC_CAP = 10.0  # the sum 1 + KEEP + KEEP^2 + ... of a pair used together in every session
+COOC_KEEP = 1.0 - 1.0 / COOC_CAP  # each session that uses a note keeps 90% of its pairs' weights
+COOC_FLOOR = 0.1  # a single co-use fades below this after 22 sessions using one note without the other
 
 
 def q_update(q: float, reward: float, alpha: float = ALPHA) -> float:
@@ -35,11 +47,9 @@ def q_update(q: float, reward: float, alpha: float = ALPHA) -> float:
     return q + alpha * (reward - q)
 
 
-def damped_reward(reward: float, exposures: int) -> float:
-    """A positive reward shrunk by prior exposure (0 exposures: unchanged); zero and negative pass through."""
-    if reward <= 0:
-        return reward
-    return reward / (1.0 + math.log1p(exposures))
+def cooccurrence_weight(weight: float, together: bool) -> float:
+    """A pair's weight after a session that used one of its notes (``together``: both)."""
+    return COOC_KEEP * weight + (1.0 if together else 0.0)
 
 
 @dataclass
@@ -66,7 +76,7 @@ class Session:
 
 @dataclass(frozen=True)
 class Credit:
-    """The end-of-session update of one note."""
+    """The end-of-session update of one note; ``reward`` is 1 for a note used, else 0."""
 
     uid: str
     used: bool
@@ -77,19 +87,16 @@ class Credit:
 
 
 def credit(session: Session, learned: Mapping[str, tuple[float, int]]) -> list[Credit]:
-    """One credit per note exposed or used in ``session``; ``learned`` maps uid -> (Q, prior exposures).
+    """One credit per note exposed or used in ``session``; ``learned`` maps uid -> (Q, sessions exposed).
 
-    A used note's Q moves toward its damped reward; a note only exposed keeps its Q (a fizzle sends no
-    signal: decay demotes it) but counts the exposure, which damps its later rewards.
+    A used note's Q moves toward 1, a note only exposed moves toward ``Q_START``.
     """
     credits = []
     for uid in sorted(set(session.retrieved) | session.used):
         q, exposures = learned.get(uid, (Q_START, 0))
-        if uid in session.used:
-            reward = damped_reward(1.0, exposures)
-            credits.append(Credit(uid, True, reward, q, q_update(q, reward), exposures + 1))
-        else:
-            credits.append(Credit(uid, False, 0.0, q, q, exposures + 1))
+        used = uid in session.used
+        target = 1.0 if used else Q_START
+        credits.append(Credit(uid, used, 1.0 if used else 0.0, q, q_update(q, target), exposures + 1))
     return credits
 
 

@@ -309,3 +309,13 @@ def m007_provenance(conn: Connection) -> None:
     _ddl(conn, "CREATE INDEX audit_key ON audit (key)")
     _ddl(conn, "CREATE INDEX notes_kernel ON notes (kernel)")
     _ddl(conn, "CREATE TABLE purged (path_hash TEXT PRIMARY KEY, at {float} NOT NULL)")
+
+
+@migration
+def m008_bounded_learning(conn: Connection) -> None:
+    """Learned state within the bounds the learning loop now keeps (:mod:`.learning`): no Q below the prior 0.5
+    (the old damped reward sank the most-used notes under it), no co-occurrence weight above its cap 10 (it
+    grew by one per session without end); and an index to find a note's pairs by their second note."""
+    _ddl(conn, "UPDATE q_values SET q = 0.5 WHERE q < 0.5")
+    _ddl(conn, "UPDATE cooccurrence SET weight = 10.0 WHERE weight > 10.0")
+    _ddl(conn, "CREATE INDEX cooccurrence_b ON cooccurrence (username, b)")

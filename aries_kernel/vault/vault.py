@@ -14,7 +14,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -186,8 +186,7 @@ class Vault:
         # Sub-question decomposition for explore(); the kernel sets it to the cheap model when one is configured.
         self.decompose: Callable[[str], list[str]] | None = None
         self._session: learning.Session | None = None
-        for store in self.stores:
-            store.sync()
+        self.sync()
 
     # -- bookkeeping ----------------------------------------------------------------------------------
 
@@ -208,9 +207,21 @@ class Vault:
         raise ValueError(f"No {name!r} vault here; choose one of {', '.join(s.source for s in self.stores)}.")
 
     def sync(self) -> None:
-        """Pick up notes edited, added or deleted by hand since the vault was opened."""
+        """Pick up notes edited, added or deleted by hand since the vault was opened, and drop the learned
+        state of notes that are gone (see :meth:`VaultIndex.sweep_learned`)."""
         for store in self.stores:
             store.sync()
+        self._sweep_learned()
+
+    def _sweep_learned(self) -> None:
+        live = {f"{store.source}:": store.index.live_keys() for store in self.stores}
+        for store in self.stores:
+            prefix = f"{store.source}:"
+            others = {p: keys for p, keys in live.items() if p != prefix}
+            sweep = partial(store.index.sweep_learned, prefix=prefix, others=others)
+            # Counted first: opening a vault takes no write lock unless there is something to drop.
+            if store.index.read(partial(sweep, dry_run=True)):
+                store.index.write(sweep)
 
     def rebuild(self) -> None:
         """Rebuild every index from the markdown files (learned state is kept)."""
@@ -936,17 +947,23 @@ class Vault:
         for store in self.stores:
             for key, value in store.index.q_values().items():
                 learned[f"{store.source}:{key}"] = value
-        credits = learning.credit(session, learned)
-        pairs = learning.cooccurrence_pairs(session.used)
+        # A note forgotten while the session ran is not credited: no learned row may name a missing note.
+        present = self._corpus().by_uid
+        used = {uid for uid in session.used if uid in present}
+        shown = replace(session, retrieved={u: k for u, k in session.retrieved.items() if u in present}, used=used)
+        credits = learning.credit(shown, learned)
+        pairs = learning.cooccurrence_pairs(used)
         now = self.clock()
         for store in self.stores:
             prefix = f"{store.source}:"
             mine = [c for c in credits if c.uid.startswith(prefix)]
             # A pair lives in the project brain when either note does, else in the global vault.
             home = [p for p in pairs if self._pair_home(p) == store.source]
-            if mine or home:
+            if mine or used:  # a store without credits may still hold pairs of the notes used
                 q_rows = [(c.uid.removeprefix(prefix), c.q_after, c.exposures, now) for c in mine]
-                store.index.write(partial(_store_credit, store.index, q_rows=q_rows, pairs=home, now=now))
+                store.index.write(
+                    partial(_store_credit, store.index, q_rows=q_rows, pairs=home, used=used, now=now)
+                )
         rows = []
         for c in credits:
             source, _, key = c.uid.partition(":")
@@ -1067,10 +1084,11 @@ def _store_credit(
     conn: Any,
     q_rows: list[tuple[str, float, int, float]],
     pairs: list[tuple[str, str]],
+    used: set[str],
     now: float,
 ) -> None:
-    """Write one store's share of a session's credit: Q-values and co-occurrence pairs, then an audit line."""
-    index.store_credit(conn, q_rows, pairs)
+    """Write one store's share of a session's credit: Q-values and co-occurrence, then an audit line."""
+    index.store_credit(conn, q_rows, pairs, used)
     index.audit(conn, now, "session", "", "", f"{len(q_rows)} credited, {len(pairs)} pairs")
 
 
