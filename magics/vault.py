@@ -121,11 +121,13 @@ def _names(frame: Any) -> str:
 
 @status_section("Vault")
 def vault_status(context: AriesContext) -> str | None:
-    """Notes, links and last write of the global vault and the project brain."""
+    """Notes, links and last write of the global vault and the project brain, and what a rebuild lost."""
+    vault = get_vault(context)
     lines = []
-    for s in get_vault(context).summary():
+    for s in vault.summary():
         lines.append(
             f"{s['source']:<8} {s['notes']} notes, {s['links']} links, {s['archived']} archived, "
             f"last write {s['last_write']}  ({s['folder']})"
         )
+    lines.extend(f"warning: {problem}" for problem in vault.problems)
     return "\n".join(lines)

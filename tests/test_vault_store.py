@@ -207,7 +207,8 @@ def test_export_and_import_learning_survive_a_lost_index(tmp_path: Path) -> None
     assert json.loads(exported.read_text())["stores"]["global"]["q_values"][0][1] == pytest.approx(0.55)
     for store in vault.stores:
         store.index.close()
-    (tmp_path / "vault/.aries/index.db").unlink()
+    for name in ("index.db", "index.learning.json"):  # the automatic export too: only the manual one is left
+        (tmp_path / "vault/.aries" / name).unlink()
     fresh = make(tmp_path)
     assert fresh.query_ranked("compaction").iloc[0]["q_value"] == pytest.approx(0.5)
     fresh.import_learning(exported)

@@ -36,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import json
 import logging
 import math
 import os
@@ -129,6 +130,8 @@ class _IndexLost(Exception):
 
 
 _SIDE_FILES = ("-wal", "-shm", "-journal")
+# Changes to learned state between two automatic exports (each session's end exports too).
+LEARNING_EXPORT_EVERY = 50
 _HEADER_BYTES = 100  # a SQLite file starts with a 100-byte header
 _RECOVERY_ATTEMPTS = 5
 
@@ -216,6 +219,14 @@ class VaultIndex:
         # What the last reopen or rebuild was, and why (None while the file opened first is in use).
         self.recovery: str | None = None
         self.recoveries = 0
+        # What the last rebuild of a damaged or missing file restored of the learned state, or that it was lost;
+        # kept for the life of the index so the vault's status can show it.
+        self.rebuild_report: str | None = None
+        # The automatic export of this user's learned state, beside the SQLite file (a server has none).
+        self.learning_path = (
+            None if self.url else self.db_path.with_name(f"{self.db_path.stem}.learning.json")
+        )
+        self._unsaved = 0
         # Called after a reopen or rebuild, so the owner can re-index its files (NoteStore.sync).
         self.on_recreate: Callable[[], None] | None = None
         # What is wrong with the server right now ("" while it answers), for whoever shows status.
@@ -358,6 +369,8 @@ class VaultIndex:
         if lost is not None or why:
             self.recoveries += 1
             self.recovery = why
+        if fresh:
+            self._restore_learning(why)
 
     def _move_aside(self, label: str) -> Path:
         aside = self.db_path.with_name(f"{self.db_path.name}.{label}-{time.time_ns()}")
@@ -429,6 +442,71 @@ class VaultIndex:
                 f"{self.db_path} was replaced while in use; reopened and re-indexed from the markdown notes"
             )
         return f"{self.db_path} was truncated while in use; kept aside and rebuilt from the markdown notes"
+
+    def _restore_learning(self, why: str) -> None:
+        """After building a fresh file: bring back the learned state from :attr:`learning_path` and say so, or
+        say that it was lost when the fresh file replaced one (``why``) and there is no export to restore."""
+        assert self.learning_path is not None
+        if not why and not self.learning_path.exists():
+            return  # a new vault: nothing was learned yet
+        what = "learned state (Q-values, access history, co-occurrence)"
+        try:
+            export = json.loads(self.learning_path.read_text(encoding="utf-8"))
+            data = export["users"][self.user]
+            self.import_learning(data)
+        except FileNotFoundError:
+            told = f"the {what} was lost: there was no export at {self.learning_path} to restore it from."
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            told = (
+                f"the {what} was lost: its export {self.learning_path} has none of {self.user}'s or could not "
+                f"be read ({type(exc).__name__}: {exc})."
+            )
+        else:
+            at = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(float(export.get("exported_at", 0))))
+            told = (
+                f"the {what} was restored from {self.learning_path} as of {at} "
+                f"({len(data.get('q_values', []))} Q-values, {len(data.get('access', []))} accesses, "
+                f"{len(data.get('cooccurrence', []))} co-occurrence pairs); what was learned after that is lost."
+            )
+        why = why or f"The vault index {self.db_path} was missing and was built again from the notes"
+        self.rebuild_report = f"{why.rstrip('.')}; {told}"
+        self.recovery = self.rebuild_report  # and into the audit log of the new file
+        log.warning("%s", self.rebuild_report)
+
+    def save_learning(self) -> Path | None:
+        """Write this user's learned state to :attr:`learning_path` atomically (other users' entries kept);
+        returns the path, or None on a server, whose database is the one copy (its backups are the server's)."""
+        if self.learning_path is None:
+            return None
+        data = self.export_learning()
+        self._unsaved = 0
+        path = self.learning_path
+        with self._folder_lock():  # two kernels on one vault: each keeps the other's users
+            try:
+                export = json.loads(path.read_text(encoding="utf-8"))
+                users = export["users"] if isinstance(export.get("users"), dict) else {}
+            except (OSError, ValueError, AttributeError, KeyError):
+                users = {}
+            users[self.user] = data
+            export = {"format": "aries-vault-learning", "version": 1, "exported_at": time.time()}
+            export["users"] = users
+            temp = path.with_name(f".{path.name}.{os.getpid()}-{time.time_ns()}.tmp")
+            try:
+                with open(temp, "w", encoding="utf-8") as handle:
+                    json.dump(export, handle)
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                os.replace(temp, path)
+            finally:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(temp)
+        return path
+
+    def learning_changed(self, changes: int = 1) -> None:
+        """Count ``changes`` to learned state; every :data:`LEARNING_EXPORT_EVERY` of them, save the export."""
+        self._unsaved += changes
+        if self._unsaved >= LEARNING_EXPORT_EVERY:
+            self.save_learning()
 
     def log_recovery(self) -> None:
         """Write the last reopen or rebuild (if any) to the audit log of the file now in use."""

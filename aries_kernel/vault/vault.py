@@ -722,6 +722,7 @@ class Vault:
         text = NoteText(f"# {row['title']}\n\n{row['body']}")
         text.name, text.source, text.path = row["title"], store.source, row["path"]
         store.index.write(lambda c: store.index.record_access(c, row["key"], self.clock(), "read"))
+        store.index.learning_changed()
         return text
 
     def forget(
@@ -932,6 +933,7 @@ class Vault:
         """An echo: the note was referenced, so warm it now and reward it at the session's end."""
         store, row = self._locate(title, where)
         store.index.write(lambda c: store.index.record_access(c, row["key"], self.clock(), "echo"))
+        store.index.learning_changed()
         self.begin_session().mark_used(f"{store.source}:{row['key']}")
 
     def end_session(self) -> pd.DataFrame:
@@ -964,6 +966,8 @@ class Vault:
                 store.index.write(
                     partial(_store_credit, store.index, q_rows=q_rows, pairs=home, used=used, now=now)
                 )
+        for store in self.stores:
+            store.index.save_learning()  # the export a rebuilt index restores its learned state from
         rows = []
         for c in credits:
             source, _, key = c.uid.partition(":")
@@ -1006,6 +1010,7 @@ class Vault:
         for store in self.stores:
             if store.source in data.get("stores", {}):
                 store.index.import_learning(data["stores"][store.source])
+                store.index.save_learning()
 
     # -- display --------------------------------------------------------------------------------------
 
@@ -1058,12 +1063,18 @@ class Vault:
             )
         return out
 
+    @property
+    def problems(self) -> list[str]:
+        """What the user should know about each store: a rebuild of its damaged or missing index, and whether
+        the learned state came back from the automatic export or was lost."""
+        return [f"{s.source}: {s.index.rebuild_report}" for s in self.stores if s.index.rebuild_report]
+
     def __repr__(self) -> str:
         parts = [
             f"{s['source']}: {s['notes']} notes, {s['links']} links, last write {s['last_write']} ({s['folder']})"
             for s in self.summary()
         ]
-        return "Vault(" + "; ".join(parts) + ")"
+        return "Vault(" + "; ".join(parts + self.problems) + ")"
 
     def _repr_markdown_(self) -> str:
         lines = [
@@ -1076,6 +1087,7 @@ class Vault:
             lines.append(
                 f"| {s['source']} | {s['notes']} | {s['links']} | {s['archived']} | {s['last_write']} | `{s['folder']}` |"
             )
+        lines.extend(f"\n**Warning**: {problem}" for problem in self.problems)
         return "\n".join(lines)
 
 
