@@ -16,7 +16,9 @@ Two backends, one code path of SQLAlchemy Core queries (tables and migrations in
 
 The schema is built by named, append-only migrations recorded in ``_vault_migrations``. A SQLite file that is
 not a database, is damaged, has another schema or is a symlink is moved aside (kept for inspection, named in
-:attr:`VaultIndex.recovery`) and rebuilt; notes come back from the markdown files, learned state from an export.
+:attr:`VaultIndex.recovery`) and rebuilt; notes come back from the markdown files, learned state from the export
+that :meth:`VaultIndex.save_learning` keeps beside the file, and :attr:`VaultIndex.rebuild_report` (also logged as
+a warning) says what was restored, or that it was lost.
 
 The SQLite file can also vanish under a running kernel: deleted, replaced or truncated by someone else. Before
 every transaction the index compares the file's ``st_dev``/``st_ino`` (and that it did not shrink) with the one
