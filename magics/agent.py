@@ -308,6 +308,8 @@ def cost_command(magics: Any, args: str, cell: str | None) -> Any:
             "calls": usage.calls,
             "input_tokens": usage.input_tokens,
             "output_tokens": usage.output_tokens,
+            "cache_read_tokens": usage.cache_read_tokens,
+            "cache_write_tokens": usage.cache_write_tokens,
             "cost_usd": round(usage.cost_usd, 6),
         }
         for slot, usage in session.usage.items()

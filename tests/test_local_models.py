@@ -25,6 +25,7 @@ from aries_kernel.models import ContextOverflowError, ModelRouter, ProviderConne
 from aries_kernel.models.router import SlotClient
 from aries_kernel.models.types import Message, ModelRequest
 from tests.loopback import Reply, ScriptedModelServer
+from widgets.panel import AgentPanel
 
 HELLO = ModelRequest([Message("user", "hello")])
 OVERFLOW = "request (10934 tokens) exceeds the available context size (8192 tokens), try increasing it"
@@ -324,6 +325,11 @@ def test_prompt_cache_tokens_are_shown_as_such(
     shown: list[str] = []
     TextRenderer(out=SimpleNamespace(write=shown.append, flush=lambda: None))(finished)
     assert "1 in (+1,935 cached) / " in "".join(shown)
+    panel = AgentPanel()
+    panel(finished)
+    assert "1 in (+1,935 cached) / " in panel.footer.value and "1 in (+1,935 cached) / " in panel.record().html
+    assert agent.session is not None
+    assert agent.session.usage["primary"].cache_read_tokens == 1935  # what %aries cost lists per slot
 
 
 def test_there_is_one_token_estimator_calibrated_per_model_and_server(

@@ -47,7 +47,7 @@ from aries_kernel.agent.events import (
     TurnFinished,
     Waiting,
 )
-from aries_kernel.agent.render import TextRenderer, ask_on_stdin, checkpoint_text, decision_text
+from aries_kernel.agent.render import TextRenderer, ask_on_stdin, checkpoint_text, decision_text, run_footer
 
 from .ui_events import can_process_ui_events, on_click_arrival, process_ui_events
 
@@ -119,13 +119,6 @@ def _call_target(arguments: dict[str, Any]) -> str:
 
 def _decision(event: ApprovalRequested) -> str:
     return "waiting for your answer" if event.decision is None else decision_text(event)
-
-
-def _footer(event: RunFinished) -> str:
-    return (
-        f"{event.reason} · {event.turns} turn(s) · {event.input_tokens:,} in / {event.output_tokens:,} out "
-        f"tokens · ${event.cost_usd:.4f}"
-    )
 
 
 def _close_tree(widget: w.Widget) -> None:
@@ -355,7 +348,7 @@ class AgentPanel(w.VBox):
         if self._text_buffer:
             parts.append(f'<div style="white-space:pre-wrap">{html.escape(self._text_buffer)}</div>')
         if self._finished is not None:
-            parts.append(f"<div><small>{html.escape(_footer(self._finished))}</small></div>")
+            parts.append(f"<div><small>{html.escape(run_footer(self._finished))}</small></div>")
         body = "".join(parts)
         page = f'<div class="aries-transcript" style="border-left:3px solid #8250df;padding-left:8px">{body}</div>'
         out = io.StringIO()
@@ -496,7 +489,7 @@ class AgentPanel(w.VBox):
                 self._retitle(card)
         self.stop_button.disabled = True
         self.status.value = ""
-        self.footer.value = f"<small>{html.escape(_footer(event))}</small>"
+        self.footer.value = f"<small>{html.escape(run_footer(event))}</small>"
 
     # -- approvals and Stop ------------------------------------------------------------------------------
     def _ask(self, event: ApprovalRequested) -> None:

@@ -577,9 +577,7 @@ class Agent:
         """Count one finished model call in the session (its file) and the run's totals."""
         usage = completion.usage
         with self._usage_lock:
-            self.ensure_session().add_usage(
-                completion.slot, completion.model, usage.input_tokens, usage.output_tokens, usage.cost_usd
-            )
+            self.ensure_session().add_usage(completion.slot, completion.model, usage)
             self._totals[0] += usage.input_tokens
             self._totals[1] += usage.output_tokens
             self._totals[2] += usage.cost_usd

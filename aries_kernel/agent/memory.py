@@ -585,10 +585,7 @@ class MemoryHook(AgentHook):
             return shared_vault(context)
 
         def usage(completion: mt.Completion) -> None:
-            u = completion.usage
-            agent.ensure_session().add_usage(
-                completion.slot, completion.model, u.input_tokens, u.output_tokens, u.cost_usd
-            )
+            agent.ensure_session().add_usage(completion.slot, completion.model, completion.usage)
 
         feedback = MemoryFeedback(
             vault or context_vault,

@@ -34,7 +34,9 @@ from aries_kernel.agent.events import (
     TurnFinished,
 )
 
-__all__ = ["Renderer", "TextRenderer", "ask_on_stdin", "checkpoint_text", "decision_text", "format_arguments"]
+__all__ = [
+    "Renderer", "TextRenderer", "ask_on_stdin", "checkpoint_text", "decision_text", "format_arguments", "run_footer"
+]
 
 _RESULT_LINES = 8
 _MEMORY_VERBS = {MemoryRetrieved: "retrieved", MemoryEchoed: "echoed", MemoryFizzled: "fizzled"}
@@ -137,10 +139,7 @@ class TextRenderer:
             self._line(f"[spend: {event.spend}]")
         elif isinstance(event, RunFinished):
             self._finished = True
-            self._line(
-                f"[{event.reason} · {event.turns} turn(s) · {event.input_tokens:,} in{cache_text(event)} / "
-                f"{event.output_tokens:,} out tokens · ${event.cost_usd:.4f}]"
-            )
+            self._line(f"[{run_footer(event)}]")
 
     def answer(self, event: ApprovalRequested) -> None:
         """Answer an approval question: asked on stdin."""
@@ -153,6 +152,14 @@ class TextRenderer:
         if not self._finished:
             self._line(f"[{reason}; the transcript so far is kept]")
             self._finished = True
+
+
+def run_footer(event: RunFinished) -> str:
+    """How a run ended, in one line: reason, turns, tokens in (prompt-cache use beside them) and out, cost."""
+    return (
+        f"{event.reason} · {event.turns} turn(s) · {event.input_tokens:,} in{cache_text(event)} / "
+        f"{event.output_tokens:,} out tokens · ${event.cost_usd:.4f}"
+    )
 
 
 def cache_text(event: RunFinished) -> str:

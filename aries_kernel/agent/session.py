@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aries_kernel.models.types import Message, ToolCall
+from aries_kernel.models.types import Message, ToolCall, Usage
 from aries_kernel.redact import redact
 
 log = logging.getLogger(__name__)
@@ -50,6 +50,8 @@ class SlotUsage:
     calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+    cache_read_tokens: int = 0  # prompt tokens served from the provider's cache (not in input_tokens)
+    cache_write_tokens: int = 0  # prompt tokens written to it
     cost_usd: float = 0.0
 
 
@@ -141,6 +143,8 @@ class Session:
         slot.calls += 1
         slot.input_tokens += int(record.get("input_tokens", 0))
         slot.output_tokens += int(record.get("output_tokens", 0))
+        slot.cache_read_tokens += int(record.get("cache_read_tokens", 0))
+        slot.cache_write_tokens += int(record.get("cache_write_tokens", 0))
         slot.cost_usd += float(record.get("cost_usd", 0.0))
         if record["slot"] == "primary":
             self.turns += 1
@@ -187,17 +191,17 @@ class Session:
         self.approvals.append(record)
         self._append(record)
 
-    def add_usage(
-        self, slot: str, model: str, input_tokens: int, output_tokens: int, cost_usd: float
-    ) -> None:
-        """Record the tokens and cost of one model call on ``slot``."""
+    def add_usage(self, slot: str, model: str, usage: Usage) -> None:
+        """Record the tokens (prompt-cache reads and writes included) and cost of one model call on ``slot``."""
         record = {
             "kind": "usage",
             "slot": slot,
             "model": model,
-            "input_tokens": input_tokens,
-            "output_tokens": output_tokens,
-            "cost_usd": cost_usd,
+            "input_tokens": usage.input_tokens,
+            "output_tokens": usage.output_tokens,
+            "cache_read_tokens": usage.cache_read_tokens,
+            "cache_write_tokens": usage.cache_write_tokens,
+            "cost_usd": usage.cost_usd,
             "time": time.time(),
         }
         self._add_usage(record)
