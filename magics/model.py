@@ -10,12 +10,13 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 
 from aries_kernel.context import AriesContext
 from aries_kernel.models.errors import ModelError
-from aries_kernel.models.router import SLOTS, ModelRouter
+from aries_kernel.models.router import SLOTS
 from aries_kernel.models.shortnames import SHORTNAMES
+from aries_kernel.pillars import shared_models
 
 from .aries import status_section, subcommand
 
-__all__ = ["SlotTable", "model_command", "router_of"]
+__all__ = ["SlotTable", "model_command"]
 
 
 class SlotTable(pd.DataFrame):
@@ -25,12 +26,6 @@ class SlotTable(pd.DataFrame):
 
     def __repr__(self) -> str:
         return self.to_string()
-
-
-def router_of(context: AriesContext) -> ModelRouter:
-    """The shell's model router (built once, without touching any key)."""
-    router: ModelRouter = context.lazy("models", lambda ctx: ModelRouter(config=ctx.config))
-    return router
 
 
 @subcommand("model", "show the model slots, or set one: %aries model [slot] <shortname or provider:model>")
@@ -55,7 +50,7 @@ def model_command(magics: Any, args: str, cell: str | None) -> Any:
     chat template takes tools.
     """
     parsed = parse_argstring(model_command, args)
-    router = router_of(magics.context)
+    router = shared_models(magics.context)
     if parsed.usage:
         return SlotTable(router.usage())
     words = parsed.words
@@ -81,7 +76,7 @@ def model_command(magics: Any, args: str, cell: str | None) -> Any:
 @status_section("Models")
 def models_status(context: AriesContext) -> str | None:
     """One line per slot: model, context window (and where it comes from), key, and why a slot follows another."""
-    router = router_of(context)
+    router = shared_models(context)
     lines = []
     for slot, row in router.slots().iterrows():
         if "provider" not in row or not isinstance(row.get("provider"), str):

@@ -201,9 +201,9 @@ class Agent:
     def router(self) -> Any:
         """The model router of the context (built on first use)."""
         if self._router is None:
-            from aries_kernel.models import ModelRouter
+            from aries_kernel.pillars import shared_models
 
-            self._router = self.context.lazy("models", lambda ctx: ModelRouter(config=ctx.config))
+            self._router = shared_models(self.context)
         return self._router
 
     def client(self, slot: str = "primary") -> Any:
