@@ -1,20 +1,29 @@
-"""LoCoMo retrieval benchmark for the vault: Recall@5, Recall@10 and MRR per signal and fused.
+"""LoCoMo retrieval benchmark for the vault: Recall@5, Recall@10 and MRR per signal and fused, at turn and
+session level, each beside its chance floor.
 
-Each of the ten LoCoMo conversations (``../shared/data/locomo10/``, see its README) goes into a fresh vault,
-one note per turn: title ``D3-7 Caroline`` (the ``dia_id`` with its speaker), body the turn's text (and the
-caption of a shared photo), ``created`` the session's date, and a wiki-link to the previous turn of the same
-session, so the link graph is the conversation's thread. Notes are written through ``Vault.add_many``, the bulk
-path. For every question with evidence the vault is asked for the top 10; a question counts as recalled at k
-when any of its evidence turns is in the top k, and MRR is the mean of 1 / rank of the first evidence turn.
+Each LoCoMo conversation (``../shared/data/locomo10/``, see its README) goes into a fresh vault, one note per
+turn: title ``D3-7`` (the ``dia_id``), body the speaker and the turn's text (and the caption of a shared photo),
+``created`` the session's date, and a wiki-link to the previous turn of the same session, so the link graph is
+the conversation's thread. Notes are written through ``Vault.add_many``, the bulk path. Every question with
+evidence asks the vault for its ranking.
 
-Signals alone are each a ranking of the same candidate pool (the best BM25 and semantic matches): ``graph``
-orders it by PageRank over the links and ``warmth`` by ACT-R activation, so they show what those priors do on
-their own. ``fused`` is ``query_ranked`` as users get it.
+* Turn level: a question counts as recalled at k when one of its evidence turns is in the top k; MRR is the
+  mean of 1 / rank of the first evidence turn (0 when none is in the top 10).
+* Session level: the same with any turn of an evidence turn's session counting as a hit (LoCoMo has about 27
+  sessions per conversation, so chance alone reaches far higher than at turn level).
+* Chance: the exact expected Recall@10 and MRR of a uniformly random order of the pool the row ranks
+  (hypergeometric, no simulation): for the signals and ``rrf`` the candidate pool (the ``pool`` best BM25
+  matches and the ``pool`` most similar notes), for ``fused`` that pool and the notes linked with it.
 
-The default fusion weights were chosen on conversations 26, 30 and 41; ``--skip-conversations 3`` reports the
-seven held out.
+Rows: each signal alone ranks the candidate pool (``graph`` by PageRank over the links, ``warmth`` by ACT-R
+activation, so they show what those priors do on their own); ``rrf`` is the plain weighted fusion of the four
+(``rerank=False``); ``fused`` is ``query_ranked`` as users get it (fusion, then link context and the learned
+stages, which are idle in a vault with no sessions).
 
-    python bench/bench_locomo.py [--data DIR] [--embedder wordllama|hash] [--skip-conversations N]
+The fusion weights, ``RRF_K`` and ``CONTEXT`` were chosen on conversations 26, 30 and 41 (``--tuning``); the
+default reports the seven held out. The bench runs in one process on one core (nothing in it runs in parallel).
+
+    python bench/bench_locomo.py [--tuning] [--data DIR] [--embedder wordllama|hash|...]
                                  [--limit-conversations N]
 """
 
@@ -23,6 +32,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import math
 import statistics
 import sys
 import tempfile
@@ -32,13 +42,11 @@ from pathlib import Path
 from aries_kernel.vault import make_embedder, open_vault
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo10"
-CONFIGS = {
-    "bm25": (["bm25"], False),
-    "semantic": (["semantic"], False),
-    "graph": (["pagerank"], False),
-    "warmth": (["warmth"], False),
-    "fused": (None, True),
-}
+TUNING = ("26", "30", "41")
+SIGNAL_ROWS = {"bm25": "bm25", "semantic": "semantic", "graph": "pagerank", "warmth": "warmth"}
+ROWS = (*SIGNAL_ROWS, "rrf", "fused")
+LEVELS = ("turn", "session")
+EVERYTHING = 10**9  # a limit above any pool: the whole ranking the vault computed
 
 
 def session_time(text: str) -> float:
@@ -73,72 +81,130 @@ def load_conversation(path: Path) -> tuple[list[tuple[str, str, str]], list[floa
     return items, created, dia_ids, questions
 
 
+def session_of(dia_id: str) -> str:
+    """The session of a turn: ``D3:7`` -> ``D3``."""
+    return dia_id.split(":")[0]
+
+
+def chance(pool: int, good: int, k: int = 10) -> tuple[float, float]:
+    """Exact expected (Recall@k, MRR cut at k) of a uniformly random order of ``pool`` items, ``good`` of them
+    hits: P(no hit in the first k) = C(pool-good, k) / C(pool, k); P(first hit at r) = C(pool-r, good-1) /
+    C(pool, good)."""
+    if good == 0 or pool == 0:
+        return 0.0, 0.0
+    recall = 1.0 - math.comb(pool - good, k) / math.comb(pool, k) if pool > k else 1.0
+    total = math.comb(pool, good)
+    mrr = sum(math.comb(pool - r, good - 1) / total / r for r in range(1, min(k, pool - good + 1) + 1))
+    return recall, mrr
+
+
+class Tally:
+    """Hits at 5 and 10, reciprocal ranks and chance floors of one row at one level."""
+
+    def __init__(self) -> None:
+        self.r5 = self.r10 = 0
+        self.rr = self.chance_r10 = self.chance_rr = 0.0
+
+    def add(self, ranked: list[str], hit: set[str], pool: list[str]) -> None:
+        first = next((r for r, title in enumerate(ranked[:10], start=1) if title in hit), None)
+        if first is not None:
+            self.r10 += 1
+            self.r5 += first <= 5
+            self.rr += 1.0 / first
+        floor = chance(len(pool), sum(title in hit for title in pool))
+        self.chance_r10 += floor[0]
+        self.chance_rr += floor[1]
+
+
 def evaluate(
-    data_dir: Path, embedder_spec: str, skip: int = 0, limit_conversations: int | None = None
-) -> dict[str, dict[str, float]]:
-    """Run every configuration over every conversation; returns metric -> value per configuration."""
-    hits = {name: {"r5": 0, "r10": 0, "rr": 0.0} for name in CONFIGS}
+    data_dir: Path, embedder_spec: str, conversations: list[str]
+) -> tuple[dict[str, dict[str, Tally]], int, dict[str, float]]:
+    """Every row at both levels over ``conversations``; (tallies, questions asked, whole-conversation floors)."""
+    tallies = {level: {row: Tally() for row in ROWS} for level in LEVELS}
+    floor_all = {level: 0.0 for level in LEVELS}
     latencies: list[float] = []
-    asked = 0
-    notes = 0
+    asked = notes = 0
     build = 0.0
+    started = time.perf_counter()
     embedder = make_embedder(embedder_spec)
-    files = sorted(data_dir.glob("*.json"))[skip:][:limit_conversations]
-    for path in files:
-        items, created, dia_ids, questions = load_conversation(path)
+    for name in conversations:
+        items, created, dia_ids, questions = load_conversation(data_dir / f"{name}.json")
         with tempfile.TemporaryDirectory(prefix="locomo-vault-") as tmp:
-            started = time.perf_counter()
+            t0 = time.perf_counter()
             after_last = max(created) + 86400  # "now" is the day after the last session
             vault = open_vault(
-                None,
-                path=Path(tmp) / "vault",
-                embedder=embedder,
-                clock=lambda at=after_last: at,
+                None, path=Path(tmp) / "vault", embedder=embedder, clock=lambda at=after_last: at
             )
             results = vault.add_many(items, folder="notes", created=created)
             vault.query_ranked("warm up the index", limit=1)
-            build += time.perf_counter() - started
+            build += time.perf_counter() - t0
             notes += len(items)
-            title_of = {dia: r.title for dia, r in zip(dia_ids, results, strict=False)}
+            title_of = {dia: r.title for dia, r in zip(dia_ids, results, strict=True)}
+            session_titles: dict[str, set[str]] = {}
+            for dia in dia_ids:
+                session_titles.setdefault(session_of(dia), set()).add(title_of[dia])
             for question in questions:
-                wanted = {title_of[e] for e in question["evidence"] if e in title_of}
-                if not wanted:
+                evidence = [e for e in question["evidence"] if e in title_of]
+                if not evidence:
                     continue
                 asked += 1
-                for name, (signals, rerank) in CONFIGS.items():
-                    t0 = time.perf_counter()
-                    titles = list(vault.query_ranked(question["question"], 10, signals, rerank)["title"])
-                    if name == "fused":
-                        latencies.append(time.perf_counter() - t0)
-                    ranks = [titles.index(t) + 1 for t in wanted if t in titles]
-                    first = min(ranks) if ranks else None
-                    if first is not None:
-                        hits[name]["r10"] += 1
-                        hits[name]["r5"] += first <= 5
-                        hits[name]["rr"] += 1.0 / first
-        print(f"  {path.name}: {len(items)} turns, {len(questions)} questions", file=sys.stderr)
-    table = {
-        name: {"Recall@5": h["r5"] / asked, "Recall@10": h["r10"] / asked, "MRR": h["rr"] / asked}
-        for name, h in hits.items()
-    }
+                hits = {
+                    "turn": {title_of[e] for e in evidence},
+                    "session": set().union(*(session_titles[session_of(e)] for e in evidence)),
+                }
+                text = question["question"]
+                ranked: dict[str, list[str]] = {}
+                for row, signal in SIGNAL_ROWS.items():
+                    ranked[row] = list(vault.query_ranked(text, 10, [signal], rerank=False)["title"])
+                ranked["rrf"] = list(vault.query_ranked(text, EVERYTHING, rerank=False)["title"])
+                t1 = time.perf_counter()
+                vault.query_ranked(text, 10)
+                latencies.append(time.perf_counter() - t1)
+                ranked["fused"] = list(vault.query_ranked(text, EVERYTHING)["title"])
+                pools = {row: ranked["rrf"] for row in ROWS} | {"fused": ranked["fused"]}
+                for level in LEVELS:
+                    for row in ROWS:
+                        tallies[level][row].add(ranked[row], hits[level], pools[row])
+                    floor_all[level] += chance(len(items), len(hits[level]))[0]
+        print(f"  {name}.json: {len(items)} turns, {len(questions)} questions", file=sys.stderr)
+    total = time.perf_counter() - started
     print(
-        f"{len(files)} conversations, {notes} turns as notes (bulk add + index {build:.1f} s), {asked} questions; "
-        f"embedder {embedder.name}; fused query p50 {statistics.median(latencies) * 1e3:.1f} ms"
+        f"conversations {', '.join(conversations)}: {notes} turns as notes (bulk add + index {build:.1f} s), "
+        f"{asked} questions; embedder {embedder.name}; fused query p50 {statistics.median(latencies) * 1e3:.1f} "
+        f"ms; total {total:.1f} s on one core"
     )
-    return table
+    return tallies, asked, {level: value / asked for level, value in floor_all.items()}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--embedder", default="wordllama")
-    parser.add_argument("--skip-conversations", type=int, default=0)
-    parser.add_argument("--limit-conversations", type=int, default=None)
+    parser.add_argument(
+        "--tuning", action="store_true", help=f"score the tuning conversations ({', '.join(TUNING)}) instead"
+    )
+    parser.add_argument("--limit-conversations", type=int, default=None, help="only the first N of the set")
     args = parser.parse_args()
-    table = evaluate(args.data, args.embedder, args.skip_conversations, args.limit_conversations)
-    print(f"\n{'signal':<10} {'Recall@5':>9} {'Recall@10':>10} {'MRR':>7}")
-    for name, row in table.items():
-        print(f"{name:<10} {row['Recall@5']:>9.3f} {row['Recall@10']:>10.3f} {row['MRR']:>7.3f}")
+    available = sorted(path.stem for path in args.data.glob("*.json"))
+    held_out = [name for name in available if name not in TUNING]
+    print(f"tuning conversations: {', '.join(TUNING)}; held out: {', '.join(held_out)}")
+    chosen = [name for name in available if name in TUNING] if args.tuning else held_out
+    chosen = chosen[: args.limit_conversations]
+    print(f"scoring the {'tuning' if args.tuning else 'held-out'} set")
+    tallies, asked, floor_all = evaluate(args.data, args.embedder, chosen)
+    for level in LEVELS:
+        print(
+            f"\n{level} level (chance = random order of the row's pool; random order of the whole conversation: "
+            f"Recall@10 {floor_all[level]:.3f})"
+        )
+        print(
+            f"{'row':<10} {'Recall@5':>9} {'Recall@10':>10} {'MRR':>7} {'chance R@10':>12} {'chance MRR':>11}"
+        )
+        for row, t in tallies[level].items():
+            print(
+                f"{row:<10} {t.r5 / asked:>9.3f} {t.r10 / asked:>10.3f} {t.rr / asked:>7.3f} "
+                f"{t.chance_r10 / asked:>12.3f} {t.chance_rr / asked:>11.3f}"
+            )
 
 
 if __name__ == "__main__":

@@ -128,7 +128,7 @@ class BruteForce:
         for scores, weight in signals:
             ranks = np.empty(n)
             ranks[np.argsort(-scores, kind="stable")] = np.arange(1, n + 1)
-            fused += weight / (60 + ranks)
+            fused += weight / (ranking.RRF_K + ranks)
         return list(np.argsort(-fused, kind="stable")[:limit])
 
 

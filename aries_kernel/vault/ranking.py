@@ -2,7 +2,10 @@
 
 Pure functions over numpy arrays and rustworkx graphs, so each formula can be checked by hand:
 
-* weighted Reciprocal Rank Fusion: ``score(n) = sum_s w_s / (k + rank_s(n))``, ranks from 1, k = 60;
+* weighted Reciprocal Rank Fusion: ``score(n) = sum_s w_s / (k + rank_s(n))``, ranks from 1, k = 1 (a small
+  k keeps a strong signal's first ranks apart; at the usual 60 a weak signal or a prior reorders them);
+* link context: ``context(n) = fused(n) + CONTEXT * max_{m ~ n} fused(m)`` over wiki-links in either direction,
+  so a note linked with a strong match (the reply next to the question it answers) joins the results;
 * ACT-R base-level activation: ``B = ln(sum_j t_j^-d)`` with ``t_j`` the hours since each access (the note's
   creation counts as one), ``d = 0.5 * FOLDER_DECAY[folder]`` so ``ops/`` fades fast and ``self/`` slowly;
 * spreading activation: ``warmth_i = ln(e^B_i + SPREAD * sum_{j ~ i} e^B_j / fan_j)`` over wiki-links in
@@ -21,6 +24,7 @@ import rustworkx as rx
 
 __all__ = [
     "BASE_DECAY",
+    "CONTEXT",
     "FOLDER_DECAY",
     "MIN_AGE_HOURS",
     "Q_WEIGHT",
@@ -28,6 +32,7 @@ __all__ = [
     "SPREAD",
     "base_level_activation",
     "decay_for",
+    "link_context",
     "pagerank",
     "personalized_pagerank",
     "q_rerank",
@@ -36,7 +41,8 @@ __all__ = [
     "spread_activation",
 ]
 
-RRF_K = 60
+RRF_K = 1
+CONTEXT = 0.3
 BASE_DECAY = 0.5
 FOLDER_DECAY = {"self": 0.5, "notes": 1.0, "inbox": 1.0, "ops": 2.0}
 MIN_AGE_HOURS = 1.0 / 60.0  # an access "now" counts as one minute old, so t^-d stays finite
@@ -57,6 +63,21 @@ def rrf(
         for position, item in enumerate(ranked, start=1):
             fused[item] = fused.get(item, 0.0) + weight / (k + position)
     return fused
+
+
+def link_context(
+    scores: Mapping[int, float], neighbours: Sequence[Sequence[int]], weight: float = CONTEXT
+) -> dict[int, float]:
+    """Each scored note and each note linked with one: its own score plus ``weight`` times its best-scored
+    linked note's. The best link, not the sum, so a hub linked with many matches gains no more than one."""
+    around = set(scores)
+    for node in scores:
+        around.update(neighbours[node])
+    context: dict[int, float] = {}
+    for node in around:
+        best = max((scores.get(m, 0.0) for m in neighbours[node]), default=0.0)
+        context[node] = scores.get(node, 0.0) + weight * best
+    return context
 
 
 def rank_order(ids: Sequence[int], scores: Sequence[float]) -> list[int]:

@@ -41,9 +41,10 @@ RANKED_COLUMNS = [
     "title", "source", "score", "semantic", "bm25", "pagerank", "warmth", "q_value", "cooccurrence",
     "folder", "type", "path", "snippet",
 ]  # fmt: skip
-# Chosen on LoCoMo conversations 26, 30 and 41 (bench/bench_locomo.py): wordllama's semantic signal is weaker
-# than BM25 on conversational text, and the query-independent priors only break near-ties.
-DEFAULT_WEIGHTS = {"semantic": 0.5, "bm25": 1.0, "pagerank": 0.1, "warmth": 0.1}
+# Chosen with ranking.RRF_K and ranking.CONTEXT on LoCoMo conversations 26, 30 and 41 only (bench/bench_locomo.py
+# --tuning): wordllama's semantic signal is weaker than BM25 on conversational text, and the query-independent
+# priors only break near-ties.
+DEFAULT_WEIGHTS = {"semantic": 0.3, "bm25": 1.0, "pagerank": 0.05, "warmth": 0.05}
 _WORD = re.compile(r"\w+")
 _EMBED_CHARS = 4000
 _COOC_SEEDS = 5
@@ -378,9 +379,10 @@ class Vault:
         record: bool = True,
         superseded: bool = False,
     ) -> pd.DataFrame:
-        """Notes for ``query`` by weighted RRF (k=60) of semantic, BM25, PageRank and warmth, then Q-value
-        reranking and co-occurrence personalized PageRank. ``signals`` fuses only those named (e.g.
-        ``["bm25"]`` to see one signal alone); ``rerank=False`` skips the learned stages; ``record=False``
+        """Notes for ``query`` by weighted RRF (k=1) of semantic, BM25, PageRank and warmth, then link context
+        (a note linked with a strong match shares its score), Q-value reranking and co-occurrence personalized
+        PageRank. ``signals`` fuses only those named (e.g. ``["bm25"]`` to see one signal alone);
+        ``rerank=False`` skips the stages after fusion (link context and the learned ones); ``record=False``
         keeps the rows out of the session's exposures (for a query whose rows nobody is shown);
         ``superseded=True`` also ranks notes another note supersedes (:meth:`supersede`), left out otherwise."""
         _check_query(query)
@@ -400,8 +402,13 @@ class Vault:
         fused = ranking.rrf(rankings, self.weights)
         scores = {n: fused.get(n, 0.0) for n in candidates}
         if rerank:
+            scores = ranking.link_context(scores, corpus.neighbours)
+            linked = [n for n in scores if n not in table["semantic"]]
+            if linked:
+                for name, values in self._signal_table(corpus, linked, sims, bm25).items():
+                    table[name].update(values)
             scores = self._learned_rerank(corpus, scores, table, sims, bm25)
-            if not superseded:  # co-occurrence may bring in a superseded note
+            if not superseded:  # link context and co-occurrence may bring in a superseded note
                 scores = {n: v for n, v in scores.items() if not corpus.superseded[n]}
         order = sorted(scores, key=lambda n: (-scores[n], n))[:limit]
         frame = self._frame(corpus, order, scores, table, query)
