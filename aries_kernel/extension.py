@@ -135,7 +135,8 @@ def uninstall(shell: Any) -> None:
 _WARM_MODULES = (
     "aries_kernel.magics.agent",  # the %aries prompt handler, and with it the agent loop and its tools
     "aries_kernel.agent.memory",  # the memory hook the agent loads as a plug-in: the vault, SQLAlchemy
-    "aries_kernel.models.anthropic_provider",  # the anthropic SDK and httpx
+    "aries_kernel.models.anthropic_provider",  # the anthropic SDK
+    "httpx",  # which the SDKs import only when their first client is made, and the local-server probe uses
     "aries_kernel.models.openai_provider",  # the openai SDK
     "aries_kernel.widgets",  # ipywidgets, for the panel
     "igraph",  # the communities of the code map in the agent's system prompt
