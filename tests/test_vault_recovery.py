@@ -161,6 +161,36 @@ def test_a_new_vault_says_nothing_and_a_missing_index_is_restored(tmp_path: Path
         close(vault)
 
 
+def test_an_index_deleted_between_the_look_and_the_open_is_rebuilt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A user's rm takes no lock: the file can go after the vault saw it and before SQLite opens it (seen in a
+    full run: "unable to open database file" from a writer starting up while the test deleted the index)."""
+    folder = tmp_path / "vault"
+    vault = make(folder)
+    before = learn(vault)
+    close(vault)
+    db = folder / ".aries" / "index.db"
+    real_open = index.VaultIndex._open_engine
+    deleted: list[bool] = []
+
+    def delete_first(self: index.VaultIndex) -> Any:
+        if not deleted and self.db_path == db:
+            deleted.append(True)
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{db}{suffix}").unlink(missing_ok=True)
+        return real_open(self)
+
+    monkeypatch.setattr(index.VaultIndex, "_open_engine", delete_first)
+    vault = make(folder)
+    try:
+        assert deleted, "the file went in the window"
+        assert sorted(vault.titles()) == sorted(NOTES), "rebuilt from the markdown notes"
+        assert learned(vault) == before, "and the learned state restored from the export"
+    finally:
+        close(vault)
+
+
 def test_learned_state_is_exported_every_n_changes_atomically(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -340,24 +340,27 @@ class VaultIndex:
                 info = None
             fresh = info is None
             if fresh:
-                # -wal/-shm left by a vanished file would be replayed into the new one: "malformed".
-                for suffix in _SIDE_FILES:
-                    with contextlib.suppress(FileNotFoundError):
-                        os.unlink(str(self.db_path) + suffix)
-                self._build_fresh()
+                self._start_fresh()
             try:
                 engine = self._open_engine()
             except DatabaseError as exc:
-                if not (_is_corruption(exc) or _is_foreign_schema(exc)):
+                if self._on_disk() is None:
+                    # Deleted between the look above and the open (a user's rm takes no lock; mode=rw then
+                    # fails with "unable to open database file"): build a new one, as for a missing file.
+                    fresh = True
+                    self._start_fresh()
+                    engine = self._open_engine()
+                elif not (_is_corruption(exc) or _is_foreign_schema(exc)):
                     raise
-                self.corrupt_copy = self._move_aside("corrupt")
-                why = why or (
-                    f"{self.db_path} could not be used ({exc.orig}); kept as {self.corrupt_copy.name}, "
-                    "a new index was built from the notes"
-                )
-                fresh = True
-                self._build_fresh()
-                engine = self._open_engine()
+                else:
+                    self.corrupt_copy = self._move_aside("corrupt")
+                    why = why or (
+                        f"{self.db_path} could not be used ({exc.orig}); kept as {self.corrupt_copy.name}, "
+                        "a new index was built from the notes"
+                    )
+                    fresh = True
+                    self._build_fresh()
+                    engine = self._open_engine()
             # None: deleted again since it was opened (a user's rm takes no lock); the next use then finds the
             # file gone and attaches again, before it reads or writes.
             info = self._on_disk()
@@ -515,6 +518,14 @@ class VaultIndex:
         if self.recovery:
             note, self.recovery = self.recovery, None
             self.write(lambda c: self.audit(c, time.time(), "recover", "", "", note))
+
+    def _start_fresh(self) -> None:
+        """Build a new index in place of a missing one; -wal/-shm left by a vanished file would be replayed into
+        the new one ("malformed"), so they go first."""
+        for suffix in _SIDE_FILES:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(str(self.db_path) + suffix)
+        self._build_fresh()
 
     def _build_fresh(self) -> None:
         """Build a migrated, empty index beside :attr:`db_path` and rename it into place (only :meth:`_attach`
