@@ -76,6 +76,7 @@ from sqlalchemy.exc import DatabaseError, DBAPIError, OperationalError
 from sqlalchemy.pool import QueuePool
 from sqlalchemy.sql import Executable
 
+from aries_kernel import rootfs
 from aries_kernel.redact import redact
 from aries_kernel.vault import learning, schema
 from aries_kernel.vault.notes import Note, normalize_title
@@ -131,10 +132,20 @@ class _IndexLost(Exception):
     """The database file this process opened is no longer the one at its path (internal signal)."""
 
 
+class _BadExport(Exception):
+    """The learning export is there but is not one this vault can use; the message says why (internal)."""
+
+
 _SIDE_FILES = ("-wal", "-shm", "-journal")
 # Changes to learned state between two automatic exports (each session's end exports too).
 LEARNING_EXPORT_EVERY = 50
 _HEADER_BYTES = 100  # a SQLite file starts with a 100-byte header
+# The most of a learning export that is read (and parsed: JSON takes several times its size in memory). An export
+# holds one row per Q-value, access and co-occurrence pair (about 60 bytes each): a vault of 10,000 notes used
+# daily for years exports a few MiB, so a file over this is not an export this vault wrote.
+LEARNING_EXPORT_MAX_BYTES = 64 * 1024 * 1024
+# An export is opened without following a symlink and without waiting for a writer (a FIFO in its place).
+_EXPORT_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _RECOVERY_ATTEMPTS = 5
 
 
@@ -224,6 +235,8 @@ class VaultIndex:
         # What the last rebuild of a damaged or missing file restored of the learned state, or that it was lost;
         # kept for the life of the index so the vault's status can show it.
         self.rebuild_report: str | None = None
+        # What was wrong with the learning export when it was last merged into (kept aside; see save_learning).
+        self.learning_problem: str | None = None
         # The automatic export of this user's learned state, beside the SQLite file (a server has none).
         self.learning_path = (
             None if self.url else self.db_path.with_name(f"{self.db_path.stem}.learning.json")
@@ -450,17 +463,22 @@ class VaultIndex:
 
     def _restore_learning(self, why: str) -> None:
         """After building a fresh file: bring back the learned state from :attr:`learning_path` and say so, or
-        say that it was lost when the fresh file replaced one (``why``) and there is no export to restore."""
+        say that it was lost when the fresh file replaced one (``why``) and there is no export to restore, or
+        that the export was unusable (a FIFO, folder, symlink, oversized or malformed file: kept aside)."""
         assert self.learning_path is not None
-        if not why and not self.learning_path.exists():
+        if not why and not os.path.lexists(self.learning_path):
             return  # a new vault: nothing was learned yet
         what = "learned state (Q-values, access history, co-occurrence)"
         try:
-            export = json.loads(self.learning_path.read_text(encoding="utf-8"))
+            export = self._read_export()
+            if export is None:
+                raise FileNotFoundError(self.learning_path)
             data = export["users"][self.user]
             self.import_learning(data)
         except FileNotFoundError:
             told = f"the {what} was lost: there was no export at {self.learning_path} to restore it from."
+        except _BadExport as exc:
+            told = f"the {what} was lost: {exc}"
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             told = (
                 f"the {what} was lost: its export {self.learning_path} has none of {self.user}'s or could not "
@@ -478,9 +496,75 @@ class VaultIndex:
         self.recovery = self.rebuild_report  # and into the audit log of the new file
         log.warning("%s", self.rebuild_report)
 
+    def _read_export(self) -> dict[str, Any] | None:
+        """The learning export at :attr:`learning_path`, or None when there is none.
+
+        Read like the index file is checked: never through a symlink, never waiting on a FIFO, only a regular
+        file of at most :data:`LEARNING_EXPORT_MAX_BYTES`, and only a JSON object with a ``users`` object. Any
+        other thing there is renamed aside (``<name>.bad-<ns>``, kept for inspection) and :class:`_BadExport`
+        raised, naming the file, the reason and where it was kept, so nothing blocks and the next save writes a
+        good export in its place."""
+        path = self.learning_path
+        assert path is not None
+        try:
+            fd = os.open(path, _EXPORT_FLAGS)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:  # ELOOP: a symlink; ENXIO: a socket; EACCES: no permission
+            try:
+                mode = os.lstat(path).st_mode
+            except FileNotFoundError:
+                return None
+            reason = (
+                f"could not be opened ({exc.strerror or exc})"
+                if stat.S_ISREG(mode)
+                else f"is a {rootfs.kind(mode)}, not a regular file"
+            )
+            raise self._export_aside(reason) from None
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise self._export_aside(f"is a {rootfs.kind(info.st_mode)}, not a regular file")
+            if info.st_size > LEARNING_EXPORT_MAX_BYTES:
+                raise self._export_aside(
+                    f"is {info.st_size:,} bytes, over the {LEARNING_EXPORT_MAX_BYTES:,}-byte limit of an export"
+                )
+            raw = _read_fd(fd, LEARNING_EXPORT_MAX_BYTES + 1)  # it may have grown since the fstat
+        finally:
+            os.close(fd)
+        if len(raw) > LEARNING_EXPORT_MAX_BYTES:
+            raise self._export_aside(f"grew over the {LEARNING_EXPORT_MAX_BYTES:,}-byte limit while read")
+        try:
+            export = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, RecursionError, ValueError) as exc:
+            raise self._export_aside(f"is not valid JSON ({type(exc).__name__}: {exc})") from None
+        if not isinstance(export, dict) or not isinstance(export.get("users"), dict):
+            raise self._export_aside("is not a learning export (no 'users' object)")
+        return export
+
+    def _export_aside(self, reason: str) -> _BadExport:
+        """Rename the unusable export aside (a symlink itself, never its target) and say so."""
+        path = self.learning_path
+        assert path is not None
+        aside = path.with_name(f"{path.name}.bad-{time.time_ns()}")
+        try:
+            os.rename(path, aside)
+        except FileNotFoundError:
+            return _BadExport(f"its export {path} {reason}; it was gone when it was to be kept aside.")
+        except OSError as exc:
+            return _BadExport(
+                f"its export {path} {reason}; it could not be kept aside ({exc.strerror or exc})."
+            )
+        return _BadExport(f"its export {path} {reason}; it was kept aside as {aside.name}.")
+
     def save_learning(self) -> Path | None:
         """Write this user's learned state to :attr:`learning_path` atomically (other users' entries kept);
-        returns the path, or None on a server, whose database is the one copy (its backups are the server's)."""
+        returns the path, or None on a server, whose database is the one copy (its backups are the server's).
+
+        An unusable file in its place (see :meth:`_read_export`) is kept aside, reported in
+        :attr:`learning_problem` and logged; the new export is written without the other users' entries it
+        may have held. The write goes to a new temporary file (``O_EXCL | O_NOFOLLOW``) and ``os.replace``
+        puts it in place, replacing whatever name is there (a symlink is replaced, never written through)."""
         if self.learning_path is None:
             return None
         data = self.export_learning()
@@ -488,16 +572,19 @@ class VaultIndex:
         path = self.learning_path
         with self._folder_lock():  # two kernels on one vault: each keeps the other's users
             try:
-                export = json.loads(path.read_text(encoding="utf-8"))
-                users = export["users"] if isinstance(export.get("users"), dict) else {}
-            except (OSError, ValueError, AttributeError, KeyError):
-                users = {}
+                export = self._read_export() or {}
+            except _BadExport as exc:
+                self.learning_problem = f"The learning export could not be merged: {exc}"
+                log.warning("%s", self.learning_problem)
+                export = {}
+            users = dict(export.get("users") or {})
             users[self.user] = data
             export = {"format": "aries-vault-learning", "version": 1, "exported_at": time.time()}
             export["users"] = users
             temp = path.with_name(f".{path.name}.{os.getpid()}-{time.time_ns()}.tmp")
             try:
-                with open(temp, "w", encoding="utf-8") as handle:
+                fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+                with open(fd, "w", encoding="utf-8") as handle:
                     json.dump(export, handle)
                     handle.flush()
                     os.fsync(handle.fileno())
@@ -1138,6 +1225,18 @@ def _first_line(exc: BaseException) -> str:
 def _chunks(items: Sequence[str], size: int) -> Iterable[Sequence[str]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
+
+
+def _read_fd(fd: int, limit: int) -> bytes:
+    """At most ``limit`` bytes of the open file ``fd``, from where it stands."""
+    chunks, left = [], limit
+    while left > 0:
+        chunk = os.read(fd, min(1 << 20, left))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
 
 
 def _has_sqlite_header(db_path: Path) -> bool:

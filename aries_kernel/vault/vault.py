@@ -1073,8 +1073,10 @@ class Vault:
     @property
     def problems(self) -> list[str]:
         """What the user should know about each store: a rebuild of its damaged or missing index, and whether
-        the learned state came back from the automatic export or was lost."""
-        return [f"{s.source}: {s.index.rebuild_report}" for s in self.stores if s.index.rebuild_report]
+        the learned state came back from the automatic export or was lost, and an unusable export kept aside."""
+        reports = [(s.source, s.index.rebuild_report) for s in self.stores]
+        reports += [(s.source, s.index.learning_problem) for s in self.stores]
+        return [f"{source}: {report}" for source, report in reports if report]
 
     def __repr__(self) -> str:
         parts = [
