@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import rustworkx
 from IPython.core.interactiveshell import InteractiveShell
 
 from aries_kernel.codebase import Codebase
 from aries_kernel.codebase.progress import Progress
+from aries_kernel.codebase.ranking import _hits_iterated, _weight
 
 FIXTURES = Path(__file__).parent / "fixtures" / "codebase"
 
@@ -52,6 +54,26 @@ def test_top_files_and_hits(codebase: Codebase) -> None:
     # main.py and cli.py only import: hubs; helpers/text.py is imported by many and imports little: an authority.
     roles = dict(zip(hits["file"], hits["hits_role"], strict=False))
     assert roles["main.py"] == roles["app/cli.py"] == "hub" and roles["app/helpers/text.py"] == "authority"
+
+
+def test_fixed_round_hits() -> None:
+    """The HITS fallback for graphs where rustworkx does not converge: rustworkx's own scores where it does, and
+    zeros for a graph without edges (numpy counts no values into an int64 array, which dividing in place
+    refused)."""
+    g = rustworkx.PyDiGraph()
+    g.add_nodes_from(["a.py", "b.py", "c.py", "d.py"])
+    g.add_edges_from(
+        [(0, 1, ("import", 1.0, False)), (0, 2, ("import", 2.0, False)), (3, 1, ("import", 1.0, False))]
+    )
+    hubs, authorities = _hits_iterated(g)
+    want_hubs, want_authorities = rustworkx.hits(g, weight_fn=_weight, tol=1e-12)
+    assert hubs == pytest.approx({g[n]: s for n, s in want_hubs.items()}, abs=1e-6)
+    assert authorities == pytest.approx({g[n]: s for n, s in want_authorities.items()}, abs=1e-6)
+    assert max(authorities, key=authorities.__getitem__) == "c.py"
+
+    edgeless = rustworkx.PyDiGraph()
+    edgeless.add_nodes_from(["a.py", "b.py"])
+    assert _hits_iterated(edgeless) == ({"a.py": 0.0, "b.py": 0.0}, {"a.py": 0.0, "b.py": 0.0})
 
 
 def test_communities_are_connected_and_labelled(codebase: Codebase) -> None:

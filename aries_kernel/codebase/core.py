@@ -13,6 +13,7 @@ import os
 import sqlite3
 import threading
 import time
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -581,6 +582,10 @@ class Codebase(QueryMixin, JudgmentMixin):
         sources = [SourceFile(rel, self._records[rel]["language"], *self._stat[rel]) for rel in pending]
         progress = Progress(f"hashing definitions of {self.root.name} for judgment")
         workers = self.settings.workers or default_workers()
+
+        def hashed(before: int, n: int) -> None:  # n files of the chunk starting at ``before`` are done
+            progress.update(before + n, len(sources))
+
         # In chunks, each chunk's new records replacing the old ones before the next is parsed: all of them at
         # once doubled the records' memory at the peak.
         for start in range(0, len(sources), _HASH_CHUNK):
@@ -590,7 +595,7 @@ class Codebase(QueryMixin, JudgmentMixin):
                 chunk,
                 self.settings.max_file_size,
                 workers,
-                lambda n, start=start: progress.update(start + n, len(sources)),
+                partial(hashed, start),
                 hashes=True,
             )
             saved = []

@@ -21,6 +21,7 @@ import hashlib
 import io
 import re
 import tokenize
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aries_kernel.codebase.languages import get_parser, get_query
@@ -102,7 +103,7 @@ def read_source(root: str, rel: str, max_bytes: int) -> bytes:
     """Read at most ``max_bytes + 1`` bytes of the regular file ``rel`` under ``root`` (see
     :func:`aries_kernel.rootfs.read_regular`; one seam, so tests can simulate an unreadable file when running as
     root)."""
-    return read_regular(root, rel, max_bytes, walked=True)[0]
+    return read_regular(Path(root), rel, max_bytes, walked=True)[0]
 
 
 def decode_source(data: bytes, language: str) -> str:

@@ -46,6 +46,7 @@ import re
 import stat
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -371,7 +372,7 @@ class ProjectTree:
             names = {entry.name for entry in folder.entries}
             if folder.rel != self.start:
                 parent, _, name = folder.rel.rpartition("/")
-                rule = evidence_rule(name, lambda names=names: names, names.__contains__, parent in builds)
+                rule = evidence_rule(name, partial(iter, names), names.__contains__, parent in builds)
                 if rule is not None:
                     self.skipped.append(_skipped(folder.rel, rule))
                     continue
@@ -471,11 +472,10 @@ def skip_rule(root: Path, rel: str, extra_ignores: Sequence[str] = ()) -> str | 
         ignores, out_dirs, builds = _rules_above(root, folder, extra)
         rule = folder_rule(folder, ignores, out_dirs)
         if rule is None:
-            path = os.path.join(root, folder)
             rule = evidence_rule(
                 parts[depth - 1],
-                lambda path=path: os.listdir(path),
-                lambda name, path=path: os.path.lexists(os.path.join(path, name)),
+                partial(os.listdir, os.path.join(root, folder)),
+                partial(_exists, root, folder),
                 "/".join(parts[: depth - 1]) in builds,
             )
         if rule is not None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import builtins
 import threading
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from itertools import chain
 from typing import TYPE_CHECKING, Any
 
@@ -251,7 +251,7 @@ class FileGraph:
         self.definers: dict[str, dict[str, set[str]]] = {}
         self._users: Users | None = None
         self._payloads: dict[tuple[str, float, bool], tuple[str, float, bool]] = {}
-        self._pending: tuple[Snapshot, dict[str, dict[str, Any]]] | None = None  # see complete()
+        self._pending: tuple[Snapshot, Mapping[str, dict[str, Any]]] | None = None  # see complete()
         self.tsconfigs: dict[str, ImportConfig] = {}
         self.resolver = Resolver((), root_name, {})
         # Bumped on every change; ranking caches compare against it.
@@ -320,7 +320,7 @@ class FileGraph:
         cls,
         root_name: str,
         snapshot: Snapshot,
-        records: dict[str, dict[str, Any]],
+        records: Mapping[str, dict[str, Any]],
         tsconfigs: dict[str, ImportConfig],
     ) -> FileGraph:
         """The graph ``snapshot`` holds, ready to read. The name tables that only :meth:`update` needs are
@@ -386,9 +386,10 @@ class FileGraph:
         cuts = arrays["defined_at"].tolist()
         for i, (rel, digest) in enumerate(zip(snapshot.files, snapshot.hashes, strict=True)):
             record = records.get(rel)
-            same = record is not None and record["hash"] == digest
-            self.imports[rel] = record["imports"] if same else ()
-            self.uses[rel] = record["uses"] if same else ""
+            if record is not None and record["hash"] == digest:
+                self.imports[rel], self.uses[rel] = record["imports"], record["uses"]
+            else:
+                self.imports[rel], self.uses[rel] = (), ""
             defines = self.defines[rel] = frozenset(map(vocabulary.__getitem__, names[cuts[i] : cuts[i + 1]]))
             definers = self.definers.setdefault(_family(self.language[rel]), {})
             for name in defines:

@@ -18,7 +18,7 @@ from pathlib import Path
 from aries_kernel.codebase import extract
 from aries_kernel.codebase.extract import Record, content_hash, extract_batch, extract_file
 from aries_kernel.codebase.files import SourceFile
-from aries_kernel.codebase.store import StoredFile, compact
+from aries_kernel.codebase.store import Pending, StoredFile, compact
 
 __all__ = ["Plan", "plan", "run_plan", "too_large"]
 
@@ -32,12 +32,13 @@ _BATCH_FILES = 64
 
 @dataclass
 class Plan:
-    """Which files keep their stored record and which must be parsed."""
+    """Which files keep their stored record (a :class:`Pending` one while not read yet) and which must be
+    parsed."""
 
-    reused: dict[str, Record] = field(default_factory=dict)
+    reused: dict[str, Record | Pending] = field(default_factory=dict)
     to_parse: list[SourceFile] = field(default_factory=list)
     # Stored rows whose stat keys must be refreshed (content unchanged, mtime touched).
-    restat: list[tuple[str, int, int, Record]] = field(default_factory=list)
+    restat: list[tuple[str, int, int, Record | Pending]] = field(default_factory=list)
 
 
 def too_large(source: SourceFile, max_bytes: int) -> Record:

@@ -216,9 +216,14 @@ def parse_cargo_toml(rel: str, text: str) -> CargoManifest:
     package = data.get("package")
     if not isinstance(package, dict) or not isinstance(package.get("name"), str):
         return CargoManifest(folder, None, "", "", (), renames)
-    lib = data.get("lib") if isinstance(data.get("lib"), dict) else {}
-    lib_name = lib.get("name") if isinstance(lib.get("name"), str) else package["name"]
-    lib_path = lib.get("path") if isinstance(lib.get("path"), str) else "src/lib.rs"
+    lib = data.get("lib")
+    if not isinstance(lib, dict):
+        lib = {}
+    lib_name, lib_path = lib.get("name"), lib.get("path")
+    if not isinstance(lib_name, str):
+        lib_name = package["name"]
+    if not isinstance(lib_path, str):
+        lib_path = "src/lib.rs"
     tables = [data.get(table) for table in _DEPENDENCY_TABLES]
     targets = data.get("target")
     if isinstance(targets, dict):  # [target.'cfg(unix)'.dependencies]

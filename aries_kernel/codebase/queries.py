@@ -22,10 +22,10 @@ from aries_kernel.codebase.roles import file_role, read_header, select_roles
 if TYPE_CHECKING:
     import pandas as pd
 
-    from aries_kernel.codebase.extract import Record
     from aries_kernel.codebase.files import Problem
     from aries_kernel.codebase.graph import FileGraph
     from aries_kernel.codebase.ranking import Rankings
+    from aries_kernel.codebase.store import Records
 
 __all__ = ["EDGE_KINDS", "QueryMixin", "SourceSlice"]
 
@@ -54,7 +54,7 @@ class QueryMixin:
     """Operations over the index; see SPEC section 3.1 for the table of names and columns."""
 
     _graph: FileGraph
-    _records: dict[str, Record]
+    _records: Records
     _rankings: Rankings
     _problems: list[Problem]
     last_run: dict[str, Any]

@@ -222,9 +222,15 @@ def _hits_iterated(g: Any, rounds: int = 2000) -> tuple[dict[str, float], dict[s
     hubs = np.full(len(nodes), 1.0 / len(nodes))
     authorities = hubs
     for _ in range(rounds):
-        authorities = np.bincount(target, weights=weights * hubs[source], minlength=len(nodes))
+        # float64, as `/=` needs: a weighted bincount is float64 already (asarray copies nothing), except one of
+        # no edges, which numpy makes int64 (and numpy's stubs type every bincount as intp).
+        authorities = np.asarray(
+            np.bincount(target, weights=weights * hubs[source], minlength=len(nodes)), np.float64
+        )
         authorities /= authorities.sum() or 1.0
-        hubs = np.bincount(source, weights=weights * authorities[target], minlength=len(nodes))
+        hubs = np.asarray(
+            np.bincount(source, weights=weights * authorities[target], minlength=len(nodes)), np.float64
+        )
         hubs /= hubs.sum() or 1.0
     names = [g[n] for n in nodes]
     return dict(zip(names, hubs.tolist(), strict=True)), dict(zip(names, authorities.tolist(), strict=True))

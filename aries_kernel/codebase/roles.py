@@ -36,6 +36,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Literal
 
 from aries_kernel.rootfs import read_regular
@@ -95,7 +96,7 @@ def file_role(rel: str, header: str = "") -> Role:
 def read_header(root: str | os.PathLike[str], rel: str) -> str:
     """The first :data:`HEADER_LINES` lines (at most :data:`HEADER_BYTES` bytes) of a file, "" if unreadable."""
     try:
-        data = read_regular(root, rel, HEADER_BYTES, walked=True)[0][:HEADER_BYTES]
+        data = read_regular(Path(root), rel, HEADER_BYTES, walked=True)[0][:HEADER_BYTES]
     except OSError:  # vanished or refused since the walk: the path rules still apply
         return ""
     return "\n".join(data.decode("utf-8", "replace").splitlines()[:HEADER_LINES])

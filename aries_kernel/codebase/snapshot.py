@@ -89,7 +89,8 @@ def encode(snapshot: Snapshot) -> list[memoryview]:
     return [
         memoryview(_HEAD.pack(len(header))),
         memoryview(header),
-        *(memoryview(a).cast("B") for a in arrays),
+        # a.data is memoryview(a), typed: numpy's stubs give ndarray a __buffer__ only for Python 3.12+.
+        *(a.data.cast("B") for a in arrays),
     ]
 
 

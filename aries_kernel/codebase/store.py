@@ -317,6 +317,7 @@ class IndexStore:
                 row = self._conn.execute(
                     "INSERT OR REPLACE INTO graph VALUES (?, ?, zeroblob(?))", (name, tag, size)
                 ).lastrowid
+                assert row is not None  # an INSERT that returned sets it (None only before any insert)
                 if size:
                     with self._conn.blobopen("graph", "blob", row) as out:
                         for part in parts:
@@ -515,7 +516,9 @@ def _field_types(rows: tuple[Any, ...], width: int) -> list[set[type]] | None:
 def _symbols_ok(symbols: tuple[Any, ...]) -> bool:
     # (name, kind, line, end_line, signature, parent, shape_hash, exact_hash); hashes None while pending.
     types = _field_types(symbols, 8)
-    text, number, pending = {str}, {int}, {str, type(None)}
+    text: set[type] = {str}
+    number: set[type] = {int}
+    pending: set[type] = {str, type(None)}
     return types is not None and all(
         found <= allowed
         for found, allowed in zip(
@@ -527,7 +530,7 @@ def _symbols_ok(symbols: tuple[Any, ...]) -> bool:
 def _imports_ok(imports: tuple[Any, ...]) -> bool:
     # (module, names, level, type_only, line)
     types = _field_types(imports, 5)
-    allowed = ({str}, {tuple}, {int}, {bool}, {int})
+    allowed: tuple[set[type], ...] = ({str}, {tuple}, {int}, {bool}, {int})
     return (
         types is not None
         and all(found <= kinds for found, kinds in zip(types, allowed, strict=True))

@@ -145,7 +145,9 @@ def style_profile(tree: Tree, language: str) -> StyleProfile:
             if not is_function and target is not None and target.type == "identifier":
                 _add_variable(prof, node_text(target))
         elif kind in ("var_spec", "const_spec", "let_declaration", "const_item", "static_item"):
-            targets = node.children_by_field_name("name") or [node.child_by_field_name("pattern")]
+            targets: Sequence[Node | None] = node.children_by_field_name("name") or [
+                node.child_by_field_name("pattern")
+            ]
             for target in targets:
                 if target is not None and target.type == "identifier":
                     _add_variable(prof, node_text(target))
