@@ -95,6 +95,11 @@ def session_of(dia_id: str) -> str:
     return dia_id.split(":")[0]
 
 
+def sessions(titles: Sequence[str], session_by_title: dict[str, str]) -> list[str]:
+    """A ranking of turns read as a ranking of sessions: each session at the place of its best turn."""
+    return list(dict.fromkeys(session_by_title[title] for title in titles))
+
+
 def chance(pool: int, good: int, k: int = 10) -> tuple[float, float]:
     """Exact expected (Recall@k, MRR cut at k) of a uniformly random order of ``pool`` items, ``good`` of them
     hits: P(no hit in the first k) = C(pool-good, k) / C(pool, k); P(first hit at r) = C(pool-r, good-1) /
@@ -150,10 +155,6 @@ def evaluate(
             notes += len(items)
             title_of = {dia: r.title for dia, r in zip(dia_ids, results, strict=True)}
             session_by_title = {title_of[dia]: session_of(dia) for dia in dia_ids}
-
-            def sessions(titles: list[str], lookup: dict[str, str] = session_by_title) -> list[str]:
-                return list(dict.fromkeys(lookup[t] for t in titles))
-
             for question in questions:
                 evidence = [e for e in question["evidence"] if e in title_of]
                 if not evidence:
@@ -172,7 +173,11 @@ def evaluate(
                 pools = {row: ranked["rrf"] for row in ROWS} | {"fused": ranked["fused"]}
                 for row in ROWS:
                     tallies["turn"][row].add(ranked[row], hits["turn"], pools[row])
-                    tallies["session"][row].add(sessions(ranked[row]), hits["session"], sessions(pools[row]))
+                    tallies["session"][row].add(
+                        sessions(ranked[row], session_by_title),
+                        hits["session"],
+                        sessions(pools[row], session_by_title),
+                    )
                 floor_all["turn"] += chance(len(items), len(hits["turn"]))[0]
                 floor_all["session"] += chance(len(set(session_by_title.values())), len(hits["session"]))[0]
         print(f"  {name}.json: {len(items)} turns, {len(questions)} questions", file=sys.stderr)

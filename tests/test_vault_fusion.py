@@ -16,6 +16,15 @@ pytestmark = pytest.mark.usefixtures("backend")
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "bench_locomo.py"
 
 
+def _bench():  # type: ignore[no-untyped-def]
+    """bench/bench_locomo.py as a module (bench/ is not a package)."""
+    spec = importlib.util.spec_from_file_location("bench_locomo", BENCH)
+    assert spec and spec.loader
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    return bench
+
+
 def test_link_context_matches_hand_computation() -> None:
     # 0 - 1 - 2 is a thread; 3 is a hub linked with 0, 1 and 2; 4 is linked with nothing
     neighbours = [[1, 3], [0, 2, 3], [1, 3], [0, 1, 2], []]
@@ -75,10 +84,7 @@ def test_the_reply_linked_with_the_best_match_joins_the_results(tmp_path: Path) 
 
 
 def test_bench_chance_floor_is_exact() -> None:
-    spec = importlib.util.spec_from_file_location("bench_locomo", BENCH)
-    assert spec and spec.loader
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = _bench()
     for pool, good, k in [(6, 1, 3), (6, 2, 3), (7, 3, 2), (4, 2, 10)]:
         recall = reciprocal = 0.0
         orders = list(itertools.permutations(range(pool)))
@@ -91,3 +97,33 @@ def test_bench_chance_floor_is_exact() -> None:
         assert expected[0] == pytest.approx(recall / len(orders))
         assert expected[1] == pytest.approx(reciprocal / len(orders))
     assert bench.chance(50, 0) == (0.0, 0.0)
+
+
+def test_bench_reads_a_turn_ranking_as_sessions_at_their_best_turn() -> None:
+    bench = _bench()
+    of = {"D1-1": "D1", "D1-2": "D1", "D2-1": "D2", "D3-4": "D3"}
+    assert bench.sessions(["D1-2", "D1-1", "D3-4", "D1-1", "D2-1"], of) == ["D1", "D3", "D2"]
+    tally = bench.Tally()
+    tally.add(bench.sessions(["D1-2", "D1-1", "D3-4"], of), {"D3"}, ["D1", "D2", "D3"])
+    assert (tally.r10, tally.rr) == (1, 0.5)  # D3 is the second session, though its turn came third
+
+
+def test_bench_verdict_says_when_five_points_are_out_of_reach() -> None:
+    bench = _bench()
+
+    def rows(r10: dict[str, int], rr: dict[str, float]):  # type: ignore[no-untyped-def]
+        out = {}
+        for row in bench.ROWS:
+            tally = bench.Tally()
+            tally.r10, tally.rr = r10.get(row, 0), rr.get(row, 0.0)
+            out[row] = tally
+        return out
+
+    assert bench.verdict(rows({"bm25": 70, "fused": 76}, {"bm25": 46, "fused": 48}), 100).startswith("met")
+    assert bench.verdict(rows({"bm25": 70, "fused": 74}, {"bm25": 46, "fused": 48}), 100).startswith(
+        "NOT met"
+    )
+    out_of_reach = bench.verdict(rows({"bm25": 96, "fused": 96}, {"bm25": 78, "fused": 79}), 100)
+    assert "no ranking reaches" in out_of_reach and ": held:" in out_of_reach
+    below = bench.verdict(rows({"bm25": 96, "fused": 95}, {"bm25": 78, "fused": 79}), 100)
+    assert "NOT held" in below
