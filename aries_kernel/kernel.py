@@ -59,12 +59,14 @@ class AriesKernel(IPythonKernel):
         # Set once a frontend asks about widget comms: JupyterLab and Notebook 7 do as they connect, a terminal
         # console never does. The agent's panel is shown only where it can render.
         self.frontend_has_widgets = False
-        install(self.shell, index_delay=self.index_delay)
+        shell = self.shell
+        assert shell is not None  # IPythonKernel.__init__ has made it
+        install(shell, index_delay=self.index_delay)
         if terminal_columns() is not None:
-            self.shell.events.register("pre_run_cell", self._fit_console_width)
+            shell.events.register("pre_run_cell", self._fit_console_width)
             # pandas may be imported by the cell itself: fit the width again when a frame is shown. Its classes
             # say they are from "pandas" since pandas 3, from their own modules before.
-            plain = self.shell.display_formatter.formatters["text/plain"]
+            plain = shell.display_formatter.formatters["text/plain"]
             for module, name in (
                 ("pandas", "DataFrame"),
                 ("pandas", "Series"),

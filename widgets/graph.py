@@ -38,9 +38,9 @@ class CommunityGraph(anywidget.AnyWidget):
     # The script's text rather than its path: anywidget would watch a path with a background thread.
     _esm = _SCRIPT.read_text(encoding="utf-8")
 
-    groups = t.List().tag(sync=True)
-    nodes = t.List().tag(sync=True)
-    edges = t.List().tag(sync=True)
+    groups: t.List[Any] = t.List().tag(sync=True)
+    nodes: t.List[Any] = t.List().tag(sync=True)
+    edges: t.List[Any] = t.List().tag(sync=True)
     expanded = t.List(t.Unicode()).tag(sync=True)
     width = t.Int(960).tag(sync=True)
     height = t.Int(640).tag(sync=True)
@@ -116,7 +116,9 @@ class CommunityGraph(anywidget.AnyWidget):
             self.edges = view["edges"]
 
     def _repr_mimebundle_(self, **kwargs: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-        data, metadata = super()._repr_mimebundle_(**kwargs)
+        bundle = super()._repr_mimebundle_(**kwargs)
+        assert bundle is not None  # None only for a widget without a view name; AnyWidget's is "AnyView"
+        data, metadata = bundle
         data["text/plain"] = self.text()
         data["text/html"] = self.svg()
         return data, metadata

@@ -52,7 +52,7 @@ def on_click_arrival(button: Any, react: Callable[[], None]) -> bool:
     Returns False where the kernel has no such routing (not an ipykernel 7 comm)."""
     comm = getattr(button, "comm", None)
     route = getattr(comm, "_reply_subshell_for", None)
-    if route is None:
+    if comm is None or route is None:
         return False
 
     def routed(data: Any, default: Any) -> Any:

@@ -463,9 +463,9 @@ class Agent:
                 )
                 self.phase.end_turn(
                     any(
-                        call.name in gated and not self.phase.tool(call.name).memory
+                        call.name in gated and not tool.memory
                         for call in message.tool_calls
-                        if self.phase.tool(call.name) is not None
+                        if (tool := self.phase.tool(call.name)) is not None
                     )
                 )
                 if not calls:
@@ -505,10 +505,12 @@ class Agent:
         choice = self._run_actions or self.settings.actions
         client = self.client("primary")
         facts = getattr(client, "facts", None)  # a scripted router in tests has none
-        no_tools = facts is not None and facts().tools is False
+        server = facts() if facts is not None else None
+        no_tools = server is not None and server.tools is False
         self.code_actions = choice == "code" or (choice == "auto" and no_tools)
         if not no_tools or (client.base_url, client.model) in self._warned_no_tools:
             return
+        assert server is not None  # no_tools: the server was asked
         key = (client.base_url, client.model)
         self._warned_no_tools.add(key)
         if self.code_actions:
@@ -518,7 +520,7 @@ class Agent:
                 "with c.AriesAgent.actions = 'tools' it may make up their results; 'auto' writes code blocks"
             )
         yield Notice(
-            f"{client.model} at {client.base_url} takes no tool calls ({facts().tools_source} has no tool "
+            f"{client.model} at {client.base_url} takes no tool calls ({server.tools_source} has no tool "
             f"support), so {then}. A model whose chat template supports tools (llama-server --jinja with such a "
             "model) gets the tools.",
             turn=turn,
@@ -650,7 +652,7 @@ class Agent:
                 )
                 session.add_approval(call.id, call.name, False, "policy", refused)
             elif decision == "ask":
-                approved, reason = yield from self._approve(call, turn)
+                approved, reason = yield from self._approve(call, tool.effect, turn)
                 refused = f"The user did not allow this {call.name} call.{' ' + reason if reason else ''}"
             elif tool.needs_approval:
                 session.add_approval(
@@ -694,15 +696,16 @@ class Agent:
     def _decision(self, effect: str) -> Decision:
         return "allow" if self._allow_all else decide(self.permission_mode, effect)
 
-    def _approve(self, call: mt.ToolCall, turn: int) -> Generator[Event, None, tuple[bool, str]]:
-        """Ask whoever watches the stream (else the approver); returns (approved, reason)."""
+    def _approve(self, call: mt.ToolCall, effect: str, turn: int) -> Generator[Event, None, tuple[bool, str]]:
+        """Ask whoever watches the stream (else the approver) about ``call``, of the tool's ``effect``; returns
+        (approved, reason)."""
         session = self.ensure_session()
         request = ApprovalRequested(
             call.id,
             call.name,
             describe_call(call.name, call.arguments),
             call.arguments,
-            effect=self.phase.tool(call.name).effect,
+            effect=effect,
             turn=turn,
         )
         yield request
