@@ -1,4 +1,5 @@
-"""A scripted model client behind the same ``.stream()`` interface as the router's slot clients.
+"""A scripted model client behind the same ``.stream()`` interface as the router's slot clients, and the fake
+kernel context agents are built on in unit tests.
 
 For unit tests of the agent loop and for the loop benchmark (an instant model, so only the loop's own time is
 measured). End-to-end tests use the real router against ``tests.loopback`` instead. Replies are
@@ -11,6 +12,8 @@ import contextlib
 import itertools
 from collections import deque
 from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
 
 from aries_kernel.models import types as mt
 from aries_kernel.models.tokens import estimate_text_tokens as estimate_tokens
@@ -90,3 +93,40 @@ class ScriptedRouter:
     def observe(self, observer: Callable[[mt.Completion], None]) -> Iterator[None]:
         """The router's usage observer hook; scripted Repl steps make no sub-calls to report."""
         yield
+
+
+class FakeContext:
+    """The parts of ``AriesContext`` an agent uses: a root, a shell, a config, a code graph and its pillars.
+
+    ``lazy`` returns the pillars given in ``pillars``; one not given is built from its factory and kept when
+    ``build`` is true, and fails the test otherwise (the agent under test should not build it).
+    """
+
+    def __init__(
+        self,
+        root: Path,
+        *,
+        shell: Any = None,
+        config: Any = None,
+        codebase: Any = None,
+        pillars: dict[str, Any] | None = None,
+        build: bool = False,
+    ) -> None:
+        from IPython.core.interactiveshell import InteractiveShell
+
+        self.root = root
+        self.shell = shell if shell is not None else InteractiveShell.instance()
+        self.config = config
+        self.codebase = codebase
+        self._pillars: dict[str, Any] = dict(pillars or {})
+        self._build = build
+
+    def lazy(self, name: str, factory: Callable[[Any], Any]) -> Any:
+        if name not in self._pillars:
+            if not self._build:
+                raise AssertionError(f"the test agent should not build {name}")
+            self._pillars[name] = factory(self)
+        return self._pillars[name]
+
+    def built(self, name: str) -> Any:
+        return self._pillars.get(name)

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from IPython.core.interactiveshell import InteractiveShell
 
 from aries_kernel.agent import Agent, AgentHook
 from aries_kernel.agent.compaction import PRUNED_MARKER, SUMMARY_HEADER
@@ -28,7 +27,7 @@ from aries_kernel.agent.phases import LEAN
 from aries_kernel.agent.settings import AriesAgent
 from aries_kernel.agent.tools import TOOLS
 from aries_kernel.models import types as mt
-from tests.agent_scripted import ScriptedClient, ScriptedRouter
+from tests.agent_scripted import FakeContext, ScriptedClient, ScriptedRouter
 from tests.loopback import Reply
 
 
@@ -45,20 +44,9 @@ class RecordingGraph:
         raise RuntimeError("no graph in this test")
 
 
-class Context:
-    """The parts of AriesContext the agent uses, with a recording code graph."""
-
-    def __init__(self, root: Path, shell: Any = None) -> None:
-        self.root = root
-        self.shell = shell if shell is not None else InteractiveShell.instance()
-        self.config = None
-        self.codebase = RecordingGraph()
-
-    def lazy(self, name: str, factory: Any) -> Any:
-        raise AssertionError(f"the test agent should not build {name}")
-
-    def built(self, name: str) -> Any:
-        return None
+def recording_context(root: Path, shell: Any = None, build: bool = False) -> FakeContext:
+    """A fake kernel context with a recording code graph."""
+    return FakeContext(root, shell=shell, codebase=RecordingGraph(), build=build)
 
 
 @pytest.fixture
@@ -74,7 +62,9 @@ def make_agent(
 ) -> tuple[Agent, ScriptedClient, ScriptedClient]:
     primary = ScriptedClient(*replies, **client)
     cheap = ScriptedClient(slot="cheap")
-    agent = Agent(Context(repo), router=ScriptedRouter(primary, cheap), settings=settings or AriesAgent())
+    agent = Agent(
+        recording_context(repo), router=ScriptedRouter(primary, cheap), settings=settings or AriesAgent()
+    )
     return agent, primary, cheap
 
 
@@ -336,27 +326,17 @@ def test_registered_hook_factories_join_every_agent_built_for_a_context(repo: Pa
         def status(self, agent: Agent) -> str | None:
             return "Marker: on"
 
-    class LazyContext(Context):
-        def __init__(self, root: Path) -> None:
-            super().__init__(root)
-            self.built: dict[str, Any] = {}
-
-        def lazy(self, name: str, factory: Any) -> Any:
-            if name not in self.built:
-                self.built[name] = factory(self)
-            return self.built[name]
-
     def factory(agent: Agent) -> AgentHook | None:
         return Marker() if agent.root == repo.resolve() else None
 
     agent_package.register_hook(factory)
     try:
-        built = agent_package.agent_for(LazyContext(repo))
+        built = agent_package.agent_for(recording_context(repo, build=True))
         assert Marker in [type(hook) for hook in built.hooks]
         from aries_kernel.magics.agent import agent_status
 
         assert "Marker: on" in agent_status(built.context).splitlines()
-        other = agent_package.agent_for(LazyContext(repo.parent))
+        other = agent_package.agent_for(recording_context(repo.parent, build=True))
         assert Marker not in [type(hook) for hook in other.hooks]
     finally:
         agent_package._HOOK_FACTORIES.remove(factory)

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from IPython.core.interactiveshell import InteractiveShell
 
 from aries_kernel.agent import Agent
 from aries_kernel.agent.code_actions import INSTRUCTIONS, python_blocks
@@ -23,26 +22,10 @@ from aries_kernel.agent.events import (
 )
 from aries_kernel.agent.settings import AriesAgent
 from aries_kernel.models import ModelRouter
-from tests.agent_scripted import ScriptedClient, ScriptedRouter
+from tests.agent_scripted import FakeContext, ScriptedClient, ScriptedRouter
 from tests.loopback import Reply, ScriptedModelServer
 
 TWO_BLOCKS = "Let me compute it.\n```python\nanswer = 6 * 7\nprint(answer)\n```\nand check:\n```python\nanswer + 1\n```"
-
-
-class Context:
-    """The kernel side the Repl needs: a shell and a root (no code graph, nothing built lazily)."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.shell = InteractiveShell.instance()
-        self.config = None
-        self.codebase = None
-
-    def lazy(self, name: str, factory: Any) -> Any:
-        raise AssertionError(f"the test agent should not build {name}")
-
-    def built(self, name: str) -> Any:
-        return None
 
 
 @pytest.fixture
@@ -56,7 +39,7 @@ def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def scripted(root: Path, *replies: Any, **settings: Any) -> tuple[Agent, ScriptedClient]:
     primary = ScriptedClient(*replies)
     agent = Agent(
-        Context(root),
+        FakeContext(root),
         router=ScriptedRouter(primary, ScriptedClient(slot="cheap")),
         settings=AriesAgent(**settings),
     )
@@ -147,7 +130,7 @@ def test_a_server_without_tool_support_gets_code_actions_by_itself(
     server.props = {"default_generation_settings": {"n_ctx": 8192}, "chat_template": "{{ messages }}"}
     router = make_router()
     router.set_slot("primary", "local", base_url=server.openai_url)
-    agent = Agent(Context(root), router=router, settings=AriesAgent())
+    agent = Agent(FakeContext(root), router=router, settings=AriesAgent())
     server.script(Reply(text="```python\nfound = sum(range(5))\nfound\n```"), Reply(text="The sum is 10."))
     events = list(agent.run("sum 0..4"))
     notice = next(e for e in events if isinstance(e, Notice) and "takes no tool calls" in e.text)

@@ -21,7 +21,7 @@ from aries_kernel.agent.settings import AriesAgent
 from tests.agent_scripted import ScriptedClient, ScriptedRouter
 from tests.kernel_harness import run_cell, start_kernel, stop_kernel
 from tests.loopback import Reply, ScriptedModelServer
-from tests.test_agent_loop import Context
+from tests.test_agent_loop import recording_context
 from tests.test_panel_kernel import buttons, lab_kernel, run_interacting, states
 
 __all__ = ["lab_kernel"]  # a fixture, used by name
@@ -66,7 +66,7 @@ def shell() -> Iterator[InteractiveShell]:
 def make_agent(root: Path, shell: InteractiveShell, *replies: Any) -> tuple[Agent, ScriptedClient]:
     primary = ScriptedClient(*replies)
     settings = AriesAgent(permission_mode="bypassPermissions")
-    agent = Agent(Context(root, shell), router=ScriptedRouter(primary), settings=settings)
+    agent = Agent(recording_context(root, shell), router=ScriptedRouter(primary), settings=settings)
     return agent, primary
 
 
@@ -381,8 +381,10 @@ def test_the_panels_rewind_button_rewinds_and_offers_keep_or_overwrite_on_a_conf
     # The next cell retires the bar: its output becomes empty (a saved notebook holds no widget view that
     # would reopen as "model not found") and its widgets are closed in the kernel.
     bar_output = [
-        m for m in messages
-        if m["msg_type"] == "display_data" and "application/vnd.jupyter.widget-view+json" in m["content"]["data"]
+        m
+        for m in messages
+        if m["msg_type"] == "display_data"
+        and "application/vnd.jupyter.widget-view+json" in m["content"]["data"]
     ][-1]
     display_id = bar_output["content"]["transient"]["display_id"]
     later = run_interacting(kc, "1 + 1")

@@ -18,6 +18,7 @@ from aries_kernel.agent.settings import AriesAgent
 from aries_kernel.models import BUDGET_EXHAUSTED, BudgetExceeded, ModelRouter, Rlm, SpendLimits
 from aries_kernel.models.router import AriesModels
 from aries_kernel.models.types import Message, ModelRequest
+from tests.agent_scripted import FakeContext
 from tests.loopback import Reply, ScriptedModelServer
 from tests.models_support import fast_config
 
@@ -132,25 +133,6 @@ class Graph:
         raise RuntimeError("no graph in this test")
 
 
-class Context:
-    """The parts of AriesContext the agent uses, with the real router and rlm as pillars."""
-
-    def __init__(self, root: Path, router: ModelRouter) -> None:
-        self.root = root
-        self.shell = InteractiveShell.instance()
-        self.config = router.settings.config
-        self.codebase = Graph()
-        self._cache: dict[str, Any] = {"models": router}
-
-    def lazy(self, name: str, factory: Any) -> Any:
-        if name not in self._cache:
-            self._cache[name] = factory(self)
-        return self._cache[name]
-
-    def built(self, name: str) -> Any:
-        return self._cache.get(name)
-
-
 @pytest.fixture
 def agent_run(
     server: ScriptedModelServer, tmp_path: Path, spend_file: Path
@@ -167,7 +149,14 @@ def agent_run(
         routers.append(router)
         root = tmp_path / "repo"
         root.mkdir(exist_ok=True)
-        context = Context(root, router)
+        context = FakeContext(
+            root,
+            shell=shell,
+            config=router.settings.config,
+            codebase=Graph(),
+            pillars={"models": router},
+            build=True,
+        )
         rlm = context.lazy("rlm", lambda ctx: Rlm(router))
         shell.user_ns["rlm_call"] = rlm.call
         agent = Agent(context, settings=AriesAgent(permission_mode="bypassPermissions"))

@@ -25,6 +25,7 @@ from aries_kernel.vault.index import MIGRATIONS, VaultIndex
 from aries_kernel.vault.notes import parse_note
 from aries_kernel.vault.provenance import KERNEL, Provenance, acting
 from aries_kernel.vault.schema import audit, cooccurrence, notes, q_values
+from tests.agent_scripted import FakeContext
 from tests.kernel_harness import run_cell, start_kernel, stop_kernel
 from tests.loopback import Reply, ScriptedModelServer
 from tests.test_memory_feedback import reflection, settings
@@ -46,25 +47,13 @@ def vault(repo: Path, tmp_path: Path) -> Vault:
     return open_vault(repo, path=tmp_path / "vault", embedder=HashEmbedder())
 
 
-class _Context:
-    """What the agent's tools reach of an Aries context: the root, its vault (this test's), no code graph."""
-
-    def __init__(self, root: Path, vault: Vault) -> None:
-        self.root, self.config, self._cache = root, None, {"vault": vault}
-
-    codebase = None  # the agent says the code graph is not available and goes on
-
-    def lazy(self, name: str, factory: Any) -> Any:
-        if name not in self._cache:
-            self._cache[name] = factory(self)
-        return self._cache[name]
-
-    def built(self, name: str) -> Any:
-        return self._cache.get(name)
-
-
 def make_agent(repo: Path, vault: Vault, router: ModelRouter, **memory: Any) -> Agent:
-    agent = Agent(root=repo, router=router, settings=AriesAgent(), context=_Context(repo, vault))
+    agent = Agent(
+        root=repo,
+        router=router,
+        settings=AriesAgent(),
+        context=FakeContext(repo, pillars={"vault": vault}, build=True),
+    )
     agent.hooks.append(MemoryHook.for_agent(agent, lambda: vault, settings(**memory)))
     return agent
 
