@@ -135,6 +135,10 @@ class ScriptedModelServer:
         """Base URL for the openai SDK / OPENAI_BASE_URL (the SDK adds /chat/completions)."""
         return self.url + "/v1"
 
+    def kernel_env(self, **more: str) -> dict[str, str]:
+        """Environment for a kernel whose anthropic slots call this server with a test key, plus ``more``."""
+        return {"ANTHROPIC_BASE_URL": self.anthropic_url, "ANTHROPIC_API_KEY": "test-key", **more}
+
     def script(self, *replies: Reply) -> None:
         """Queue replies; each request takes the next one."""
         with self._lock:

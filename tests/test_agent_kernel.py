@@ -21,13 +21,9 @@ from tests.loopback import Reply, ScriptedModelServer
 pytestmark = pytest.mark.kernel
 
 
-def kernel_env(server: ScriptedModelServer) -> dict[str, str]:
-    return {"ANTHROPIC_BASE_URL": server.anthropic_url, "ANTHROPIC_API_KEY": "test-key"}
-
-
 @pytest.fixture
 def kernel(small_repo: Path, server: ScriptedModelServer) -> Iterator[Any]:
-    km, kc = start_kernel(small_repo, env=kernel_env(server))
+    km, kc = start_kernel(small_repo, env=server.kernel_env())
     try:
         yield km, kc
     finally:
@@ -198,7 +194,7 @@ def test_a_small_context_window_prunes_then_summarizes(small_repo: Path, server:
         )
 
     server.responder = respond
-    km, kc = start_kernel(small_repo, env=kernel_env(server))
+    km, kc = start_kernel(small_repo, env=server.kernel_env())
     try:
         setup = run_cell(
             kc,
@@ -229,13 +225,13 @@ def test_a_small_context_window_prunes_then_summarizes(small_repo: Path, server:
 
 def test_resume_continues_a_saved_session(small_repo: Path, server: ScriptedModelServer) -> None:
     server.script(Reply(text="The answer is 42."))
-    km, kc = start_kernel(small_repo, env=kernel_env(server))
+    km, kc = start_kernel(small_repo, env=server.kernel_env())
     try:
         assert "The answer is 42." in run_cell(kc, "%aries what is the answer", timeout=180).stdout
     finally:
         stop_kernel(km, kc)
     server.script(Reply(text="Still 42."))
-    km, kc = start_kernel(small_repo, env=kernel_env(server))
+    km, kc = start_kernel(small_repo, env=server.kernel_env())
     try:
         resumed = run_cell(kc, "%aries resume")
         assert resumed.error is None and "Resumed session" in (resumed.result or "")

@@ -50,11 +50,7 @@ def vault_dir(tmp_path: Path) -> Path:
 def open_kernel(
     root: Path, server: ScriptedModelServer, vault: Path, similarity: float = 0.0, threshold: int = 150
 ) -> tuple[Any, Any]:
-    env = {
-        "ANTHROPIC_BASE_URL": server.anthropic_url,
-        "ANTHROPIC_API_KEY": "test-key",
-        "ARIES_VAULT": str(vault),
-    }
+    env = server.kernel_env(ARIES_VAULT=str(vault))
     km, kc = start_kernel(root, env=env)
     cell = run_cell(kc, SETUP.format(similarity=similarity, threshold=threshold))
     assert cell.error is None, cell.error

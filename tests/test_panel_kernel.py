@@ -28,11 +28,9 @@ def lab_kernel(small_repo: Path, server: ScriptedModelServer) -> Iterator[tuple[
     """A kernel whose client looks like JupyterLab (it asked about widget comms): (manager, client)."""
     (small_repo / "a.py").write_text("x = 1\n")
     (small_repo / "b.py").write_text("y = 1\n")
-    env = {
-        "ANTHROPIC_BASE_URL": server.anthropic_url,
-        "ANTHROPIC_API_KEY": "test-key",
-        "ARIES_ROOT": str(small_repo),  # the copy, not a project marker some other run left above it in /tmp
-    }
+    env = server.kernel_env(
+        ARIES_ROOT=str(small_repo)  # the copy, not a project marker some other run left above it in /tmp
+    )
     km, kc = start_kernel(small_repo, env=env)
     try:
         kc.comm_info(target_name="jupyter.widget")

@@ -295,17 +295,13 @@ def test_pruning_holds_the_age_count_and_size_bounds_over_a_long_session(tmp_pat
 # ------------------------------------------------------------------------------------------- a real kernel
 
 
-def kernel_env(server: ScriptedModelServer) -> dict[str, str]:
-    return {"ANTHROPIC_BASE_URL": server.anthropic_url, "ANTHROPIC_API_KEY": "test-key"}
-
-
 @pytest.mark.kernel
 def test_the_scenario_in_a_real_kernel_rewinds_with_the_magic(
     tmp_path: Path, server: ScriptedModelServer
 ) -> None:
     root = tmp_path / "repo"
     before = make_repo(root)
-    km, kc = start_kernel(root, env=kernel_env(server))
+    km, kc = start_kernel(root, env=server.kernel_env())
     try:
         setup = run_cell(
             kc,

@@ -87,11 +87,7 @@ def test_decompose_stays_set_whichever_path_opens_the_vault_first(
     first: str, small_repo: Path, tmp_path: Path
 ) -> None:
     with ScriptedModelServer() as server:
-        env = {
-            "ANTHROPIC_BASE_URL": server.anthropic_url,
-            "ANTHROPIC_API_KEY": "test-key",
-            "ARIES_VAULT": str(tmp_path / "vault"),
-        }
+        env = server.kernel_env(ARIES_VAULT=str(tmp_path / "vault"))
         km, kc = start_kernel(small_repo, env=env)
         try:
             assert run_cell(kc, SETUP).error is None

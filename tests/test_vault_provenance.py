@@ -349,11 +349,7 @@ SETUP = 'get_ipython().config.AriesVault.embedder = "hash"\n'
 def test_the_session_review_lists_and_purges_what_the_agent_wrote_in_this_kernel(
     small_repo: Path, server: ScriptedModelServer, tmp_path: Path
 ) -> None:
-    env = {
-        "ANTHROPIC_BASE_URL": server.anthropic_url,
-        "ANTHROPIC_API_KEY": "test-key",
-        "ARIES_VAULT": str(tmp_path / "vault"),
-    }
+    env = server.kernel_env(ARIES_VAULT=str(tmp_path / "vault"))
     km, kc = start_kernel(small_repo, env=env)
     try:
         assert run_cell(kc, SETUP).error is None
