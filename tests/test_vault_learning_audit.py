@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from aries_kernel.vault import HashEmbedder, learning, open_vault, ranking, schema
+from aries_kernel.vault import index as index_module
 from aries_kernel.vault.index import VaultIndex
 from aries_kernel.vault.schema import access, cooccurrence, q_values
 from aries_kernel.vault.vault import _COOC_WEIGHT, Vault
@@ -202,6 +203,9 @@ def test_3_no_learned_row_names_a_deleted_note(backend: str, tmp_path: Path) -> 
             index.write(lambda c, rel=rel: VaultIndex.delete_note(c, rel))  # as a version before purge did
         (tmp_path / "vault" / rel).unlink()  # deleted by hand
     vault.sync()
+    # A missing note keeps its learned state for a grace period (another git branch may be checked out).
+    vault.clock.now += index_module.MISSING_GRACE_SECONDS + 1  # type: ignore[attr-defined]
+    vault.sync()
     live = {f"global:{k}" for k in index.live_keys()} | {
         f"project:{k}" for k in vault._store("project").index.live_keys()
     }
@@ -335,8 +339,10 @@ def test_an_index_from_before_m008_is_brought_within_the_bounds(
     backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     everything = schema.MIGRATIONS
-    names = [m.__name__ for m in everything]
-    monkeypatch.setattr(schema, "MIGRATIONS", everything[: names.index("m008_bounded_learning")])
+    # Without m008 (today's code needs the later steps' tables to run at all).
+    monkeypatch.setattr(
+        schema, "MIGRATIONS", [m for m in everything if m.__name__ != "m008_bounded_learning"]
+    )
     old = make(tmp_path)
     old.add("Kelp forests shelter otters", "Otters wrap themselves in kelp to sleep.")
     old.add("Sea urchins graze kelp", "Urchin barrens form where otters are gone.")

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from aries_kernel.vault import HashEmbedder, Vault, index, open_vault
+from aries_kernel.vault import HashEmbedder, Vault, index, learning, open_vault, schema
 
 T0 = 1_790_000_000.0
 
@@ -184,3 +184,174 @@ def test_a_save_over_a_hostile_export_does_not_block_or_follow_it(tmp_path: Path
     if outside_before is not None:
         assert outside.read_bytes() == outside_before
     close(vault)
+
+
+# -- 2. a branch switch does not erase learned state ---------------------------------------------------------
+
+PROJECT = "Deploys go through the staging cluster"
+GLOBAL = "Retries back off with jitter"
+
+
+def branch_vault(tmp_path: Path) -> tuple[Vault, Path]:
+    """A vault with a project note used with a global one (Q-values, accesses, a pair in the project brain)."""
+    vault = make(tmp_path / "vault", root=tmp_path / "repo")
+    vault.add(PROJECT, "Every deploy goes to staging first, then production.", project=True)
+    vault.add(GLOBAL, "Retry 429 and 5xx with exponential backoff and jitter.")
+    vault.read(PROJECT)
+    vault.begin_session()
+    vault.mark_used(PROJECT)
+    vault.mark_used(GLOBAL)
+    vault.end_session()
+    note = tmp_path / "repo" / ".aries" / "memory" / "inbox" / f"{PROJECT}.md"
+    assert note.is_file()
+    return vault, note
+
+
+def project_state(vault: Vault) -> tuple[Any, ...]:
+    """What the project brain learned about its note, over every table."""
+    idx = vault._store("project").index
+    key = PROJECT.casefold()
+    pairs = sorted(p for p in idx.cooccurrence() if f"project:{key}" in p[:2])
+    return idx.q_values().get(key), sorted(t for k, t in idx.accesses() if k == key), pairs
+
+
+def missing_keys(vault: Vault) -> dict[str, float]:
+    idx = vault._store("project").index
+    return {r[0]: float(r[1]) for r in idx.rows(schema.missing.select())}
+
+
+def test_a_note_back_from_another_branch_keeps_its_learned_state(backend: str, tmp_path: Path) -> None:
+    vault, note = branch_vault(tmp_path)
+    before = project_state(vault)
+    assert before[0] is not None and before[1] and before[2]
+    hidden = tmp_path / "other-branch.md"
+    note.rename(hidden)  # `git checkout other-branch`: the note's file is not in that branch
+    vault.sync()
+    assert PROJECT not in vault.titles()
+    assert missing_keys(vault) == {PROJECT.casefold(): T0}  # remembered as missing since now
+    vault.clock.now += index.MISSING_GRACE_SECONDS - 3600  # type: ignore[attr-defined]
+    vault.sync()
+    assert project_state(vault) == before  # kept all through the grace period
+    hidden.rename(note)  # `git checkout main`
+    vault.sync()
+    assert PROJECT in vault.titles()
+    assert project_state(vault) == before and missing_keys(vault) == {}
+    close(vault)
+
+
+def test_a_note_missing_past_the_grace_period_loses_its_learned_state(backend: str, tmp_path: Path) -> None:
+    vault, note = branch_vault(tmp_path)
+    note.unlink()
+    vault.sync()
+    vault.clock.now += index.MISSING_GRACE_SECONDS + 1  # type: ignore[attr-defined]
+    vault.sync()
+    assert project_state(vault) == (None, [], [])
+    assert missing_keys(vault) == {}  # the record went with the rows
+    # Nothing else names it either: the global store keeps only its own live note.
+    assert vault._store("global").index.live_keys(vault.clock.now) == {GLOBAL.casefold()}
+    close(vault)
+
+
+def test_a_missing_note_can_be_purged_at_once(backend: str, tmp_path: Path) -> None:
+    vault, note = branch_vault(tmp_path)
+    note.unlink()
+    vault.sync()
+    dry = vault.forget(PROJECT, purge=True, dry_run=True)
+    assert {"q_values", "access", "cooccurrence", "missing"} <= set(dry["what"])
+    assert project_state(vault) != (None, [], [])  # a dry run changes nothing
+    vault.forget(PROJECT, purge=True)
+    assert project_state(vault) == (None, [], []) and missing_keys(vault) == {}
+    close(vault)
+
+
+# -- 3. a new note under an archived note's title starts from the prior --------------------------------------
+
+OLD = "Cache keys are rehashed"
+
+
+def learned_of(vault: Vault, key: str) -> tuple[Any, ...]:
+    """Q-value, accesses and pairs of the global note ``key``."""
+    idx = vault._store("global").index
+    pairs = sorted(p for p in idx.cooccurrence() if f"global:{key}" in p[:2])
+    return idx.q_values().get(key), sorted(t for k, t in idx.accesses() if k == key), pairs
+
+
+def used_then_forgotten(tmp_path: Path) -> tuple[Vault, tuple[Any, ...]]:
+    vault = make(tmp_path / "vault")
+    learn(vault, NOTES)
+    vault.read(OLD)
+    state = learned_of(vault, OLD.casefold())
+    assert state[0] is not None and state[1] and state[2]
+    vault.forget(OLD)
+    vault.sync()
+    assert learned_of(vault, OLD.casefold()) == state  # archived: kept, for a restore
+    return vault, state
+
+
+def test_a_note_added_under_an_archived_title_starts_from_the_prior(backend: str, tmp_path: Path) -> None:
+    vault, old_state = used_then_forgotten(tmp_path)
+    assert vault.add(OLD, "A different claim: the cache keys are stable now.").action == "created"
+    assert learned_of(vault, OLD.casefold()) == (None, [], [])
+    ranked = vault.query_ranked("cache keys stable", record=False)
+    assert OLD in set(ranked["title"])
+    # The new note learns on its own from the prior: one use takes it where the old note's one use took it
+    # (an inherited Q would have moved on from there).
+    vault.begin_session()
+    vault.mark_used(OLD)
+    vault.end_session()
+    q, _ = vault._store("global").index.q_values()[OLD.casefold()]
+    assert old_state[0][0] > learning.Q_START and q == old_state[0][0]
+    close(vault)
+
+
+def test_a_new_file_under_an_archived_title_starts_from_the_prior(backend: str, tmp_path: Path) -> None:
+    vault, _ = used_then_forgotten(tmp_path)
+    note = tmp_path / "vault" / "inbox" / f"{OLD}.md"
+    note.write_text("---\ntype: insight\n---\nWritten by hand after the old note was archived.\n")
+    later = T0 + 3600
+    os.utime(note, (later, later))  # written after the forget (a team vault compares the times)
+    vault.clock.now = later  # type: ignore[attr-defined]
+    vault.sync()
+    assert OLD in vault.titles()
+    assert learned_of(vault, OLD.casefold()) == (None, [], [])
+    close(vault)
+
+
+def test_the_archived_note_has_its_state_back_when_restored(backend: str, tmp_path: Path) -> None:
+    vault, old_state = used_then_forgotten(tmp_path)
+    vault.add(OLD, "A different claim: the cache keys are stable now.")
+    idx = vault._store("global").index
+    rel = f"inbox/{OLD}.md"
+    # The new note goes (deleted by hand; a team vault's row with it), and the archived one is restored.
+    idx.write(lambda c: index.VaultIndex.delete_note(c, rel))
+    (tmp_path / "vault" / rel).unlink()
+    vault.restore(OLD)
+    assert learned_of(vault, OLD.casefold()) == old_state
+    assert idx.rows(schema.archive.select().with_only_columns(schema.archive.c.learned)) == [("",)]
+    close(vault)
+
+
+# -- 4. a rebuilt index lists the archived notes again -------------------------------------------------------
+
+
+def test_a_rebuilt_index_keeps_the_archived_notes_and_their_learned_state(tmp_path: Path) -> None:
+    home = tmp_path / "vault"
+    vault, state = used_then_forgotten(tmp_path)
+    vault.end_session()
+    vault._store("global").index.save_learning()  # the export holds the archived note's state
+    close(vault)
+    db = home / ".aries" / "index.db"
+    db.write_bytes(os.urandom(db.stat().st_size))  # corrupt
+
+    reopened = make(home)
+    assert "restored" in reopened.problems[0]
+    assert reopened.summary()[0]["archived"] == 1  # listed again from .archive/
+    assert OLD not in reopened.titles()
+    reopened.sync()  # the sweep that used to drop it: an archived note keeps its state
+    assert learned_of(reopened, OLD.casefold()) == state
+    idx = reopened._store("global").index
+    assert any("archived notes listed again" in d for d in reopened.audit(50)["detail"])
+    assert reopened.restore(OLD).action == "restored"
+    assert OLD in reopened.titles() and learned_of(reopened, OLD.casefold()) == state
+    assert idx.rows(schema.archive.select().with_only_columns(schema.archive.c.restored_at))[0][0] is not None
+    close(reopened)

@@ -30,7 +30,10 @@ owner re-indexes the markdown notes: an add whose transaction went to the vanish
 
 Learned state (``access``, ``q_values``, ``cooccurrence``) is kept per user (:attr:`VaultIndex.user`), so in a
 team vault one user's habits never rerank another's memory; notes record their ``author`` and the audit log its
-``actor``.
+``actor``. A note whose file left the folder keeps it for :data:`MISSING_GRACE_SECONDS` (another git branch may
+be checked out; :meth:`VaultIndex.sweep_learned`); a new note under an archived note's title starts from the
+prior while the archive entry keeps the old state (:meth:`VaultIndex.set_aside_learning`). The learning export
+is read only as a regular file of at most :data:`LEARNING_EXPORT_MAX_BYTES`; anything else is kept aside.
 """
 
 from __future__ import annotations
@@ -63,10 +66,12 @@ from sqlalchemy import (
     event,
     func,
     inspect,
+    literal,
     not_,
     or_,
     select,
     text,
+    union,
     update,
 )
 from sqlalchemy.dialects import postgresql as _pg
@@ -90,6 +95,7 @@ from aries_kernel.vault.schema import (
     cooccurrence,
     embeddings,
     links,
+    missing,
     notes,
     q_values,
 )
@@ -139,6 +145,11 @@ class _BadExport(Exception):
 _SIDE_FILES = ("-wal", "-shm", "-journal")
 # Changes to learned state between two automatic exports (each session's end exports too).
 LEARNING_EXPORT_EVERY = 50
+# How long a note missing from the index keeps its learned state. A note leaves the index when its file leaves
+# the folder, and in a project brain that is most often a checkout of another git branch; a branch can stay
+# checked out for weeks (a long feature, a release), and the learned state would never come back. A note missing
+# for longer than this was deleted, not switched away.
+MISSING_GRACE_SECONDS = 30 * 86400
 _HEADER_BYTES = 100  # a SQLite file starts with a 100-byte header
 # The most of a learning export that is read (and parsed: JSON takes several times its size in memory). An export
 # holds one row per Q-value, access and co-occurrence pair (about 60 bytes each): a vault of 10,000 notes used
@@ -1006,22 +1017,36 @@ class VaultIndex:
             )
 
     def sweep_learned(
-        self, conn: Connection, prefix: str, others: Mapping[str, Collection[str]], dry_run: bool = False
+        self,
+        conn: Connection,
+        prefix: str,
+        others: Mapping[str, Collection[str]],
+        now: float,
+        dry_run: bool = False,
     ) -> int:
-        """Delete every user's learned rows of notes that are gone (only count them with ``dry_run``); returns
-        the number of rows.
+        """Delete every user's learned rows of notes that are gone (only count them with ``dry_run``), and keep
+        the record of missing notes; returns the number of rows deleted, recorded or cleared.
 
-        A note is gone when it is neither indexed nor archived (a forgotten note keeps its learned state so
-        :meth:`NoteStore.restore` brings it back; purging or deleting its file by hand ends it). This index's
-        own notes are uids starting with ``prefix``; ``others`` gives, per uid prefix of another store, the
-        keys of its notes that are not gone (a co-occurrence row of the project brain may name a global note).
-        """
-        n, a, c = notes.c, archive.c, cooccurrence.c
+        A note is *missing* when it has learned rows but is neither indexed nor archived (a forgotten note keeps
+        its learned state so :meth:`NoteStore.restore` brings it back): its file left the folder, often only
+        because another git branch is checked out. The first sweep that finds it so records the time (table
+        ``missing``); a sweep that finds it back (indexed or archived again) clears the record, its learned
+        state untouched. It is *gone* once missing for :data:`MISSING_GRACE_SECONDS` (by ``now``); then its
+        rows go. A purge (:meth:`NoteStore.purge`) removes everything at once, without waiting.
 
-        def gone(key: Any) -> Any:
+        This index's own notes are uids starting with ``prefix``; ``others`` gives, per uid prefix of another
+        store, the keys of its notes that are not gone (:meth:`live_keys`; a co-occurrence row of the project
+        brain may name a global note)."""
+        n, a, c, m = notes.c, archive.c, cooccurrence.c, missing.c
+        cutoff = now - MISSING_GRACE_SECONDS
+
+        def absent(key: Any) -> Any:
             indexed = select(n.key).where(n.key == key).exists()
             archived = select(a.key).where(a.key == key, a.restored_at.is_(None)).exists()
             return not_(or_(indexed, archived))
+
+        def gone(key: Any) -> Any:
+            return and_(absent(key), select(m.key).where(m.key == key, m.since <= cutoff).exists())
 
         def own(uid: Any) -> Any:
             return func.substr(uid, 1, len(prefix)) == prefix
@@ -1029,14 +1054,35 @@ class VaultIndex:
         def key_of(uid: Any) -> Any:
             return func.substr(uid, len(prefix) + 1)
 
+        learned = union(
+            select(q_values.c.key.label("key")),
+            select(access.c.key.label("key")),
+            select(key_of(c.a).label("key")).where(own(c.a)),
+            select(key_of(c.b).label("key")).where(own(c.b)),
+        ).subquery()
+        newly_missing = select(learned.c.key).where(
+            absent(learned.c.key), not_(select(m.key).where(m.key == learned.c.key).exists())
+        )
         dead_pair = or_(and_(own(c.a), gone(key_of(c.a))), and_(own(c.b), gone(key_of(c.b))))
-        stale = [(q_values, gone(q_values.c.key)), (access, gone(access.c.key)), (cooccurrence, dead_pair)]
+        stale = [
+            (missing, not_(absent(m.key))),  # back: the record goes, the learned state stays
+            (q_values, gone(q_values.c.key)),
+            (access, gone(access.c.key)),
+            (cooccurrence, dead_pair),
+            (missing, m.since <= cutoff),  # its rows just went
+        ]
         found = 0
         for table, where in stale:
             if dry_run:
                 found += conn.execute(select(func.count()).select_from(table).where(where)).scalar() or 0
             else:
                 found += conn.execute(delete(table).where(where)).rowcount
+        if dry_run:
+            found += conn.execute(select(func.count()).select_from(newly_missing.subquery())).scalar() or 0
+        else:
+            found += conn.execute(
+                missing.insert().from_select(["key", "since"], newly_missing.add_columns(literal(now)))
+            ).rowcount
         elsewhere = []
         for user, first, second in conn.execute(
             select(c.username, c.a, c.b).where(or_(not_(own(c.a)), not_(own(c.b))))
@@ -1056,11 +1102,89 @@ class VaultIndex:
             )
         return found + len(elsewhere)
 
-    def live_keys(self) -> set[str]:
-        """Keys of the notes whose learned state is kept: indexed or archived (see :meth:`sweep_learned`)."""
+    @staticmethod
+    def set_aside_learning(conn: Connection, key: str, uid: str) -> int:
+        """Before a *new* note takes ``key``: if no indexed note holds it and an archive entry does (an archived
+        or forgotten note of that title), move every user's learned rows of ``key`` (Q-values, accesses, and
+        the co-occurrence pairs stored here naming ``uid``) into that entry's ``learned``, so the new note starts
+        from the prior and the archived one has its state back when restored (:meth:`take_back_learning`).
+        Returns the number of rows moved.
+
+        Only creation calls this (``NoteStore.add`` writing a new file, a sync finding a new file). A note that
+        comes back with no archive entry (its file was only missing: another git branch) is the same note and
+        keeps its state; so does one brought back by ``restore``."""
+        a, q, ac, c = archive.c, q_values.c, access.c, cooccurrence.c
+        if conn.execute(select(notes.c.id).where(notes.c.key == key).limit(1)).first() is not None:
+            return 0
+        entry = conn.execute(
+            select(a.id, a.learned)
+            .where(a.key == key, a.restored_at.is_(None))
+            .order_by(a.archived_at.desc(), a.id.desc())
+            .limit(1)
+        ).first()
+        if entry is None:
+            return 0
+        pair = or_(c.a == uid, c.b == uid)
+        moved = {
+            "q_values": [
+                list(r)
+                for r in conn.execute(
+                    select(q.username, q.key, q.q, q.exposures, q.updates, q.updated).where(q.key == key)
+                )
+            ],
+            "access": [
+                list(r)
+                for r in conn.execute(select(ac.username, ac.key, ac.at, ac.kind).where(ac.key == key))
+            ],
+            "cooccurrence": [
+                list(r) for r in conn.execute(select(c.username, c.a, c.b, c.weight).where(pair))
+            ],
+        }
+        count = sum(len(rows) for rows in moved.values())
+        if not count:
+            return 0
+        kept = json.loads(entry.learned) if entry.learned else {}
+        for table, rows in moved.items():
+            kept[table] = kept.get(table, []) + rows
+        conn.execute(update(archive).where(a.id == entry.id).values(learned=json.dumps(kept)))
+        conn.execute(delete(q_values).where(q.key == key))
+        conn.execute(delete(access).where(ac.key == key))
+        conn.execute(delete(cooccurrence).where(pair))
+        return count
+
+    @staticmethod
+    def take_back_learning(conn: Connection, entry_id: int) -> int:
+        """Put the learned rows :meth:`set_aside_learning` kept in the archive entry ``entry_id`` back (a restore);
+        rows the live tables already have win. Returns the number of rows put back."""
         a = archive.c
+        kept = conn.execute(select(a.learned).where(a.id == entry_id)).scalar()
+        if not kept:
+            return 0
+        data = json.loads(kept)
+        shapes = {
+            "q_values": (q_values, ("username", "key", "q", "exposures", "updates", "updated")),
+            "access": (access, ("username", "key", "at", "kind")),
+            "cooccurrence": (cooccurrence, ("username", "a", "b", "weight")),
+        }
+        count = 0
+        for name, (table, columns) in shapes.items():
+            rows = [dict(zip(columns, r, strict=True)) for r in data.get(name, [])]
+            if rows:
+                conn.execute(_insert(conn, table).on_conflict_do_nothing(), rows)
+                count += len(rows)
+        conn.execute(update(archive).where(a.id == entry_id).values(learned=""))
+        return count
+
+    def live_keys(self, now: float | None = None) -> set[str]:
+        """Keys of the notes whose learned state is kept at ``now`` (default: the time): indexed, archived, or
+        with learned rows and not missing for :data:`MISSING_GRACE_SECONDS` (see :meth:`sweep_learned`)."""
+        cutoff = (time.time() if now is None else now) - MISSING_GRACE_SECONDS
+        a, m = archive.c, missing.c
         indexed = {r[0] for r in self.rows(select(notes.c.key))}
-        return indexed | {r[0] for r in self.rows(select(a.key).where(a.restored_at.is_(None)))}
+        archived = {r[0] for r in self.rows(select(a.key).where(a.restored_at.is_(None)))}
+        learned = {r[0] for r in self.rows(union(select(q_values.c.key), select(access.c.key)))}
+        expired = {r[0] for r in self.rows(select(m.key).where(m.since <= cutoff))}
+        return indexed | archived | (learned - expired)
 
     def export_learning(self) -> dict[str, list[list[Any]]]:
         """This user's learned tables as plain lists (for JSON)."""

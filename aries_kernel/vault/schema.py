@@ -39,6 +39,7 @@ __all__ = [
     "embeddings",
     "links",
     "migrate",
+    "missing",
     "notes",
     "purged",
     "q_values",
@@ -96,8 +97,11 @@ archive = Table(
     Column("id", BigInteger, primary_key=True), Column("title", String), Column("key", String),
     Column("path", String), Column("archived_path", String), Column("archived_at", Double),
     Column("restored_at", Double), Column("archived_by", String), Column("restored_by", String),
-    Column("text", String),
+    Column("text", String), Column("learned", String),
 )  # fmt: skip
+# A note with learned state that left the index (its file gone: another git branch checked out, or deleted by
+# hand) and since when: its learned rows are kept for a grace period (VaultIndex.sweep_learned).
+missing = Table("missing", metadata, Column("key", String, primary_key=True), Column("since", Double))
 # A team vault's record that a note was purged (by the SHA-256 of its path, never its title), so another
 # machine's mirror deletes its copy instead of indexing it again.
 purged = Table("purged", metadata, Column("path_hash", String, primary_key=True), Column("at", Double))
@@ -319,3 +323,12 @@ def m008_bounded_learning(conn: Connection) -> None:
     _ddl(conn, "UPDATE q_values SET q = 0.5 WHERE q < 0.5")
     _ddl(conn, "UPDATE cooccurrence SET weight = 10.0 WHERE weight > 10.0")
     _ddl(conn, "CREATE INDEX cooccurrence_b ON cooccurrence (username, b)")
+
+
+@migration
+def m009_missing_and_archived_learning(conn: Connection) -> None:
+    """When each note with learned state went missing from the index (its learned rows outlive a branch switch
+    for a grace period), and the learned state of an archived note whose title a new note took (``learned``,
+    JSON; restored with the note)."""
+    _ddl(conn, "CREATE TABLE missing (key TEXT PRIMARY KEY, since {float} NOT NULL)")
+    _ddl(conn, "ALTER TABLE archive ADD COLUMN learned TEXT NOT NULL DEFAULT ''")

@@ -54,6 +54,7 @@ from aries_kernel.vault.schema import (
     cooccurrence,
     embeddings,
     links,
+    missing,
     notes,
     purged,
     q_values,
@@ -120,10 +121,56 @@ class NoteStore:
         # Team vault: what this process last saw of each file, (mtime_ns, size, content hash), so a sync parses
         # only files that changed since.
         self._seen: dict[str, tuple[int, int, str]] = {}
-        # The index was deleted, replaced or truncated under us: the markdown files bring the notes back.
-        self.index.on_recreate = self.sync
+        # The index was deleted, replaced or truncated under us: the markdown files bring the notes back, and the
+        # archive folder the list of archived notes.
+        self.index.on_recreate = self._reindex
         if self.index.recreated:
+            self.list_archived_files()
             self.index.log_recovery()
+
+    def _reindex(self) -> None:
+        self.list_archived_files()
+        self.sync()
+
+    def list_archived_files(self) -> int:
+        """List again, in the archive table, the archived notes of the archive folder it does not list (a
+        rebuilt SQLite index starts with an empty table): they show as archived, :meth:`restore` finds them,
+        and the sweep keeps their learned state (restored from the export) instead of dropping it. The file's
+        time stands for when it was archived. Returns how many were listed; a team vault's database keeps its
+        own table."""
+        folder = self.root / ARCHIVE_DIR
+        if self.index.shared or not folder.is_dir():
+            return 0
+        files, _ = iter_note_files(folder)
+        known = {r[0] for r in self.index.rows(select(archive.c.archived_path))}
+        rows = []
+        for path in files:
+            rel = path.relative_to(self.root).as_posix()
+            text = _read_text(self.root, rel) if path.suffix == ".md" and rel not in known else None
+            if text is None:
+                continue
+            title = _ARCHIVED_COPY.sub("", path.stem)  # "Title (1).md" is a second archived copy of "Title"
+            rows.append(
+                {
+                    "title": title,
+                    "key": title.casefold(),
+                    "path": rel.removeprefix(f"{ARCHIVE_DIR}/"),
+                    "archived_path": rel,
+                    "archived_at": path.lstat().st_mtime,
+                    "archived_by": self.index.user,
+                    "text": text,
+                }
+            )
+        if not rows:
+            return 0
+
+        def work(conn: Connection) -> None:
+            conn.execute(archive.insert(), rows)
+            detail = f"{len(rows)} archived notes listed again from {ARCHIVE_DIR}/"
+            self.index.audit(conn, self.clock(), "recover", "", "", detail)
+
+        self.index.write(work)
+        return len(rows)
 
     # -- files -> index -------------------------------------------------------------------------------
 
@@ -198,6 +245,7 @@ class NoteStore:
             # every note the old file already had.
             raise _IndexSwapped
         for note in changed:
+            self._set_aside_if_new(conn, note)
             self.index.upsert_note(conn, note, note.created, note.mtime_ns / 1e9)
         for rel in broken:
             VaultIndex.delete_note(conn, rel)
@@ -314,11 +362,20 @@ class NoteStore:
             # Another user may have written this note since we read it: the newer copy wins.
             current = conn.execute(select(n.mtime_ns).where(n.path == note.path)).scalar()
             if current is None or note.mtime_ns > current:
+                if current is None:
+                    self._set_aside_if_new(conn, note)
                 self.index.upsert_note(conn, note, note.created, note.mtime_ns / 1e9)
                 indexed += 1
         if indexed:
             VaultIndex.bump(conn)
             self.index.audit(conn, self.clock(), "sync", "", "", f"{indexed} indexed from {self.root}")
+
+    def _set_aside_if_new(self, conn: Connection, note: Note) -> None:
+        """A file not indexed yet under the title of an archived note is a new note: the archived one keeps its
+        learned state (:meth:`VaultIndex.set_aside_learning`)."""
+        if conn.execute(select(notes.c.id).where(notes.c.path == note.path)).first() is None:
+            key = note.title.casefold()
+            VaultIndex.set_aside_learning(conn, key, f"{self.source}:{key}")
 
     def rebuild(self) -> None:
         """Forget every note row and index the files again; learned state and the audit log are kept."""
@@ -459,6 +516,7 @@ class NoteStore:
         }
         if project:
             meta["project"] = project
+        VaultIndex.set_aside_learning(conn, title.casefold(), f"{self.source}:{title.casefold()}")
         self._write(conn, title, rel, meta, body, created, "add", provenance)
         return AddResult(title, self.source, rel, "created")
 
@@ -598,6 +656,7 @@ class NoteStore:
                     .where(archive.c.id == row["id"])
                     .values(restored_at=self.clock(), restored_by=self.index.user)
                 )
+                VaultIndex.take_back_learning(conn, row["id"])
             VaultIndex.bump(conn)
             self.index.audit(
                 conn, self.clock(), "restore", note.title, note.path, f"from {row['archived_path']}"
@@ -651,7 +710,8 @@ class NoteStore:
         kept = conn.execute(select(a.id, a.title, a.path, a.archived_path, a.text).where(a.key == key)).all()
         on_disk = self._archived_on_disk(key, every=True)
         titles = {r.title for r in rows} | {r.title for r in kept} | {r["title"] for r in on_disk}
-        if not titles:
+        # A note missing from the folder (another branch checked out) is purged too: its learned state is kept.
+        if not titles and conn.execute(select(missing.c.key).where(missing.c.key == key)).first() is None:
             return []
         files = [r.path for r in rows if note_exists(self.root, r.path)]
         archived = sorted({r.archived_path for r in kept} | {r["archived_path"] for r in on_disk})
@@ -677,6 +737,7 @@ class NoteStore:
             ("archive row", archive, a.key == key),
             ("q_values", q_values, q_values.c.key == key),
             ("access", access, access.c.key == key),
+            ("missing", missing, missing.c.key == key),
             ("cooccurrence", cooccurrence, (cooccurrence.c.a == uid) | (cooccurrence.c.b == uid)),
             ("embeddings", embeddings, e.content_hash.in_(sorted(hashes))),
             ("audit", audit, or_(*mentions)),

@@ -215,11 +215,12 @@ class Vault:
         self._sweep_learned()
 
     def _sweep_learned(self) -> None:
-        live = {f"{store.source}:": store.index.live_keys() for store in self.stores}
+        now = self.clock()
+        live = {f"{store.source}:": store.index.live_keys(now) for store in self.stores}
         for store in self.stores:
             prefix = f"{store.source}:"
             others = {p: keys for p, keys in live.items() if p != prefix}
-            sweep = partial(store.index.sweep_learned, prefix=prefix, others=others)
+            sweep = partial(store.index.sweep_learned, prefix=prefix, others=others, now=now)
             # Counted first: opening a vault takes no write lock unless there is something to drop.
             if store.index.read(partial(sweep, dry_run=True)):
                 store.index.write(sweep)
