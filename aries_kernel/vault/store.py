@@ -798,7 +798,7 @@ class NoteStore:
             for path in files
             if path.suffix == ".md" and _ARCHIVED_COPY.sub("", path.stem).casefold() == key
         ]
-        found = [
+        found: list[dict[str, Any]] = [
             {
                 "id": None,
                 "title": _ARCHIVED_COPY.sub("", path.stem),

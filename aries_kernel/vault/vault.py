@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import rustworkx as rx
-from sqlalchemy import func, select
+from sqlalchemy import ColumnElement, func, select
 from traitlets import Bool, Dict, Int, Unicode
 from traitlets.config import Configurable
 
@@ -865,7 +865,10 @@ class Vault:
         out = []
         a, n = audit.c, notes.c
         for store in self.stores:
-            where = [a.origin.in_(provenance.AGENT_ORIGINS), a.action.in_(["add", "update"])]
+            where: list[ColumnElement[bool]] = [
+                a.origin.in_(provenance.AGENT_ORIGINS),
+                a.action.in_(["add", "update"]),
+            ]
             if kernel is not None:
                 where.append(a.kernel == kernel)
             writes = store.index.rows(
