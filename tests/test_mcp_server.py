@@ -132,7 +132,7 @@ def test_repl_shares_the_kernel_namespace_under_the_guard(
     assert run_cell(kc, "from_cell = 'made in a cell'").status == "ok"
     outside = tmp_path / "outside.txt"
     inside = small_repo / "inside.txt"
-    listed, made, seen, escape, edit = _serve(
+    listed, made, seen, escape, edit, noted = _serve(
         small_repo,
         tmp_path / "vault",
         "--kernel",
@@ -142,6 +142,7 @@ def test_repl_shares_the_kernel_namespace_under_the_guard(
             ("repl", {"code": "from_cell.upper()"}),
             ("repl", {"code": f"open({str(outside)!r}, 'w').write('x')"}),
             ("repl", {"code": f"open({str(inside)!r}, 'w').write('x')"}),
+            ("repl", {"code": "vault.add('Noted by an MCP client', 'Written through the repl tool.');"}),
         ],
     )
     assert "repl" in {tool.name for tool in listed.tools}
@@ -150,7 +151,7 @@ def test_repl_shares_the_kernel_namespace_under_the_guard(
     assert read.result == "42"  # the client's variable, read by a cell
     # The notebook's next cell is told what the outside agent ran (its own output went to the agent's request).
     note = "".join(str(d.get("text/plain", "")) for d in read.displays)
-    assert "[Aries] Since your last cell, outside agents ran 4 step(s)" in note
+    assert "[Aries] Since your last cell, outside agents ran 5 step(s)" in note
     assert "from_mcp = 6 * 7 ..." in note and "from_cell.upper()" in note and "refused:" in note
     assert _text(seen) == "MADE IN A CELL"  # the cell's variable, seen by the client
 
@@ -164,7 +165,11 @@ def test_repl_shares_the_kernel_namespace_under_the_guard(
     assert not runs.displays  # told once
     status = run_cell(kc, "%aries status")
     shown = status.stdout + str(status.result) + "".join(str(d.get("text/plain", "")) for d in status.displays)
-    assert "4 step(s) from MCP clients" in shown and "2 effect(s) refused" in shown
+    assert "5 step(s) from MCP clients" in shown and "2 effect(s) refused" in shown
+    # The note the client's code wrote is recorded as the MCP client's, not the user's.
+    assert not noted.is_error
+    origins = run_cell(kc, "list(vault.history('Noted by an MCP client')['origin'])")
+    assert origins.result == "['mcp']"
 
 
 @contextmanager

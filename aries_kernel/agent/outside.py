@@ -7,7 +7,7 @@ and the permission settings locked. The mode is the one the server was started w
 (``c.AriesAgent.permission_mode``). Nobody can be asked from here, so an effect the mode would ask about is
 refused with the way to allow it. The request's output shows a note of what ran, :data:`RUNS` keeps the
 kernel's record (``%aries status`` sums it up under "Outside agents"); the result is printed (redacted, cut to
-``tool_output_chars``) for the server to read.
+``tool_output_chars``) for the server to read. A note the code writes records the MCP client as its origin.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from aries_kernel.agent.guard import Verdict, guarded
 from aries_kernel.agent.permissions import decide, effective_mode, refusal
 from aries_kernel.agent.repl import run_code, truncate
 from aries_kernel.redact import redact, withheld_keys
+from aries_kernel.vault.provenance import Provenance, acting
 
 __all__ = ["RUNS", "note_in_cell", "run"]
 
@@ -65,6 +66,7 @@ def run(shell: Any, code: str, mode: str | None = None, who: str = "an MCP clien
         settings.locked() as permissions,
         withheld_keys(permissions["pass_env_keys"]),
         guarded(context.root, ask) as report,
+        acting(Provenance("mcp")),  # a vault.add in the client's code is the MCP client's, not the user's
     ):
         result = run_code(shell, code, 10_000 + next(_numbers))
     text = result.as_text()
