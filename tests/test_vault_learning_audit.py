@@ -23,21 +23,10 @@ from aries_kernel.vault import index as index_module
 from aries_kernel.vault.index import VaultIndex
 from aries_kernel.vault.schema import access, cooccurrence, q_values
 from aries_kernel.vault.vault import _COOC_WEIGHT, Vault
+from tests.vault_support import T0, Clock
 
 # Every test here runs on SQLite and on PostgreSQL (tests/pg_support.py).
 pytestmark = pytest.mark.usefixtures("backend")
-
-T0 = 1_790_000_000.0
-
-
-class Clock:
-    """A clock the run advances by an hour per session."""
-
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def make(tmp_path: Path, root: bool = False) -> Vault:

@@ -16,21 +16,10 @@ import aries_kernel.vault as vault_pkg
 from aries_kernel.vault import HashEmbedder, NoteError, open_vault
 from aries_kernel.vault.index import MIGRATIONS, VaultIndex
 from aries_kernel.vault.notes import MAX_NOTE_BYTES, parse_text, sanitize_title, wiki_links
+from tests.vault_support import T0, Clock
 
 # Every test here runs on SQLite and on PostgreSQL (tests/pg_support.py).
 pytestmark = pytest.mark.usefixtures("backend")
-
-T0 = 1_790_000_000.0
-
-
-class Clock:
-    """A settable clock, so warmth and timestamps are exact."""
-
-    def __init__(self, now: float = T0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def make(tmp_path: Path, clock: Clock | None = None):  # type: ignore[no-untyped-def]
