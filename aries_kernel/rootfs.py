@@ -65,6 +65,7 @@ __all__ = [
     "move",
     "normalize",
     "read_at",
+    "read_open",
     "read_regular",
     "read_stat_at",
     "remove",
@@ -430,17 +431,23 @@ def read_stat_at(dir_fd: int, name: str, limit: int, shown: str) -> tuple[bytes,
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise _not_regular(shown, info.st_mode)
-        chunks = []
-        left = limit + 1  # the file may have grown since any stat: read no more than this, whatever its size
-        while left > 0:
-            chunk = os.read(fd, min(_CHUNK, left))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks), info
+        return read_open(fd, limit), info
     finally:
         os.close(fd)
+
+
+def read_open(fd: int, limit: int) -> bytes:
+    """At most ``limit + 1`` bytes of the open file ``fd`` from where it stands: the file may have grown since
+    any stat, so no more than this is read whatever its size, and a caller sees that it is over the limit."""
+    chunks = []
+    left = limit + 1
+    while left > 0:
+        chunk = os.read(fd, min(_CHUNK, left))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
 
 
 def _unopened(dir_fd: int, name: str, shown: str, exc: OSError) -> RootPathError:

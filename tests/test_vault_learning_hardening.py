@@ -21,18 +21,7 @@ from typing import Any
 import pytest
 
 from aries_kernel.vault import HashEmbedder, Vault, index, learning, open_vault, schema
-
-T0 = 1_790_000_000.0
-
-
-class Clock:
-    """A clock the tests move by hand."""
-
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.vault_support import T0, Clock
 
 
 def make(folder: Path, root: Path | None = None) -> Vault:
@@ -354,4 +343,32 @@ def test_a_rebuilt_index_keeps_the_archived_notes_and_their_learned_state(tmp_pa
     assert reopened.restore(OLD).action == "restored"
     assert OLD in reopened.titles() and learned_of(reopened, OLD.casefold()) == state
     assert idx.rows(schema.archive.select().with_only_columns(schema.archive.c.restored_at))[0][0] is not None
+    close(reopened)
+
+
+def test_a_rebuild_keeps_the_state_set_aside_for_an_archived_note(tmp_path: Path) -> None:
+    home = tmp_path / "vault"
+    vault, old_state = used_then_forgotten(tmp_path)
+    vault.add(OLD, "A different claim: the cache keys are stable now.")  # sets the old note's state aside
+    vault.begin_session()
+    vault.mark_used(OLD)  # the new note learns something of its own
+    vault.end_session()
+    new_state = learned_of(vault, OLD.casefold())
+    assert new_state[0] is not None and new_state != old_state
+    vault._store("global").index.save_learning()
+    close(vault)
+    db = home / ".aries" / "index.db"
+    db.write_bytes(os.urandom(db.stat().st_size))  # corrupt
+
+    reopened = make(home)
+    assert "restored" in reopened.problems[0]
+    reopened.sync()
+    # The new note keeps its own state; the archived one's is still set aside, and comes back on restore.
+    assert learned_of(reopened, OLD.casefold()) == new_state
+    idx = reopened._store("global").index
+    rel = f"inbox/{OLD}.md"
+    idx.write(lambda c: index.VaultIndex.delete_note(c, rel))
+    (home / rel).unlink()
+    reopened.restore(OLD)
+    assert learned_of(reopened, OLD.casefold()) == old_state
     close(reopened)

@@ -253,6 +253,13 @@ class VaultIndex:
             None if self.url else self.db_path.with_name(f"{self.db_path.stem}.learning.json")
         )
         self._unsaved = 0
+        # Learned state set aside for archived notes (archive.learned by archived_path), read back from the export
+        # after a rebuild: the archive entries it belongs to are listed again only afterwards
+        # (NoteStore.list_archived_files), which takes it from here.
+        self.archived_learning: dict[str, str] = {}
+        # True from building a fresh file until the files are indexed into it: those files are the notes the old
+        # file held, not new notes (a note under an archived title must not set its restored state aside).
+        self.rebuilt_unsynced = False
         # Called after a reopen or rebuild, so the owner can re-index its files (NoteStore.sync).
         self.on_recreate: Callable[[], None] | None = None
         # What is wrong with the server right now ("" while it answers), for whoever shows status.
@@ -399,6 +406,7 @@ class VaultIndex:
             self.recoveries += 1
             self.recovery = why
         if fresh:
+            self.rebuilt_unsynced = True
             self._restore_learning(why)
 
     def _move_aside(self, label: str) -> Path:
@@ -540,7 +548,7 @@ class VaultIndex:
                 raise self._export_aside(
                     f"is {info.st_size:,} bytes, over the {LEARNING_EXPORT_MAX_BYTES:,}-byte limit of an export"
                 )
-            raw = _read_fd(fd, LEARNING_EXPORT_MAX_BYTES + 1)  # it may have grown since the fstat
+            raw = rootfs.read_open(fd, LEARNING_EXPORT_MAX_BYTES)  # it may have grown since the fstat
         finally:
             os.close(fd)
         if len(raw) > LEARNING_EXPORT_MAX_BYTES:
@@ -1190,7 +1198,7 @@ class VaultIndex:
         """This user's learned tables as plain lists (for JSON)."""
 
         def dump(conn: Connection) -> dict[str, list[list[Any]]]:
-            q, a, c = q_values.c, access.c, cooccurrence.c
+            q, a, c, ar = q_values.c, access.c, cooccurrence.c, archive.c
             mine = self.user
             return {
                 "q_values": [
@@ -1204,6 +1212,13 @@ class VaultIndex:
                 ],
                 "cooccurrence": [
                     list(r) for r in conn.execute(select(c.a, c.b, c.weight).where(c.username == mine))
+                ],
+                # what a new note under an archived title set aside for the archived one (every user's)
+                "archived": [
+                    list(r)
+                    for r in conn.execute(
+                        select(ar.archived_path, ar.learned).where(ar.learned != "", ar.restored_at.is_(None))
+                    )
                 ],
             }
 
@@ -1249,6 +1264,14 @@ class VaultIndex:
                         for a, b, w in data["cooccurrence"]
                     ],
                 )
+            for archived_path, learned in data.get("archived") or []:
+                listed = conn.execute(
+                    update(archive)
+                    .where(archive.c.archived_path == archived_path, archive.c.learned == "")
+                    .values(learned=learned)
+                ).rowcount
+                if not listed:  # its entry comes back with the archive folder's listing
+                    self.archived_learning[str(archived_path)] = str(learned)
             self.audit(
                 conn, time.time(), "import_learning", "", "", f"{len(data.get('q_values', []))} q-values"
             )
@@ -1349,18 +1372,6 @@ def _first_line(exc: BaseException) -> str:
 def _chunks(items: Sequence[str], size: int) -> Iterable[Sequence[str]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
-
-
-def _read_fd(fd: int, limit: int) -> bytes:
-    """At most ``limit`` bytes of the open file ``fd``, from where it stands."""
-    chunks, left = [], limit
-    while left > 0:
-        chunk = os.read(fd, min(1 << 20, left))
-        if not chunk:
-            break
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
 
 
 def _has_sqlite_header(db_path: Path) -> bool:

@@ -159,6 +159,7 @@ class NoteStore:
                     "archived_at": path.lstat().st_mtime,
                     "archived_by": self.index.user,
                     "text": text,
+                    "learned": self.index.archived_learning.pop(rel, ""),
                 }
             )
         if not rows:
@@ -230,6 +231,7 @@ class NoteStore:
             raise _IndexSwapped
         if changed or removed or broken:
             self.index.write(lambda conn: self._apply_sync(conn, changed, removed, broken, file_in_use))
+        self.index.rebuilt_unsynced = False
         return len(changed), len(removed) + len(broken)
 
     def _apply_sync(
@@ -372,7 +374,10 @@ class NoteStore:
 
     def _set_aside_if_new(self, conn: Connection, note: Note) -> None:
         """A file not indexed yet under the title of an archived note is a new note: the archived one keeps its
-        learned state (:meth:`VaultIndex.set_aside_learning`)."""
+        learned state (:meth:`VaultIndex.set_aside_learning`). Not while a rebuilt index is first filled: its
+        files are the notes the damaged index held, whose learned state the export just brought back."""
+        if self.index.rebuilt_unsynced:
+            return
         if conn.execute(select(notes.c.id).where(notes.c.path == note.path)).first() is None:
             key = note.title.casefold()
             VaultIndex.set_aside_learning(conn, key, f"{self.source}:{key}")
