@@ -16,12 +16,25 @@ pytest_plugins = ["tests.models_support", "tests.pg_support"]
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
+CHECKOUT = Path(__file__).resolve().parents[1]
+
+
 @pytest.fixture(autouse=True, scope="session")
-def _private_index_key(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """The index MAC key lives in a scratch folder (kernels inherit it): the suite never writes ~/.aries."""
+def _private_aries_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Everything Aries keeps under ``~/.aries`` goes to a scratch folder for the session (kernels inherit it):
+    the suite never writes the user's index key, spend ledger, stack dumps or vault (a test's spend would count
+    against the user's daily limit). Nor does it write this checkout's ``.aries``: the index MAC key is new each
+    session, so an index left there by one session is foreign to the next, set aside, and the warning about it
+    lands in whatever cell is running."""
+    home = tmp_path_factory.mktemp("aries-home")
+    had_aries = (CHECKOUT / ".aries").exists()
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("ARIES_INDEX_KEY", str(tmp_path_factory.mktemp("aries-home") / "index.key"))
+        patch.setenv("ARIES_INDEX_KEY", str(home / "index.key"))
+        patch.setenv("ARIES_SPEND_FILE", str(home / "spend.json"))
+        patch.setenv("ARIES_LOG_DIR", str(home / "logs"))
+        patch.setenv("ARIES_VAULT", str(home / "vault"))
         yield
+    assert had_aries or not (CHECKOUT / ".aries").exists(), f"a test wrote {CHECKOUT / '.aries'}"
 
 
 @pytest.fixture

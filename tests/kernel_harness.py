@@ -53,8 +53,8 @@ def start_kernel(
     """Start ``kernel_name`` in ``cwd`` and return its manager and a ready blocking client."""
     full_env = dict(os.environ)
     scratch = Path(tempfile.mkdtemp(prefix="aries-test-kernel-"))
-    full_env.setdefault("ARIES_VAULT", str(scratch / "vault"))
-    full_env.setdefault("ARIES_LOG_DIR", str(scratch / "logs"))
+    full_env["ARIES_VAULT"] = str(scratch / "vault")  # its own, unless ``env`` names one
+    full_env["ARIES_LOG_DIR"] = str(scratch / "logs")
     full_env.update(env or {})
     km = KernelManager(kernel_name=kernel_name)
     km.start_kernel(cwd=str(cwd), env=full_env)

@@ -52,11 +52,15 @@ class AriesKernelProtocolTests(jupyter_kernel_test.KernelTests):
 
     @classmethod
     def setUpClass(cls) -> None:
-        # The kernel this class starts inherits the environment; put it back after, or every later test's kernel
-        # would share this one vault folder (a note added in one test was "unchanged" in the next).
-        cls._saved_env = {name: os.environ.get(name) for name in ("ARIES_VAULT", "ARIES_LOG_DIR")}
-        os.environ.setdefault("ARIES_VAULT", str(JUPYTER_DATA / "vault"))
-        os.environ.setdefault("ARIES_LOG_DIR", str(JUPYTER_DATA / "logs"))
+        # The kernel this class starts inherits the environment (and the working directory, this checkout): give
+        # it an empty root of its own, so it writes no .aries here and its background indexing has nothing to
+        # say in the middle of a test's cell; put the environment back after.
+        cls._saved_env = {name: os.environ.get(name) for name in ("ARIES_VAULT", "ARIES_LOG_DIR", "ARIES_ROOT")}
+        os.environ["ARIES_VAULT"] = str(JUPYTER_DATA / "vault")
+        os.environ["ARIES_LOG_DIR"] = str(JUPYTER_DATA / "logs")
+        root = JUPYTER_DATA / "protocol-root"
+        root.mkdir(exist_ok=True)
+        os.environ["ARIES_ROOT"] = str(root)
         super().setUpClass()
 
     @classmethod

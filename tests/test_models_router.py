@@ -6,6 +6,7 @@ import inspect
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -118,7 +119,8 @@ def test_exported_names() -> None:
 
 
 @pytest.fixture
-def shell() -> Iterator[InteractiveShell]:
+def shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[InteractiveShell]:
+    monkeypatch.chdir(tmp_path)  # loading the extension starts indexing its root: not this repository
     ip = InteractiveShell.instance()
     ip.run_line_magic("load_ext", "aries_kernel")
     yield ip
