@@ -151,6 +151,9 @@ LEARNING_EXPORT_EVERY = 50
 # for longer than this was deleted, not switched away.
 MISSING_GRACE_SECONDS = 30 * 86400
 _HEADER_BYTES = 100  # a SQLite file starts with a 100-byte header
+# From this many notes on, BM25 leaves out the notes that match only terms in more than 5% of notes (they cannot
+# reach the top results, and matching them all is what makes a big vault's query slow); below it, every match.
+COMMON_TERMS_MIN_NOTES = 5000
 # The most of a learning export that is read (and parsed: JSON takes several times its size in memory). An export
 # holds one row per Q-value, access and co-occurrence pair (about 60 bytes each): a vault of 10,000 notes used
 # daily for years exports a few MiB, so a file over this is not an export this vault wrote.
@@ -870,13 +873,14 @@ class VaultIndex:
             self._df.update(zip(wanted, self.read(lambda conn: _document_counts(conn, wanted)), strict=True))
 
     def _common_terms(self, terms: Sequence[str]) -> list[str]:
-        """Terms in more than 5% of notes, when the vault is big enough (5,000 notes) for it to matter."""
+        """Terms in more than 5% of notes, when the vault is big enough (:data:`COMMON_TERMS_MIN_NOTES`) for it
+        to matter."""
         generation = self.generation()
         if generation != self._df_generation:
             self._df_generation = generation
             self._df = {}
             self._note_count = int(self.rows(select(func.count()).select_from(notes))[0][0])
-        if self._note_count < 5000:
+        if self._note_count < COMMON_TERMS_MIN_NOTES:
             return []
         self._refresh_df(terms)
         return [t for t in terms if self._df[t] > 0.05 * self._note_count]
