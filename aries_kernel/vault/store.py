@@ -138,25 +138,20 @@ class NoteStore:
         and the sweep keeps their learned state (restored from the export) instead of dropping it. The file's
         time stands for when it was archived. Returns how many were listed; a team vault's database keeps its
         own table."""
-        folder = self.root / ARCHIVE_DIR
-        if self.index.shared or not folder.is_dir():
+        if self.index.shared:
             return 0
-        files, _ = iter_note_files(folder)
         known = {r[0] for r in self.index.rows(select(archive.c.archived_path))}
         rows = []
-        for path in files:
-            rel = path.relative_to(self.root).as_posix()
-            text = _read_text(self.root, rel) if path.suffix == ".md" and rel not in known else None
+        for entry in self._archive_files():
+            rel = entry["archived_path"]
+            text = _read_text(self.root, rel) if rel not in known else None
             if text is None:
                 continue
-            title = _ARCHIVED_COPY.sub("", path.stem)  # "Title (1).md" is a second archived copy of "Title"
             rows.append(
                 {
-                    "title": title,
-                    "key": title.casefold(),
-                    "path": rel.removeprefix(f"{ARCHIVE_DIR}/"),
-                    "archived_path": rel,
-                    "archived_at": path.lstat().st_mtime,
+                    **entry,
+                    "key": entry["title"].casefold(),
+                    "archived_at": (self.root / rel).lstat().st_mtime,
                     "archived_by": self.index.user,
                     "text": text,
                     "learned": self.index.archived_learning.pop(rel, ""),
@@ -379,8 +374,11 @@ class NoteStore:
         if self.index.rebuilt_unsynced:
             return
         if conn.execute(select(notes.c.id).where(notes.c.path == note.path)).first() is None:
-            key = note.title.casefold()
-            VaultIndex.set_aside_learning(conn, key, f"{self.source}:{key}")
+            self._set_aside(conn, note.title)
+
+    def _set_aside(self, conn: Connection, title: str) -> None:
+        key = title.casefold()
+        VaultIndex.set_aside_learning(conn, key, f"{self.source}:{key}")
 
     def rebuild(self) -> None:
         """Forget every note row and index the files again; learned state and the audit log are kept."""
@@ -521,7 +519,7 @@ class NoteStore:
         }
         if project:
             meta["project"] = project
-        VaultIndex.set_aside_learning(conn, title.casefold(), f"{self.source}:{title.casefold()}")
+        self._set_aside(conn, title)
         self._write(conn, title, rel, meta, body, created, "add", provenance)
         return AddResult(title, self.source, rel, "created")
 
@@ -791,27 +789,27 @@ class NoteStore:
 
         return self.index.read(work) if dry_run else self.index.write(work)
 
+    def _archive_files(self) -> list[dict[str, Any]]:
+        """The notes of the archive folder: title, path (where it was) and archived_path, each."""
+        folder = self.root / ARCHIVE_DIR
+        if not folder.is_dir():
+            return []
+        files, _ = iter_note_files(folder)
+        found = []
+        for path in files:
+            if path.suffix != ".md":
+                continue
+            rel = path.relative_to(self.root).as_posix()
+            title = _ARCHIVED_COPY.sub("", path.stem)  # "Title (1).md" is a second archived copy of "Title"
+            found.append({"title": title, "path": rel.removeprefix(f"{ARCHIVE_DIR}/"), "archived_path": rel})
+        return found
+
     def _archived_on_disk(self, key: str, every: bool = False) -> Any:
         # The archive table lives in the index; if the index was rebuilt, the archive folder still knows.
-        archive = self.root / ARCHIVE_DIR
-        if not archive.is_dir():
-            return [] if every else None
-        files, _ = iter_note_files(archive)
-        # "Title (1).md" is a second archived copy of "Title" (see _free_name).
-        named = [
-            path
-            for path in files
-            if path.suffix == ".md" and _ARCHIVED_COPY.sub("", path.stem).casefold() == key
-        ]
-        found: list[dict[str, Any]] = [
-            {
-                "id": None,
-                "title": _ARCHIVED_COPY.sub("", path.stem),
-                "path": rel.removeprefix(f"{ARCHIVE_DIR}/"),
-                "archived_path": rel,
-                "text": "",
-            }
-            for path, rel in ((path, path.relative_to(self.root).as_posix()) for path in named)
+        found = [
+            {"id": None, **entry, "text": ""}
+            for entry in self._archive_files()
+            if entry["title"].casefold() == key
         ]
         if every:
             return found
