@@ -1,6 +1,6 @@
 """``%aries rewind [N]`` and ``%aries checkpoints``: go back to the state before an agent turn (files, kernel
 names and the conversation) and list the checkpoints that make it possible (:mod:`aries_kernel.agent.checkpoints`),
-plus a "Checkpoints" line in ``%aries status``."""
+plus a "Checkpoints" line in ``%aries status``. Each says which stored checkpoints were set aside, and why."""
 
 from __future__ import annotations
 
@@ -60,10 +60,15 @@ def panel_rewinder(context: Any) -> Callable[[int, bool, bool], str]:
 
 @subcommand("checkpoints", "the agent's checkpoints: turn, time, prompt, files and names changed, size")
 def checkpoints_command(magics: Any, args: str, cell: str | None) -> Any:
-    """One row per checkpoint kept, oldest first."""
+    """One row per checkpoint kept, oldest first; stored files set aside since the last listing are named
+    above it."""
     if args.strip():
         raise UsageError("Usage: %aries checkpoints")
-    return agent_for(magics.context).checkpoints.frame()
+    checkpoints = agent_for(magics.context).checkpoints
+    frame = checkpoints.frame()
+    for notice in checkpoints.new_notices():
+        print(notice)
+    return frame
 
 
 @status_section("Checkpoints")

@@ -36,13 +36,24 @@ and the in-memory transcript live as long as the kernel (after a restart the con
 recorded length in a resumed session). Storage is pruned after every checkpoint by age (``max_age_days``),
 count (``max_checkpoints``) and size (``max_bytes``, blobs of the current tree included: the oldest checkpoints
 go first, and the tree's own blobs are never dropped). Every write goes through :mod:`aries_kernel.rootfs`.
+
+A rewind writes what the store says, and anyone who can write the repository can write ``.aries/``, so every
+stored file (record, manifest, blob) is *sealed*: a header line with the MAC of the user's index key
+(:mod:`aries_kernel.codebase.index_key`, the key of ``index.db``) over what it is, its size and its bytes, checked
+before anything in it is parsed. A blob's header records its file's size: it is inflated to at most that many
+bytes and its content checked against its digest. A file that fails (no MAC, as an earlier aries-kernel wrote
+them; a MAC that does not verify; a malformed body) is moved to ``set-aside/<time>/`` and named in a notice
+(:attr:`Checkpoints.notices`, shown by rewind, ``%aries checkpoints`` and ``%aries status``); the other
+checkpoints stay usable, and a bad manifest only means the tree is read again.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
+import re
 import stat
 import sys
 import time
@@ -59,6 +70,8 @@ from traitlets.config import Configurable
 
 from aries_kernel import rootfs
 from aries_kernel.codebase.extract import content_hash
+from aries_kernel.codebase.index_key import index_key
+from aries_kernel.redact import redact
 
 __all__ = ["AriesCheckpoints", "Checkpoint", "Checkpoints", "RewindReport", "STATE_EFFECTS"]
 
@@ -68,6 +81,16 @@ _FILE_ARGUMENTS = ("file_path", "notebook_path")
 _FOLDER = ".aries/checkpoints"
 _UNSTORED = "-"  # the hash of a file over max_file_bytes: its content is not kept
 _ABSENT = object()  # a name that is not bound
+_FORMAT = "aries-checkpoint 1"  # the first words of every sealed file, and the MAC's domain
+_HEADER_MAX = 128  # bytes of a header line at most
+_HEADER = re.compile(re.escape(_FORMAT.encode()) + rb" (record|manifest|blob) ([0-9]{1,15}) ([0-9a-f]{64})")
+_DIGEST = re.compile(r"[0-9a-f]{32}")  # content_hash's form
+_RECORD = re.compile(r"([0-9]{6})\.ckpt")
+_MANIFEST = "manifest.ckpt"
+_LEGACY_MANIFEST = "manifest.json"  # an earlier aries-kernel's, unsealed
+_LEGACY_RECORD = re.compile(r"([0-9]+)\.json")
+_RECORD_BYTES = 1 << 26  # a record (the files and names of one turn) is read up to this size
+_MANIFEST_BYTES = 1 << 30  # the manifest (the tracked tree) up to this one
 
 
 class AriesCheckpoints(Configurable):
@@ -176,11 +199,15 @@ class RewindReport:
     conflicts: list[str] = field(default_factory=list)
     kept: list[str] = field(default_factory=list)
     messages: str = ""
+    notices: list[str] = field(default_factory=list)  # stored files set aside since the last report
 
     def text(self) -> str:
         """The report in plain words."""
         if not self.done:
-            lines = [f"Nothing was rewound to {self.target}: these changed after the agent's turn(s):"]
+            lines = [
+                *self.notices,
+                f"Nothing was rewound to {self.target}: these changed after the agent's turn(s):",
+            ]
             lines += [f"  {conflict}" for conflict in self.conflicts]
             lines.append(
                 "Rewind with --keep to keep your versions of these and rewind the rest, or --force to "
@@ -188,7 +215,8 @@ class RewindReport:
             )
             return "\n".join(lines)
         lines = [
-            f"Rewound to {self.target}" + (f" (checkpoint {self.checkpoint})." if self.checkpoint else ".")
+            *self.notices,
+            f"Rewound to {self.target}" + (f" (checkpoint {self.checkpoint})." if self.checkpoint else "."),
         ]
         parts = [
             ("Files restored", self.restored),
@@ -229,8 +257,12 @@ class Checkpoints:
         self.settings = AriesCheckpoints(config=config)
         self._look, self._tracked, self._namespace, self._hidden = look, tracked, namespace, hidden
         self.problem = ""  # why checkpoints are off, if they are
+        self.notices: list[str] = []  # the stored files this kernel set aside, and why
+        self._reported = 0  # notices already shown by a rewind or a listing
+        self._aside = ""  # this kernel's folder under set-aside/
         self._manifest: dict[str, tuple[int, int, str]] = {}  # path -> (mtime_ns, size, hash)
-        self._blobs: dict[str, int] = {}  # hash -> bytes on disk
+        self._blobs: dict[str, int] = {}  # hash -> bytes on disk (sealed blobs a verified file refers to)
+        self._strays: dict[str, int] = {}  # sealed-looking blobs nothing verified refers to (pruned)
         self._records: list[Checkpoint] = []
         self._loaded = False
         self._synced = False
@@ -327,20 +359,27 @@ class Checkpoints:
     def store_bytes(self) -> int:
         """Bytes of blobs kept under ``.aries/checkpoints/``."""
         self._load()
-        return sum(self._blobs.values())
+        return sum(self._blobs.values()) + sum(self._strays.values())
+
+    def new_notices(self) -> list[str]:
+        """The notices (stored files set aside, and why) not shown yet by a rewind or a listing."""
+        self._load()
+        fresh, self._reported = self.notices[self._reported :], len(self.notices)
+        return fresh
 
     def status(self) -> str:
-        """One line for ``%aries status``."""
+        """The ``%aries status`` line, and below it the stored files this kernel set aside."""
         if self.problem:
             return f"Checkpoints: off ({self.problem})"
         if not self.settings.enabled:
             return "Checkpoints: off (c.AriesCheckpoints.enabled = False)"
         self._load()
         active = sum(cp.undone_by is None for cp in self._records)
-        return (
+        line = (
             f"Checkpoints: {len(self._records)} kept ({active} active), {self.store_bytes():,} bytes under "
             f"{_FOLDER}; %aries checkpoints lists them, %aries rewind [N] goes back"
         )
+        return "\n".join([line, *(f"  {notice}" for notice in self.notices)])
 
     # --------------------------------------------------------------------------------------- rewinding
 
@@ -352,10 +391,14 @@ class Checkpoints:
         self._load()
         self._close()
         self._session = session if session is not None else self._session
-        chain, target = self._chain(turn, session)
+        try:
+            chain, target = self._chain(turn, session)
+        except LookupError as exc:
+            raise LookupError("\n".join([*self.new_notices(), str(exc)])) from None
         report = RewindReport(done=False, target=target)
         namespace = self._namespace()
         file_plan, file_conflicts, unrestorable = self._plan_files(chain)
+        report.notices = self.new_notices()  # the plan sets aside blobs that fail
         name_plan, name_conflicts, name_notes = self._plan_names(chain, namespace)
         report.conflicts = file_conflicts + name_conflicts
         report.not_restored = unrestorable + name_notes
@@ -416,24 +459,34 @@ class Checkpoints:
             )
         return [cp for cp in active if cp.number >= first.number], f"before turn {turn}"
 
-    def _plan_files(self, chain: list[Checkpoint]) -> tuple[dict[str, str | None], list[str], list[str]]:
-        """The content each file goes back to, the conflicts, and what cannot be restored."""
+    def _plan_files(
+        self, chain: list[Checkpoint]
+    ) -> tuple[dict[str, tuple[str | None, bytes]], list[str], list[str]]:
+        """The content each file goes back to (its hash and its verified bytes; None: removed), the
+        conflicts, and what cannot be restored."""
         history: dict[str, list[list[str | None]]] = {}
         for cp in chain:
             for rel, pair in cp.files.items():
                 history.setdefault(rel, []).append(pair)
-        plan: dict[str, str | None] = {}
+        plan: dict[str, tuple[str | None, bytes]] = {}
         conflicts, unrestorable = [], []
         for rel, pairs in sorted(history.items()):
             want = pairs[0][0]
             if want == _UNSTORED or (want is not None and want not in self._blobs):
                 unrestorable.append(f"{rel}: its content before was not kept (over max_file_bytes or pruned)")
                 continue
+            content = b""
+            if want is not None:
+                try:
+                    content = self._blob(want)
+                except _Unusable as exc:
+                    unrestorable.append(f"{rel}: its content before cannot be used: the stored blob {exc}")
+                    continue
             between = any(pairs[i][1] != pairs[i + 1][0] for i in range(len(pairs) - 1))
             now = self._hash_now(rel)
             if between or now != pairs[-1][1]:
                 conflicts.append(f"{rel}: changed since the agent's turn")
-            plan[rel] = want
+            plan[rel] = (want, content)
         return plan, conflicts, unrestorable
 
     def _plan_names(
@@ -480,8 +533,10 @@ class Checkpoints:
             plan[name] = (target, inplace)
         return plan, conflicts, notes
 
-    def _apply_files(self, own: Checkpoint, plan: dict[str, str | None], report: RewindReport) -> None:
-        for rel, want in plan.items():
+    def _apply_files(
+        self, own: Checkpoint, plan: dict[str, tuple[str | None, bytes]], report: RewindReport
+    ) -> None:
+        for rel, (want, content) in plan.items():
             now = self._refresh(rel)  # its current content kept first: undoing this rewind puts it back
             if now == want:
                 continue
@@ -489,7 +544,7 @@ class Checkpoints:
                 rootfs.remove(self.root, rel, walked=True)
                 report.removed.append(rel)
             else:
-                rootfs.write_bytes(self.root, rel, self._blob(want))
+                rootfs.write_bytes(self.root, rel, content)
                 report.restored.append(rel)
             own.files[rel] = [now, want]
             self._refresh(rel)
@@ -568,7 +623,7 @@ class Checkpoints:
             turn,
             kind,
             time.time(),
-            prompt,
+            redact(prompt),  # as the session log holds it
             len(messages),
             transcript=messages,
             name_changes={},
@@ -621,12 +676,15 @@ class Checkpoints:
             keep.pop(0)
         for cp in self._records:
             if cp not in keep:
-                rootfs.remove(self.root, f"{_FOLDER}/records/{cp.number:06d}.json")
+                rootfs.remove(self.root, _record_path(cp.number))
         self._records = keep
         wanted = tree | _hashes(keep)
         for digest in [h for h in self._blobs if h not in wanted]:
             rootfs.remove(self.root, _blob_path(digest))
             del self._blobs[digest]
+        for digest in self._strays:
+            rootfs.remove(self.root, _blob_path(digest))
+        self._strays.clear()
 
     # ---------------------------------------------------------------------------------------- the store
 
@@ -636,22 +694,85 @@ class Checkpoints:
         self._loaded = True
         rootfs.require_real_folders(self.root, _FOLDER)
         base = self.root / _FOLDER
-        try:
-            data, _ = rootfs.read_regular(self.root, f"{_FOLDER}/manifest.json", 1 << 30)
-            self._manifest = {rel: tuple(entry) for rel, entry in json.loads(data).items()}  # type: ignore[misc]
-        except (OSError, ValueError):
-            self._manifest = {}
-        for folder in _listed(base / "blobs"):
-            for entry in _listed(Path(folder.path)):
-                self._blobs[entry.name] = entry.stat(follow_symlinks=False).st_size
+        self._manifest = self._read_manifest()
         records = []
         for entry in _listed(base / "records"):
-            try:
-                data, _ = rootfs.read_regular(self.root, f"{_FOLDER}/records/{entry.name}", 1 << 26)
-                records.append(Checkpoint.from_record(json.loads(data)))
-            except (OSError, ValueError, TypeError):
-                continue  # a torn record (a kill mid-write) is dropped; its blobs go at the next prune
+            checkpoint = self._read_record(entry.name)
+            if checkpoint is not None:
+                records.append(checkpoint)
         self._records = sorted(records, key=lambda cp: cp.number)
+        referred = {entry[2] for entry in self._manifest.values()} | _hashes(self._records)
+        legacy = []
+        for folder in _listed(base / "blobs"):
+            for entry in _listed(Path(folder.path)):
+                digest, _, suffix = entry.name.partition(".")
+                if not (_DIGEST.fullmatch(digest) and digest[:2] == folder.name):
+                    continue
+                if not suffix:
+                    legacy.append(f"blobs/{folder.name}/{entry.name}")
+                elif suffix == "blob":
+                    size = entry.stat(follow_symlinks=False).st_size
+                    (self._blobs if digest in referred else self._strays)[digest] = size
+        if legacy:
+            aside = [self._set_aside(rel) for rel in legacy]
+            self.notices.append(
+                f"{len(legacy):,} blob(s) without a MAC (an earlier aries-kernel's, or planted) are not used: "
+                f"{aside[0]}" + (f" (and {len(aside) - 1:,} more beside it)" if len(aside) > 1 else "")
+            )
+
+    def _read_manifest(self) -> dict[str, tuple[int, int, str]]:
+        """The verified manifest (empty when there is none or it fails: the tree is then read again)."""
+        if rootfs.exists(self.root, f"{_FOLDER}/{_LEGACY_MANIFEST}", follow_links=False):
+            where = self._set_aside(_LEGACY_MANIFEST)
+            self.notices.append(f"{_FOLDER}/{_LEGACY_MANIFEST} carries no MAC: not used, {where}")
+        try:
+            data, _ = rootfs.read_regular(self.root, f"{_FOLDER}/{_MANIFEST}", _MANIFEST_BYTES)
+            if len(data) > _MANIFEST_BYTES:
+                raise _Unusable(f"is over {_MANIFEST_BYTES:,} bytes")
+            _, body = _opened(data, "manifest", "manifest")
+            return _checked_manifest(_parsed(body))
+        except rootfs.MissingPathError:
+            return {}
+        except (_Unusable, OSError) as exc:
+            why = exc if isinstance(exc, _Unusable) else f"cannot be read ({exc})"
+            where = self._set_aside(_MANIFEST)
+            self.notices.append(
+                f"{_FOLDER}/{_MANIFEST} is not used: it {why}; {where} (the tracked tree is read again)"
+            )
+            return {}
+
+    def _read_record(self, name: str) -> Checkpoint | None:
+        """The checkpoint of ``records/<name>`` once its MAC verifies and its fields are well formed; else the
+        file is set aside with a notice, and None."""
+        sealed, legacy = _RECORD.fullmatch(name), _LEGACY_RECORD.fullmatch(name)
+        named = sealed or legacy
+        shown = f"checkpoint {int(named.group(1))}" if named else "a file"
+        try:
+            if sealed is None:
+                raise _Unusable(_NO_MAC if legacy else "is not named as a checkpoint record (NNNNNN.ckpt)")
+            data, _ = rootfs.read_regular(self.root, f"{_FOLDER}/records/{name}", _RECORD_BYTES)
+            if len(data) > _RECORD_BYTES:
+                raise _Unusable(f"is over {_RECORD_BYTES:,} bytes")
+            _, body = _opened(data, "record", sealed.group(1))
+            return _checked_record(_parsed(body), int(sealed.group(1)))
+        except rootfs.MissingPathError:
+            return None  # pruned by another kernel since the listing
+        except (_Unusable, OSError) as exc:
+            why = exc if isinstance(exc, _Unusable) else f"cannot be read ({exc})"
+            where = self._set_aside(f"records/{name}")
+            self.notices.append(f"{shown} ({_FOLDER}/records/{name}) is not used: it {why}; {where}")
+            return None
+
+    def _set_aside(self, rel: str) -> str:
+        """Move ``rel`` (under the store) to this kernel's folder under ``set-aside/``; says where it went."""
+        if not self._aside:
+            self._aside = f"{_FOLDER}/set-aside/{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+        target = f"{self._aside}/{rel}"
+        try:
+            rootfs.move(self.root, f"{_FOLDER}/{rel}", target, follow_links=False)
+        except OSError as exc:
+            return f"left in place (it could not be moved: {exc})"
+        return f"set aside to {target}"
 
     def _sync(self) -> None:
         """Bring the manifest up to date: everything changed since the last look, and on the first sync of
@@ -698,10 +819,11 @@ class Checkpoints:
             return None
         digest = _UNSTORED if len(data) > limit else content_hash(data)
         if digest != _UNSTORED and digest not in self._blobs:
-            packed = zlib.compress(data, 1)
-            rootfs.write_bytes(self.root, _blob_path(digest), packed)
-            self._blobs[digest] = len(packed)
-            self._stored += len(packed)
+            sealed = _sealed("blob", digest, len(data), zlib.compress(data, 1))
+            rootfs.write_bytes(self.root, _blob_path(digest), sealed)
+            self._strays.pop(digest, None)
+            self._blobs[digest] = len(sealed)
+            self._stored += len(sealed)
         self._manifest[rel] = (info.st_mtime_ns, info.st_size, digest)
         self._dirty = True
         return digest
@@ -729,19 +851,47 @@ class Checkpoints:
         return _UNSTORED if len(data) > self.settings.max_file_bytes else content_hash(data)
 
     def _blob(self, digest: str) -> bytes:
-        data, _ = rootfs.read_regular(self.root, _blob_path(digest), 1 << 34)
-        return zlib.decompress(data)
+        """The content of the blob ``digest`` once its MAC verifies, inflated to at most its recorded size and
+        checked against the digest; otherwise the blob is set aside (a file of the tree with this content stores
+        it again) and :class:`_Unusable` says why."""
+        limit = self.settings.max_file_bytes
+        try:
+            bound = _HEADER_MAX + _packed_bound(limit)
+            data, _ = rootfs.read_regular(self.root, _blob_path(digest), bound)
+            if len(data) > bound:
+                raise _Unusable(f"is larger than a file of max_file_bytes ({limit:,} bytes) packs into")
+            size, packed = _opened(data, "blob", digest)
+            if size > limit:
+                raise _Unusable(f"holds {size:,} bytes, over max_file_bytes ({limit:,})")
+            inflater = zlib.decompressobj()
+            content = inflater.decompress(packed, size + 1)  # never more: a small blob may inflate to GiBs
+            if len(content) != size or not inflater.eof or inflater.unused_data:
+                raise _Unusable(f"does not inflate to its recorded {size:,} bytes")
+            if content_hash(content) != digest:
+                raise _Unusable("does not hold the content its digest names")
+            return content
+        except (_Unusable, zlib.error, OSError) as exc:
+            why = exc if isinstance(exc, _Unusable) else _Unusable(f"cannot be read ({exc})")
+            where = self._set_aside(_blob_path(digest).removeprefix(f"{_FOLDER}/"))
+            self._blobs.pop(digest, None)
+            self.notices.append(f"blob {digest} is not used: it {why}; {where}")
+            raise why from None
 
     def _save_manifest(self) -> None:
         if not self._dirty:
             return
-        payload = json.dumps(self._manifest, separators=(",", ":")).encode()
-        rootfs.write_bytes(self.root, f"{_FOLDER}/manifest.json", payload)
+        body = json.dumps(self._manifest, separators=(",", ":")).encode()
+        rootfs.write_bytes(
+            self.root, f"{_FOLDER}/{_MANIFEST}", _sealed("manifest", "manifest", len(body), body)
+        )
         self._dirty = False
 
     def _save_record(self, checkpoint: Checkpoint) -> None:
-        payload = json.dumps(checkpoint.record(), indent=1).encode()
-        rootfs.write_bytes(self.root, f"{_FOLDER}/records/{checkpoint.number:06d}.json", payload)
+        body = json.dumps(checkpoint.record(), indent=1).encode()
+        name = f"{checkpoint.number:06d}"
+        rootfs.write_bytes(
+            self.root, _record_path(checkpoint.number), _sealed("record", name, len(body), body)
+        )
 
     # ------------------------------------------------------------------------------------- the namespace
 
@@ -855,7 +1005,130 @@ def _hashes(checkpoints: Iterable[Checkpoint]) -> set[str]:
 
 
 def _blob_path(digest: str) -> str:
-    return f"{_FOLDER}/blobs/{digest[:2]}/{digest}"
+    return f"{_FOLDER}/blobs/{digest[:2]}/{digest}.blob"
+
+
+def _record_path(number: int) -> str:
+    return f"{_FOLDER}/records/{number:06d}.ckpt"
+
+
+# ------------------------------------------------------------------------------------------ sealed files
+
+
+class _Unusable(ValueError):
+    """A stored file that is not used; the message says why, as a phrase after "it" ("carries no MAC")."""
+
+
+_NO_MAC = (
+    "carries no MAC (an aries-kernel that did not seal checkpoints wrote it, or it was planted), so it is not "
+    "trusted"
+)
+
+
+def _sealed(kind: str, name: str, size: int, body: bytes) -> bytes:
+    """A stored file: the header line (format, kind, size, and the MAC of the user's index key over the kind,
+    the name, the size and ``body``), then ``body``. ``size`` is a blob's content size, else ``len(body)``."""
+    tag = index_key().tag((f"{kind} {name}", size, 0, _FORMAT), body)
+    return f"{_FORMAT} {kind} {size} {tag.hex()}\n".encode() + body
+
+
+def _opened(data: bytes, kind: str, name: str) -> tuple[int, bytes]:
+    """The recorded size and the body of a file :func:`_sealed` wrote as ``kind`` ``name``, once its MAC
+    verifies (nothing in it is parsed before); raises :class:`_Unusable`."""
+    if not data.startswith(f"{_FORMAT} ".encode()):
+        raise _Unusable(_NO_MAC)
+    end = data.find(b"\n", 0, _HEADER_MAX)
+    header = _HEADER.fullmatch(data[:end]) if end > 0 else None
+    if header is None or header[1] != kind.encode():
+        raise _Unusable(f"has a malformed header (not a sealed {kind})")
+    size, body = int(header[2]), data[end + 1 :]
+    key = index_key()
+    if not key.verifies((f"{kind} {name}", size, 0, _FORMAT), body, bytes.fromhex(header[3].decode())):
+        raise _Unusable(
+            "does not verify under this user's index key (it changed since it was written, or another key "
+            "wrote it)"
+            + ("" if key.persistent else "; this kernel has no per-user key (see ARIES_INDEX_KEY)")
+        )
+    return size, body
+
+
+def _parsed(body: bytes) -> Any:
+    try:
+        return json.loads(body)
+    except RecursionError:
+        raise _Unusable("nests too deep") from None
+    except ValueError as exc:
+        raise _Unusable(f"is not JSON ({exc})") from None
+
+
+def _is_count(value: Any) -> bool:
+    return type(value) is int and value >= 0
+
+
+def _is_hash(value: Any) -> bool:
+    return value == _UNSTORED or (isinstance(value, str) and _DIGEST.fullmatch(value) is not None)
+
+
+def _is_names(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+def _is_files(value: Any) -> bool:
+    return isinstance(value, dict) and all(
+        isinstance(pair, list) and len(pair) == 2 and all(h is None or _is_hash(h) for h in pair)
+        for pair in value.values()
+    )
+
+
+_RECORD_FIELDS: dict[str, Callable[[Any], bool]] = {
+    "number": _is_count,
+    "session": lambda value: isinstance(value, str),
+    "turn": lambda value: value is None or _is_count(value),
+    "kind": lambda value: value in ("turn", "rewind"),
+    "time": lambda value: type(value) in (int, float) and math.isfinite(value),
+    "prompt": lambda value: isinstance(value, str),
+    "messages": _is_count,
+    "files": _is_files,
+    "names": _is_names,
+    "inplace": _is_names,
+    "bytes": _is_count,
+    "undone_by": lambda value: value is None or _is_count(value),
+    "undid": lambda value: isinstance(value, list) and all(map(_is_count, value)),
+}
+
+
+def _checked_record(data: Any, number: int) -> Checkpoint:
+    """The checkpoint of a verified record, each field of its type; raises :class:`_Unusable` naming the
+    first that is not."""
+    if not isinstance(data, dict) or set(data) != set(_RECORD_FIELDS):
+        raise _Unusable("is not a checkpoint record (its fields are not a checkpoint's)")
+    wrong = next((name for name, valid in _RECORD_FIELDS.items() if not valid(data[name])), None)
+    if wrong is not None:
+        raise _Unusable(f"is malformed (field {wrong!r})")
+    if data["number"] != number:
+        raise _Unusable(f"holds checkpoint {data['number']}, not the {number} of its name")
+    return Checkpoint.from_record(data)
+
+
+def _checked_manifest(data: Any) -> dict[str, tuple[int, int, str]]:
+    """The manifest of a verified body: path -> (mtime_ns, size, hash); raises :class:`_Unusable`."""
+    if not isinstance(data, dict):
+        raise _Unusable(f"is a JSON {type(data).__name__}, not a map of paths")
+    for rel, entry in data.items():
+        if not (
+            isinstance(entry, list)
+            and len(entry) == 3
+            and type(entry[0]) is int
+            and _is_count(entry[1])
+            and _is_hash(entry[2])
+        ):
+            raise _Unusable(f"is malformed (the entry of {rel!r})")
+    return {rel: (entry[0], entry[1], entry[2]) for rel, entry in data.items()}
+
+
+def _packed_bound(size: int) -> int:
+    """The most bytes zlib packs ``size`` bytes into (zlib's compressBound)."""
+    return size + (size >> 12) + (size >> 14) + (size >> 25) + 13
 
 
 def _listed(folder: Path) -> list[os.DirEntry[str]]:
