@@ -13,8 +13,11 @@ With the queue empty, the server answers through ``server.responder(body)``; the
 message (``"echo: <text>"``), which keeps answers tied to questions in concurrency tests.
 
 It can also play a local server's metadata: ``server.props`` (llama.cpp's ``GET /props``),
-``server.models`` (``GET /v1/models`` entries, e.g. with llama.cpp's ``meta.n_ctx`` or vLLM's ``max_model_len``)
-and ``server.ollama_show`` (Ollama's ``POST /api/show``); each answers 404 while None. With
+``server.models`` (``GET /v1/models`` entries, e.g. with llama.cpp's ``meta.n_ctx`` or vLLM's ``max_model_len``),
+``server.ollama_show`` (Ollama's ``POST /api/show``) and ``server.ollama_version`` (Ollama's ``GET
+/api/version``); each answers 404 while None. By default it says nothing about what it is, like a cloud API;
+``server.present("llama.cpp")`` (or ``"vLLM"``, ``"Ollama"``) makes it answer as that local model server does,
+``server.present("LiteLLM")`` as a proxy does (its models listed as ``owned_by: "openai"``, no local marker). With
 ``server.context_size`` set, a chat request whose ``server.token_counter`` size is over it is refused as
 llama.cpp refuses it (HTTP 400, ``request (N tokens) exceeds the available context size (M tokens)``).
 
@@ -112,6 +115,7 @@ class ScriptedModelServer:
         self.props: dict[str, Any] | None = None
         self.models: list[dict[str, Any]] | None = None
         self.ollama_show: dict[str, Any] | None = None
+        self.ollama_version: dict[str, Any] | None = None
         self.context_size: int | None = None
         self.metadata_requests: list[str] = []  # paths of the metadata GETs and /api/show POSTs
         self.in_flight = 0
@@ -138,6 +142,30 @@ class ScriptedModelServer:
     def kernel_env(self, **more: str) -> dict[str, str]:
         """Environment for a kernel whose anthropic slots call this server with a test key, plus ``more``."""
         return {"ANTHROPIC_BASE_URL": self.anthropic_url, "ANTHROPIC_API_KEY": "test-key", **more}
+
+    def present(self, kind: str, model: str = "SmolLM2-135M-Instruct-Q8_0.gguf") -> Self:
+        """Answer the metadata questions as ``kind`` does, serving ``model``: "llama.cpp" (``/props`` and
+        ``/v1/models`` with ``owned_by: "llamacpp"``), "vLLM" (``owned_by: "vllm"``, ``max_model_len``),
+        "Ollama" (``/api/version``, ``owned_by: "library"``) or "LiteLLM" (a proxy: ``owned_by: "openai"``)."""
+        entry: dict[str, Any] = {"id": model, "object": "model", "created": 0}
+        if kind == "llama.cpp":
+            self.props = {
+                "default_generation_settings": {"n_ctx": 8192},
+                "total_slots": 1,
+                "model_path": f"/models/{model}",
+                "chat_template": "{% for m in messages %}{{ m.content }}{% endfor %}",
+            }
+            self.models = [{**entry, "owned_by": "llamacpp", "meta": {"n_ctx_train": 8192}}]
+        elif kind == "vLLM":
+            self.models = [{**entry, "owned_by": "vllm", "max_model_len": 8192}]
+        elif kind == "Ollama":
+            self.ollama_version = {"version": "0.6.2"}
+            self.models = [{**entry, "owned_by": "library"}]
+        elif kind == "LiteLLM":
+            self.models = [{**entry, "owned_by": "openai"}]
+        else:
+            raise ValueError(f"unknown server kind {kind!r}: llama.cpp, vLLM, Ollama or LiteLLM")
+        return self
 
     def script(self, *replies: Reply) -> None:
         """Queue replies; each request takes the next one."""
@@ -207,6 +235,8 @@ def _handler_for(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
                 self._send_json(200, server.props)
             elif path == "/v1/models" and server.models is not None:
                 self._send_json(200, {"object": "list", "data": server.models})
+            elif path == "/api/version" and server.ollama_version is not None:
+                self._send_json(200, server.ollama_version)
             else:
                 self._send_json(404, {"error": {"message": f"no route {self.path}"}})
 

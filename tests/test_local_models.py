@@ -289,11 +289,12 @@ def test_a_server_whose_template_takes_no_tools_is_warned_about_once(
 def test_a_local_server_costs_nothing_whatever_its_wire_format(
     server: ScriptedModelServer, make_router: Callable[..., ModelRouter], spec: str
 ) -> None:
+    server.present("llama.cpp")  # llama-server speaks both wire formats
     router = make_router()
     client = router.set_slot("primary", spec)  # the SDKs' base-URL variables point at the loopback server
     server.script(Reply(text="ok", input_tokens=1_000_000, output_tokens=1_000_000))
     assert client.local and client.complete(HELLO).usage.cost_usd == 0.0
-    assert router.slots().loc["primary", "price"] == "local: 0"
+    assert router.slots().loc["primary", "price"] == "free: llama.cpp server (/props)"
     priced = make_router(prices={spec: [1.0, 2.0]}).set_slot("primary", spec)  # unless prices are set
     server.script(Reply(text="ok", input_tokens=1_000_000, output_tokens=1_000_000))
     assert priced.complete(HELLO).usage.cost_usd == pytest.approx(3.0)

@@ -151,6 +151,7 @@ def test_local_servers_need_no_key(
     server: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch, make_router: Callable[..., ModelRouter]
 ) -> None:
     monkeypatch.delenv("OPENAI_API_KEY")
+    server.present("Ollama", "qwen3")
     models = make_router()
     client = models.set_slot("bulk", "ollama:qwen3", base_url=server.openai_url)
     assert client.key_status() == "not needed"
@@ -165,10 +166,11 @@ def test_unpriced_model_costs_zero_and_says_so(
 ) -> None:
     models = make_router()
     client = models.set_slot("primary", "openai:gpt-9-imaginary")
-    assert client.complete(HELLO).usage.cost_usd == 0.0  # at the loopback server: local, so free anyway
-    monkeypatch.delenv("OPENAI_BASE_URL")  # the public API: no price known for this model
+    assert client.complete(HELLO).usage.cost_usd == 0.0  # no USD limit: an unknown price counts as 0
+    assert not client.priced
+    monkeypatch.delenv("OPENAI_BASE_URL")  # the public API: no price known for this model either
     assert not client.priced and client.info.cost(1000, 1000) == 0.0
-    assert models.slots().loc["primary", "price"] == "unknown: cost counted as 0"
+    assert models.slots().loc["primary", "price"] == "unknown: counted as 0, refused under a USD limit"
 
 
 def test_custom_endpoint_without_base_url_says_how_to_set_one() -> None:

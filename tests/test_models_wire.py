@@ -62,8 +62,8 @@ def test_text_round_trip_without_streaming(
 def test_cost_comes_from_the_configured_prices(
     make_router: Callable[..., ModelRouter], server: ScriptedModelServer, wire_spec: str
 ) -> None:
-    # The loopback server is local, so the shortname's list price does not apply (tests/test_local_models.py);
-    # prices set in the settings do.
+    # Prices set in the settings win over the shortname's list price (and over a local server's $0:
+    # tests/test_local_models.py).
     router = make_router(prices={wire_spec: [3.0, 15.0]})
     router.set_slot("primary", wire_spec)
     server.script(Reply(text="ok", input_tokens=1_000_000, output_tokens=1_000_000))

@@ -9,7 +9,10 @@ atomically; when it cannot be read or written (a read-only home), the day's budg
 process in memory and :attr:`SpendLimits.problem` says why.
 
 A call is refused (:class:`~aries_kernel.models.errors.BudgetExceeded`) once a limit is reached; a call that
-started below the limit finishes, so the spend may pass a limit by at most the calls already in flight.
+started below the limit finishes, so the spend may pass a limit by at most the calls already in flight. Under a
+USD limit, a call whose price is unknown (``pricing.py``: a model the price table does not know, behind a server
+that is no local model server and that the user did not name free) is refused too: its cost could not be counted,
+so the limit could not hold.
 """
 
 from __future__ import annotations
@@ -144,13 +147,24 @@ class SpendLimits:
             int(s.daily_budget_tokens),
         )
 
-    def check(self, slot: str) -> None:
-        """Raise :class:`BudgetExceeded` when a limit is reached, before a call on ``slot`` is sent."""
+    def check(self, slot: str, unpriced: str = "") -> None:
+        """Raise :class:`BudgetExceeded` before a call on ``slot`` is sent: when a limit is reached, or when a
+        USD limit is set and the call's price is unknown (``unpriced`` says why and what to set; "": known)."""
         s = self.settings
         if not (
             s.session_budget_usd or s.session_budget_tokens or s.daily_budget_usd or s.daily_budget_tokens
         ):
             return
+        usd = [
+            f"c.AriesModels.{name} ({_amount(float(getattr(s, name)), True)})"
+            for name in ("session_budget_usd", "daily_budget_usd")
+            if getattr(s, name)
+        ]
+        if unpriced and usd:
+            raise BudgetExceeded(
+                f"Spend limit: {' and '.join(usd)} cannot be checked for this {slot} call, so it was not sent: "
+                f"{unpriced}; or set the USD limits to 0."
+            )
         reached = self.spend().exceeded()
         if reached:
             raise BudgetExceeded(

@@ -3,7 +3,8 @@
 ::
 
     ModelError                      anything that stops a model call
-    ├── BudgetExceeded              a spend limit (session or day, USD or tokens) is reached; nothing was sent
+    ├── BudgetExceeded              a spend limit (session or day, USD or tokens) is reached, or a USD limit
+    │                               cannot be checked (the call's price is unknown); nothing was sent
     ├── ConfigurationError          a bad slot spec or setting, found before any request is sent
     │   ├── MissingKeyError         the provider needs an API key and its variable is not set
     │   └── ModelNotFoundError      an unknown shortname or provider, or a 404 for the model
@@ -39,7 +40,7 @@ class ModelError(Exception):
 
 
 class BudgetExceeded(ModelError):
-    """A spend limit of ``c.AriesModels`` is reached; the call was not sent."""
+    """A spend limit of ``c.AriesModels`` is reached, or a USD one cannot be checked; the call was not sent."""
 
 
 class ConfigurationError(ModelError):

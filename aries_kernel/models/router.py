@@ -38,6 +38,7 @@ from aries_kernel.models.errors import (
     ProviderTimeoutError,
     RateLimitError,
 )
+from aries_kernel.models.pricing import Price, price_of
 from aries_kernel.models.provider import Endpoint, Failure, Provider, ProviderResult, Timeouts, load_provider
 from aries_kernel.models.server import ServerFacts, is_local_url, learn_window, server_facts
 from aries_kernel.models.shortnames import (
@@ -127,6 +128,11 @@ class AriesModels(Configurable):
     daily_budget_tokens = Int(
         0, help="Tokens per local day over every kernel of this user (kept in spend_file); 0 means no limit."
     ).tag(config=True)
+    free_endpoints = List(
+        Unicode(),
+        help="Base URLs (or hosts, host:port) whose calls cost nothing, e.g. ['http://gpu-box:8000']; without "
+        "it only a server that identifies as llama.cpp, vLLM or Ollama is free, and a proxy is priced by model.",
+    ).tag(config=True)
     spend_file = Unicode(
         "", help="Where the day's spend is kept; empty means $ARIES_SPEND_FILE, else ~/.aries/spend.json."
     ).tag(config=True)
@@ -193,7 +199,8 @@ class SlotClient:
     @property
     def local(self) -> bool:
         """Whether the model runs on this machine or a private network (a local provider, or a loopback or
-        private base URL, whatever wire format it speaks): it costs nothing and is asked for its window."""
+        private base URL, whatever wire format it speaks): it is asked for its window and what it is (its price
+        follows what it is, :meth:`price`), and gets short waits."""
         return self.provider_info.local or is_local_url(self.base_url)
 
     def facts(self) -> ServerFacts:
@@ -234,11 +241,20 @@ class SlotClient:
 
     @property
     def priced(self) -> bool:
-        """False for a remote model with no known price: its cost is counted as 0."""
-        return self.local or self.info.priced
+        """False when the price of this slot's calls is unknown: counted as 0, refused under a USD limit."""
+        return self.price().known
 
-    def _explicit_price(self) -> bool:
-        return any(key in self.settings.prices for key in (self.shortname, self.model))
+    def price(self) -> Price:
+        """What this slot's calls cost, by what its server is (``pricing.py``): the settings' price, $0 at a
+        free endpoint or a local model server, else the model's list price, else unknown."""
+        return price_of(
+            self.info,
+            self.wire_model(),
+            self.base_url,
+            self.settings.prices,
+            self.settings.free_endpoints,
+            self.facts if self.local else None,
+        )
 
     @property
     def estimator(self) -> TokenEstimator:
@@ -294,7 +310,7 @@ class SlotClient:
     def stream(self, request: ModelRequest) -> Generator[StreamEvent, None, None]:
         """Yield text and tool-call events as they arrive, then the Completion. Closing the generator (or a
         KeyboardInterrupt inside it) closes the HTTP stream."""
-        self.limits.check(self.slot)
+        self.limits.check(self.slot, self.price().problem)
         start = time.perf_counter()
         for event in self._attempts(request, stream=True):
             if isinstance(event, ProviderResult):
@@ -304,7 +320,7 @@ class SlotClient:
 
     def complete(self, request: ModelRequest) -> Completion:
         """One non-streamed call."""
-        self.limits.check(self.slot)
+        self.limits.check(self.slot, self.price().problem)
         start = time.perf_counter()
         result = None
         for event in self._attempts(request, stream=False):
@@ -484,13 +500,9 @@ class SlotClient:
 
     def _finish(self, request: ModelRequest, result: ProviderResult, start: float) -> Completion:
         usage = result.usage
-        free = self.local and not self._explicit_price()
-        usage.cost_usd = (
-            0.0
-            if free
-            else self.info.cost(
-                usage.input_tokens, usage.output_tokens, usage.cache_read_tokens, usage.cache_write_tokens
-            )
+        price = self.price()
+        usage.cost_usd = price.cost(
+            usage.input_tokens, usage.output_tokens, usage.cache_read_tokens, usage.cache_write_tokens
         )
         self.estimator.observe(
             request, usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens
@@ -505,11 +517,9 @@ class SlotClient:
             total.cache_write_tokens += usage.cache_write_tokens
             total.cost_usd += usage.cost_usd
             total.seconds += seconds
-            first_unpriced = total.calls == 1 and not self.priced
+            first_unpriced = total.calls == 1 and not price.known
         if first_unpriced:
-            log.warning(
-                "No price is known for %s: its cost is counted as 0 (set c.AriesModels.prices).", self.model
-            )
+            log.warning("Its cost is counted as 0: %s.", price.problem)
         spent = usage.input_tokens + usage.output_tokens + usage.cache_read_tokens + usage.cache_write_tokens
         self.limits.record(spent, usage.cost_usd)
         completion = Completion(
@@ -647,7 +657,8 @@ class ModelRouter:
             info = client.info
             window, window_source = client.window()
             facts = client.facts()
-            free = client.local and not client._explicit_price()
+            price = client.price()
+            per_mtok_in, per_mtok_out = price.per_mtok()
             rows.append(
                 {
                     "slot": slot,
@@ -661,11 +672,9 @@ class ModelRouter:
                     "tools": ""
                     if facts.tools is None
                     else ("yes" if facts.tools else f"no ({facts.tools_source})"),
-                    "usd_per_mtok_in": 0.0 if free else (info.input_price if info.priced else None),
-                    "usd_per_mtok_out": 0.0 if free else (info.output_price if info.priced else None),
-                    "price": "local: 0"
-                    if free
-                    else ("known" if info.priced else "unknown: cost counted as 0"),
+                    "usd_per_mtok_in": per_mtok_in,
+                    "usd_per_mtok_out": per_mtok_out,
+                    "price": price.label(),
                     "key": client.key_status(),
                     "base_url": client.base_url,
                 }

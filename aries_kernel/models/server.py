@@ -1,4 +1,5 @@
-"""What a model server says about itself: its context window, the model it serves, whether it takes tools.
+"""What a model server says about itself: what it is, its context window, the model it serves, whether it takes
+tools.
 
 A local server's window is whatever it was started with, not what a table assumes: llama.cpp's ``llama-server``
 publishes it in ``/props`` (``default_generation_settings.n_ctx``, the window of one slot) and in
@@ -6,6 +7,13 @@ publishes it in ``/props`` (``default_generation_settings.n_ctx``, the window of
 ``/api/show`` (a ``num_ctx`` parameter, which the server uses, else ``model_info["<arch>.context_length"]``).
 llama.cpp says whether its chat template takes tools (``chat_template_caps.supports_tools``, or a template that
 never mentions them), Ollama in ``capabilities``.
+
+What it is (:attr:`ServerFacts.server`) decides whether its calls cost nothing (``pricing.py``), so only answers
+no proxy gives count: llama.cpp's ``/props`` (its ``default_generation_settings``) or ``owned_by: "llamacpp"`` in
+``/v1/models``, vLLM's ``owned_by: "vllm"`` there, Ollama's ``/api/version``. A LiteLLM-style proxy or a gateway
+lists its models as ``owned_by: "openai"`` (or anything else) and answers none of these, so it is no local model
+server, wherever it runs. vLLM's ``/version`` is not read: a bare ``{"version": ...}`` at that path says nothing
+about what answers it.
 
 :func:`server_facts` asks once per (base URL, model) and keeps the answer for the process; a server that could
 not be asked is asked again after :data:`RETRY_SECONDS` (it may still be starting). Only servers on this
@@ -37,6 +45,8 @@ class ServerFacts:
     served_model: str | None = None  # the model id the server reports
     tools: bool | None = None  # whether its chat template takes tool schemas
     tools_source: str = ""
+    server: str = ""  # the local model server it identified as: "llama.cpp", "vLLM", "Ollama"; "" for none
+    server_source: str = ""  # the answer that said so, e.g. "/props"
     reached: bool = False
 
 
@@ -122,9 +132,12 @@ def _ask(base_url: str, model: str, provider: str) -> ServerFacts:
         if facts.context_window is None:
             body = get("GET", f"{root}/props")
             facts = _read_props(facts, body)
-        if facts.context_window is None or facts.served_model is None:
+        if facts.context_window is None or facts.served_model is None or not facts.server:
             body = get("GET", f"{root}/v1/models")
             facts = _read_models(facts, body, model)
+        if not facts.server:
+            body = get("GET", f"{root}/api/version")
+            facts = _read_ollama_version(facts, body)
     return facts
 
 
@@ -139,6 +152,8 @@ def _read_props(facts: ServerFacts, body: Any) -> ServerFacts:
     if not isinstance(body, dict):
         return facts
     settings = body.get("default_generation_settings")
+    if isinstance(settings, dict):
+        facts = replace(facts, server="llama.cpp", server_source="/props")
     n_ctx = _positive(settings.get("n_ctx")) if isinstance(settings, dict) else None
     if n_ctx is not None:
         facts = replace(facts, context_window=n_ctx, window_source="llama.cpp /props n_ctx")
@@ -155,11 +170,16 @@ def _read_props(facts: ServerFacts, body: Any) -> ServerFacts:
 
 
 def _read_models(facts: ServerFacts, body: Any, model: str) -> ServerFacts:
-    """``/v1/models``: llama.cpp's ``meta.n_ctx``, vLLM's ``max_model_len``; the served model's id."""
+    """``/v1/models``: llama.cpp's ``meta.n_ctx``, vLLM's ``max_model_len``; the served model's id; who owns
+    the models (llama.cpp and vLLM name themselves)."""
     entries = body.get("data") if isinstance(body, dict) else None
     if not isinstance(entries, list):
         return facts
     entries = [e for e in entries if isinstance(e, dict)]
+    owners = {e.get("owned_by") for e in entries}
+    server = next((name for owner, name in _OWNERS.items() if owner in owners), "")
+    if server and not facts.server:
+        facts = replace(facts, server=server, server_source="/v1/models owned_by")
     chosen = next((e for e in entries if e.get("id") == model), entries[0] if len(entries) == 1 else None)
     if chosen is None:
         return facts
@@ -172,6 +192,16 @@ def _read_models(facts: ServerFacts, body: Any, model: str) -> ServerFacts:
             facts = replace(facts, context_window=n_ctx, window_source="llama.cpp /v1/models meta.n_ctx")
         elif (length := _positive(chosen.get("max_model_len"))) is not None:
             facts = replace(facts, context_window=length, window_source="vLLM /v1/models max_model_len")
+    return facts
+
+
+_OWNERS = {"llamacpp": "llama.cpp", "vllm": "vLLM"}  # ``owned_by`` values that name the server itself
+
+
+def _read_ollama_version(facts: ServerFacts, body: Any) -> ServerFacts:
+    """Ollama's ``/api/version``: ``{"version": "0.6.2"}``."""
+    if isinstance(body, dict) and isinstance(body.get("version"), str):
+        facts = replace(facts, server="Ollama", server_source="/api/version")
     return facts
 
 
