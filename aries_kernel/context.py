@@ -20,7 +20,10 @@ from typing import TYPE_CHECKING, Any
 from traitlets import Unicode
 from traitlets.config import Configurable
 
+from aries_kernel.settings_owner import SettingsOwner
+
 if TYPE_CHECKING:
+    from aries_kernel.agent.settings import AriesAgent
     from aries_kernel.codebase import Codebase
 
 __all__ = ["AriesContext", "AriesSettings", "FoundRoot", "discover_root", "get_context", "set_context"]
@@ -102,6 +105,9 @@ class AriesContext:
             from aries_kernel.config_files import merge_config_files
 
             merge_config_files(self.config)
+        # The permission, key, endpoint and spend settings as they stand now are the user's; from here on only
+        # the user changes them (aries_kernel.settings_owner).
+        self.settings_owner = SettingsOwner(self.config)
         settings = AriesSettings(config=self.config)
         if root:
             found = FoundRoot(Path(root), "given explicitly")
@@ -115,7 +121,7 @@ class AriesContext:
         self.root_reason = found.reason
         self._cache: dict[str, Any] = {}
         self._lock = threading.RLock()  # re-entrant: one pillar's factory may build another (rlm -> models)
-        self.hooks: dict[str, Any] = {}  # IPython event callbacks registered for this context, by event name
+        self.hooks: list[tuple[str, Any]] = []  # IPython event callbacks registered for this context: (event, hook)
         # What could not be set up (an unwritable folder), by feature, each saying why and which setting moves
         # it; shown by ``%aries status``. The kernel starts regardless.
         self.problems: dict[str, str] = {}
@@ -124,6 +130,20 @@ class AriesContext:
     def codebase(self) -> Codebase:
         """The code graph of :attr:`root`; indexing starts in the background on first access."""
         return self.lazy("codebase", _start_codebase)
+
+    @property
+    def agent_settings(self) -> AriesAgent:
+        """The agent's settings (``c.AriesAgent``), owned by :attr:`settings_owner`; one object for the agent
+        and for MCP clients' steps, built on first use."""
+
+        def build(context: AriesContext) -> AriesAgent:
+            from aries_kernel.agent.settings import AriesAgent
+
+            settings = AriesAgent(config=context.config)
+            context.settings_owner.adopt(settings)
+            return settings
+
+        return self.lazy("agent_settings", build)  # type: ignore[no-any-return]
 
     def set_codebase(self, codebase: Codebase) -> None:
         """Replace the codebase (``%aries index PATH`` indexes another folder)."""

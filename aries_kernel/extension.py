@@ -17,6 +17,7 @@ from aries_kernel.context import AriesContext, set_context
 from aries_kernel.diagnostics import install_stack_dump, stack_dump_problem
 from aries_kernel.lazy import LazyName
 from aries_kernel.pillars import VaultUnavailable, shared_models, shared_vault
+from aries_kernel.settings_owner import ONLY_YOU
 
 __all__ = ["install", "uninstall", "BODY_NAMES", "VaultUnavailable"]
 
@@ -56,8 +57,8 @@ def install(shell: Any, root: str | None = None, index_delay: float = 0.0) -> Ar
         timer = threading.Timer(index_delay, start_background_work)
         timer.daemon = True
         timer.start()
-        context.hooks["post_run_cell"] = start_background_work
-        shell.events.register("post_run_cell", context.hooks["post_run_cell"])
+        context.hooks.append(("post_run_cell", start_background_work))
+        shell.events.register("post_run_cell", start_background_work)
     else:
         start_background_work()
     namespace["vault"] = LazyName("vault", lambda: shared_vault(context), namespace, "persistent memory")
@@ -89,17 +90,27 @@ def install(shell: Any, root: str | None = None, index_delay: float = 0.0) -> Ar
     shell.user_ns_hidden.update({name: namespace[name] for name in BODY_NAMES})
 
     def start_execution(info: Any = None) -> None:
+        cell = getattr(info, "raw_cell", "") or ""
+        # Nothing but a thread or a callback can have changed a protected setting since the last cell ended.
+        context.settings_owner.settle("between cells")
         rlm = context.built("rlm")
         if rlm is not None:
             rlm.start_execution()  # the rlm call budget is per top-level execution
         # Imported only by an outside agent's first step: until then there is nothing to tell.
         # (A background import may hold it half-initialized: no note_in_cell yet, and nothing has run.)
-        note_in_cell = getattr(sys.modules.get("aries_kernel.agent.outside"), "note_in_cell", None)
+        outside = sys.modules.get("aries_kernel.agent.outside")
+        note_in_cell = getattr(outside, "note_in_cell", None)
         if note_in_cell is not None:
-            note_in_cell(getattr(info, "raw_cell", "") or "")
+            note_in_cell(cell)
+        if "aries_kernel.agent.outside" not in cell:  # an outside agent's own step is not the user's cell
+            _show_settings_reports(context)
 
-    shell.events.register("pre_run_cell", start_execution)
-    context.hooks["pre_run_cell"] = start_execution
+    def end_execution(result: Any = None) -> None:
+        context.settings_owner.settle("user")  # what the user's cell changed is theirs (see settle)
+
+    for event, hook in (("pre_run_cell", start_execution), ("post_run_cell", end_execution)):
+        shell.events.register(event, hook)
+        context.hooks.append((event, hook))
 
     from aries_kernel.magics import AriesMagics  # registered here only: the core never uses the magics
 
@@ -110,6 +121,17 @@ def install(shell: Any, root: str | None = None, index_delay: float = 0.0) -> Ar
     return context
 
 
+def _show_settings_reports(context: AriesContext) -> None:
+    """Tell the user, at the start of their cell, of every change to a protected setting refused or set back."""
+    reports = context.settings_owner.unshown_reports()
+    if reports:
+        from IPython.display import display
+
+        lines = "\n".join(f"- {line}" for line in reports)
+        text = f"[Aries] Settings only you change:\n{lines}\n{ONLY_YOU}"
+        display({"text/plain": text}, raw=True)
+
+
 def uninstall(shell: Any) -> None:
     """Remove the body's names and hooks from ``shell`` (``%unload_ext aries_kernel``)."""
     context = getattr(shell, "_aries_context", None)
@@ -118,7 +140,7 @@ def uninstall(shell: Any) -> None:
     for name in BODY_NAMES:
         shell.user_ns.pop(name, None)
         shell.user_ns_hidden.pop(name, None)
-    for event, hook in context.hooks.items():
+    for event, hook in context.hooks:
         shell.events.unregister(event, hook)
     from aries_kernel.magics.aries import keep_question_marks
 

@@ -54,7 +54,12 @@ def shared_models(context: AriesContext) -> ModelRouter:
     """The model router of ``context`` (slots, keys, spend), built on first use."""
     from aries_kernel.models import ModelRouter
 
-    router: ModelRouter = context.lazy("models", lambda ctx: ModelRouter(config=ctx.config))
+    def build(ctx: AriesContext) -> ModelRouter:
+        router = ModelRouter(config=ctx.config)
+        ctx.settings_owner.adopt(router.settings)  # endpoints, prices and limits: the user's, from the start
+        return router
+
+    router: ModelRouter = context.lazy("models", build)
     return router
 
 

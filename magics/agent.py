@@ -331,6 +331,11 @@ def config_command(magics: Any, args: str, cell: str | None) -> Any:
             "Settings cannot be changed while an agent run is in progress: only the user changes them "
             "(the permission mode and approval settings above all), between runs."
         )
+    if assignments and (reason := agent.owner.refusal_reason()) is not None:
+        agent.owner.report(f"Refused: %aries config {args.strip()} {reason}.")
+        raise UsageError(
+            f"Settings cannot be changed {reason}: only the user changes them, in a cell of theirs."
+        )
     for assignment in assignments:
         name, sep, value = assignment.partition("=")
         if not sep or name not in traits:
@@ -383,6 +388,15 @@ def _permissions_line(agent: Agent) -> str:
     alias = " (auto_approve)" if agent.settings.auto_approve and not agent.running else ""
     run = " for the run in progress" if agent.running else ""
     return f"Permission mode: {mode}{alias}{run}; {_MODE_MEANS[mode]}"
+
+
+@status_section("Protected settings")
+def protected_settings_status(context: Any) -> str | None:
+    """How many changes to the settings only the user changes were refused or set back, and the last."""
+    reports = context.settings_owner.reports
+    if not reports:
+        return None
+    return f"{len(reports)} change(s) refused or set back; the last: {reports[-1]}"
 
 
 @status_section("Outside agents")

@@ -21,6 +21,7 @@ from aries_kernel.agent.loop import Agent
 from aries_kernel.agent.mcp_tools import McpHook, McpServers, tool_name
 from aries_kernel.agent.settings import AriesAgent
 from aries_kernel.models import types as mt
+from aries_kernel.settings_owner import SettingsOwner
 from tests.agent_scripted import ScriptedClient, ScriptedRouter
 from tests.loopback import Reply
 from tests.test_mcp_server import http_server
@@ -159,8 +160,9 @@ def test_a_server_that_cannot_start_is_reported_and_the_agent_goes_on(repo: Path
 
 
 def test_mcp_servers_cannot_be_changed_during_a_run() -> None:
-    settings = AriesAgent()
-    with settings.locked():
+    owner = SettingsOwner()
+    settings = owner.adopt(AriesAgent())
+    with owner.untrusted("the agent"):
         with pytest.raises(Exception, match="cannot be changed while an agent run"):
             settings.mcp_servers = {"evil": "rm -rf /"}
         settings.mcp_servers["sneaky"] = "touch owned"  # mutated in place behind the lock: set back after

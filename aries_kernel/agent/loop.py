@@ -20,8 +20,8 @@ writes and processes of the agent's code are weighed by the same mode, and what 
 run's *approver*, a callable the consumer passes to :meth:`Agent.run` that answers an
 :class:`ApprovalRequested` in place (the step cannot pause the stream). The provider keys are withheld from
 ``os.environ`` during the step, and every tool result is redacted before the model or the session sees it.
-The permission settings are locked while a run is in progress; a Repl step that changed them behind the lock
-has them set back.
+A run is untrusted code to the settings' owner (:mod:`~aries_kernel.settings_owner`): the permission settings
+refuse changes while it runs, and a Repl step that changed them behind the traits' back has them set back.
 
 Every model call of a run counts in the session's usage and the run's totals, the sub-calls of a Repl step
 (``rlm_call``, ``rlm_batch``) included, and each Repl step has its own rlm call budget. When the router's spend
@@ -71,6 +71,7 @@ from aries_kernel.codebase.changes import ChangeWatch
 from aries_kernel.models import types as mt
 from aries_kernel.models.tokens import estimate_tokens
 from aries_kernel.redact import redact, withheld_keys
+from aries_kernel.settings_owner import SettingsOwner
 
 __all__ = ["Agent", "AgentHook", "Approver", "Listener", "RunInProgressError"]
 
@@ -147,7 +148,13 @@ class Agent:
         self.context = context
         self.root = Path(root if root is not None else context.root).resolve()
         self.shell = shell if shell is not None else getattr(context, "shell", None)
-        self.settings = settings or AriesAgent(config=getattr(context, "config", None))
+        # One owner of the permission settings: the kernel's (from its start), else one of this agent's own.
+        self.owner: SettingsOwner = getattr(context, "settings_owner", None) or SettingsOwner()
+        if settings is None:
+            agent_settings = getattr(context, "agent_settings", None)
+            settings = agent_settings or AriesAgent(config=getattr(context, "config", None))
+        self.settings = settings
+        self.owner.adopt(settings)
         self._router = router
         self.hooks: list[AgentHook] = list(hooks)
         self.listeners: list[Listener] = []
@@ -176,7 +183,6 @@ class Agent:
         self._run_mode: str | None = None
         self._allow_all = False  # the user allowed the rest of this run ("a" at an approval)
         self._approver: Approver | None = None
-        self._permissions: dict[str, Any] = {}  # the permission settings as the run started
         self._running_call: tuple[str, float] | None = None  # (tool call id, start) while a tool runs
         self._warned_no_tools: set[tuple[Any, str]] = set()  # (base URL, model) said to take no tools
         self.code_actions = False  # this run acts by code blocks, not tool calls (code_actions.py)
@@ -333,6 +339,9 @@ class Agent:
             raise RunInProgressError(
                 "An agent run is in progress: a run cannot start another, nor change its permission mode."
             )
+        if (reason := self.owner.refusal_reason()) is not None:
+            raise RunInProgressError(f"An agent run cannot be started {reason}.")
+        self.owner.settle("user")  # the run takes the settings the user last set, in a cell of their own
         if permission_mode is not None and permission_mode not in MODES:
             raise ValueError(f"Unknown permission mode {permission_mode!r}; modes are {', '.join(MODES)}.")
         if actions not in (None, "auto", "tools", "code"):
@@ -369,8 +378,7 @@ class Agent:
             approver,
         )
         try:
-            with self.settings.locked() as permissions:
-                self._permissions = permissions
+            with self.owner.untrusted("the agent"):
                 for event in self._run(prompt, max_turns):
                     for listener in self.listeners:
                         listener(event)
@@ -731,12 +739,12 @@ class Agent:
             rlm.start_execution()  # an rlm built during the step starts with a fresh budget anyway
         with (
             self.checkpoints.around(call.name, tool.effect, call.arguments),
-            withheld_keys(self._permissions.get("pass_env_keys", ())),
+            withheld_keys(self.settings.pass_env_keys),
             guarded(self.root, self._guard_ask(call, turn)) as report,
             self.router.observe(self._record_usage),
         ):
             output, is_error = run_tool(tool, self.env, call.arguments)
-        changed = self.settings.restore(self._permissions)
+        changed = self.owner.settle("the agent's Repl code", report=False)  # the step says so itself
         if report.refused:
             output += "\n[Refused by the Repl guard: " + "; ".join(report.refused) + "]"
         if changed:

@@ -2,8 +2,9 @@
 
 :func:`run` is what the MCP server's execute request calls. It runs the code as an ``%aries`` Repl step runs
 the agent's: in the user namespace (:func:`~aries_kernel.agent.repl.run_code`), under the Repl guard
-(:func:`~aries_kernel.agent.guard.guarded`) weighed by the permission mode, with the provider keys withheld
-and the permission settings locked. The mode is the one the server was started with, else the kernel's own
+(:func:`~aries_kernel.agent.guard.guarded`) weighed by the permission mode, with the provider keys withheld,
+as untrusted code to the settings' owner (:mod:`~aries_kernel.settings_owner`): it cannot change the
+permission, key, endpoint or spend settings, now or through what it leaves running. The mode is the one the server was started with, else the kernel's own
 (``c.AriesAgent.permission_mode``). Nobody can be asked from here, so an effect the mode would ask about is
 refused with the way to allow it. The request's output shows a note of what ran, :data:`RUNS` keeps the
 kernel's record (``%aries status`` sums it up under "Outside agents"); the result is printed (redacted, cut to
@@ -34,12 +35,11 @@ def run(shell: Any, code: str, mode: str | None = None, who: str = "an MCP clien
     """Run ``code`` from ``who`` in ``shell``'s namespace under the Repl guard; print the result text."""
     from IPython.display import display
 
-    from aries_kernel.agent.settings import AriesAgent
     from aries_kernel.context import get_context
 
     context = get_context(shell)
-    agent = context.built("agent")
-    settings = agent.settings if agent is not None else AriesAgent(config=context.config)
+    settings, owner = context.agent_settings, context.settings_owner
+    owner.settle("user")  # the mode this step weighs by is the one the user last set
     mode = mode or effective_mode(settings.permission_mode, settings.auto_approve)
     display(
         {
@@ -63,8 +63,8 @@ def run(shell: Any, code: str, mode: str | None = None, who: str = "an MCP clien
         )
 
     with (
-        settings.locked() as permissions,
-        withheld_keys(permissions["pass_env_keys"]),
+        owner.untrusted(who),
+        withheld_keys(settings.pass_env_keys),
         guarded(context.root, ask) as report,
         acting(Provenance("mcp")),  # a vault.add in the client's code is the MCP client's, not the user's
     ):

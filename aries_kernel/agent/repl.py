@@ -10,14 +10,18 @@ are printed compactly and long output is cut in the middle with a marker saying 
 from __future__ import annotations
 
 import ast
+import itertools
 import traceback
 from dataclasses import dataclass
 from typing import Any
 
 from IPython.utils.capture import capture_output
 
+from aries_kernel.settings_owner import note_untrusted_code
+
 __all__ = ["ReplResult", "run_code", "format_value", "truncate"]
 
+_steps = itertools.count(1)
 _DATAFRAME_ROWS = 30
 _DATAFRAME_COLUMNS = 20
 _CELL_WIDTH = 60
@@ -87,7 +91,10 @@ def run_code(shell: Any, code: str, number: int = 0) -> ReplResult:
     A ``KeyboardInterrupt`` is not captured: it stops the agent like it stops a cell.
     """
     transformed = shell.transform_cell(code)
-    filename = shell.compile.cache(transformed, number, raw_code=code)
+    # A name of its own (ipykernel names cached code by its text, so a user's cell of the same text would share
+    # it), recorded as untrusted: a callback this code leaves behind is known by its frames' file name.
+    filename = shell.compile.cache(transformed, number, raw_code=f"{code}\n# aries step {next(_steps)}")
+    note_untrusted_code(filename)
     value_text: str | None = None
     error: str | None = None
     with capture_output(display=True) as captured:

@@ -3,21 +3,19 @@ name=value``."""
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
-from traitlets import Bool, Dict, Enum, Float, Int, List, TraitError, Unicode, Union, validate
+from traitlets import Bool, Dict, Enum, Float, Int, List, Unicode, Union, validate
 from traitlets.config import Configurable
 
 from aries_kernel.agent.permissions import MODES
+from aries_kernel.settings_owner import PROTECTED, check_change
 
 __all__ = ["AriesAgent", "PERMISSION_SETTINGS"]
 
-# Settings that decide what the agent may do unasked: only the user changes them, never while a run is in
-# progress (so never from the agent's own Repl or Bash code). An MCP server is a command the kernel runs.
-PERMISSION_SETTINGS = ("permission_mode", "auto_approve", "pass_env_keys", "mcp_servers")
+# Settings that decide what the agent may do unasked: only the user changes them, in a cell of their own (never
+# from the agent's Repl, an MCP client's step or what either leaves running); see aries_kernel.settings_owner.
+PERMISSION_SETTINGS = PROTECTED["AriesAgent"]
 
 
 class AriesAgent(Configurable):
@@ -105,47 +103,6 @@ class AriesAgent(Configurable):
         60.0, help="Seconds an MCP server may take to start, and one MCP tool call to answer."
     ).tag(config=True)
 
-    _locked: dict[str, Any] | None = None
-
     @validate(*PERMISSION_SETTINGS)
-    def _only_between_runs(self, proposal: Any) -> Any:
-        if self._locked is not None:
-            raise TraitError(
-                f"{proposal.trait.name} cannot be changed while an agent run is in progress: only the user "
-                "changes the permission mode and approval settings, between runs."
-            )
-        return proposal.value
-
-    def permissions(self) -> dict[str, Any]:
-        """The current values of :data:`PERMISSION_SETTINGS` (lists copied)."""
-        return {name: _copied(getattr(self, name)) for name in PERMISSION_SETTINGS}
-
-    @contextmanager
-    def locked(self) -> Iterator[dict[str, Any]]:
-        """Refuse changes to the permission settings for the block (an agent run); yields their values.
-
-        Validation stops ordinary assignment; :meth:`restore` puts back what was changed behind its back (a
-        list mutated in place, a value written into the trait storage), and runs again when the block ends.
-        """
-        snapshot = self.permissions()
-        self._locked = snapshot
-        try:
-            yield snapshot
-        finally:
-            self.restore(snapshot)
-            self._locked = None
-
-    def restore(self, snapshot: dict[str, Any]) -> list[str]:
-        """Set the permission settings back to ``snapshot``; returns the names that had changed."""
-        changed = [name for name, value in snapshot.items() if getattr(self, name) != value]
-        locked, self._locked = self._locked, None
-        try:
-            for name in changed:
-                setattr(self, name, _copied(snapshot[name]))
-        finally:
-            self._locked = locked
-        return changed
-
-
-def _copied(value: Any) -> Any:
-    return copy.deepcopy(value) if isinstance(value, list | dict) else value
+    def _only_by_the_user(self, proposal: Any) -> Any:
+        return check_change(self, proposal.trait.name, proposal.value)
