@@ -1,6 +1,6 @@
 """Hostile repositories: one bad file is reported in ``skipped()`` with its reason and never stops the rest.
 
-Each case builds its repository in ``tmp_path``, indexes it in-thread and waits with a generous bound, so a
+Each case builds its repository in ``tmp_path``, indexes it with one worker and waits with a generous bound, so a
 hang fails the test instead of stalling the run. Then the good file is indexed, the bad one is listed with its
 reason, and ``top_files``/``search``/``reindex`` still answer.
 """
@@ -24,9 +24,10 @@ from hypothesis import strategies as st
 from traitlets.config import Config
 
 from aries_kernel.codebase import Codebase, extract, index_key, store
+from aries_kernel.codebase.bounded import MAX_BYTES as CONFIG_MAX_BYTES
 from aries_kernel.codebase.files import MAX_DEPTH, gitignore_spec, walk
 from aries_kernel.codebase.index_key import KEY_BYTES, IndexKey
-from aries_kernel.codebase.resolve import TSCONFIG_MAX_BYTES, load_tsconfigs, parse_jsonc, strip_jsonc
+from aries_kernel.codebase.resolve import load_tsconfigs, parse_jsonc, strip_jsonc
 from aries_kernel.codebase.store import SCHEMA_VERSION, IndexStore, UnsafePath, ensure_aries_dir
 from aries_kernel.rootfs import RefusedPathError, read_regular
 from tests.fs_support import write
@@ -260,11 +261,13 @@ def test_a_file_growing_past_the_limit_after_the_walk_is_read_bounded(tmp_path: 
 def test_tsconfig_nested_100000_deep_and_too_large_are_reported(tmp_path: Path) -> None:
     root = repo(tmp_path)
     write(root, "web/tsconfig.json", '{"compilerOptions": ' + "[" * 100_000 + "]" * 100_000 + "}")
-    write(root, "big/tsconfig.json", '{"a": "' + "x" * TSCONFIG_MAX_BYTES + '"}')
+    write(root, "big/tsconfig.json", '{"a": "' + "x" * CONFIG_MAX_BYTES + '"}')
     write(root, "web/a.ts", "export const a = 1;\n")
     codebase = indexed(root)
     found = reasons(codebase)
-    assert found["web/tsconfig.json"].startswith("tsconfig not parsed (nested too deeply)")
+    assert found["web/tsconfig.json"].startswith(
+        "tsconfig not parsed (brackets nested 100001 deep, over the limit of 64)"
+    )
     assert found["big/tsconfig.json"].startswith("tsconfig unreadable (too large")
     assert "web/a.ts" in set(codebase.list_files()["file"])
     assert_answers(codebase)
@@ -281,18 +284,14 @@ def test_jsonc_stripping_keeps_strings_and_drops_comments_and_trailing_commas() 
     with pytest.raises(ValueError):
         parse_jsonc('{"a": "' + '\\" ' * 10_000)
     configs, problems = load_tsconfigs({"tsconfig.json": "[" * 100_000}, lambda rel: None)
-    assert configs == {} and "nested too deeply" in problems[0][1]
+    assert configs == {} and "brackets nested 100000 deep" in problems[0][1]
 
 
 # extraction
 
 
-def test_parse_failures_recursion_and_memory_errors_skip_one_file(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    root = repo(tmp_path)
-    for name in ("deep.py", "huge.js", "odd.ts"):
-        write(root, name, "const x = 1;\n" if not name.endswith(".py") else "x = 1\n")
+def test_parse_failures_recursion_and_memory_errors_skip_one_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    # What a worker process answers for a file whose extraction raises (see test_codebase_bounds for the index).
     real = extract._extract
     failures = {
         "deep.py": RecursionError("maximum recursion depth"),
@@ -306,12 +305,15 @@ def test_parse_failures_recursion_and_memory_errors_skip_one_file(
         return real(rel, *args)
 
     monkeypatch.setattr(extract, "_extract", failing)
-    codebase = indexed(root)
-    found = reasons(codebase)
-    assert found["deep.py"] == "not parsed: RecursionError (nested too deeply or too big)"
-    assert found["huge.js"] == "not parsed: MemoryError (nested too deeply or too big)"
-    assert found["odd.ts"] == "not parsed: ValueError: bad"
-    assert_answers(codebase)
+    found = {
+        rel: extract.extract_source(rel, language, b"x = 1\n")
+        for rel, language in (("deep.py", "python"), ("huge.js", "javascript"), ("odd.ts", "typescript"))
+    }
+    assert found["deep.py"]["reason"] == "not parsed: RecursionError (nested too deeply or too big)"
+    assert found["huge.js"]["reason"] == "not parsed: MemoryError (nested too deeply or too big)"
+    assert found["odd.ts"]["reason"] == "not parsed: ValueError: bad"
+    assert {r["status"] for r in found.values()} == {"skipped"}
+    assert extract.extract_source("good.py", "python", GOOD.encode())["status"] == "indexed"
 
 
 def test_deeply_nested_source_is_indexed_or_reported(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from traitlets.config import Config
 
-from aries_kernel.codebase import Codebase, core, extract, indexer, queries
+from aries_kernel.codebase import Codebase, core, indexer, queries
 from aries_kernel.codebase.graph import FileGraph
 from aries_kernel.codebase.index_key import TAG_BYTES
 from aries_kernel.codebase.ranking import Rankings
@@ -102,8 +102,7 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
 
         return wrapper
 
-    monkeypatch.setattr(indexer, "extract_file", counting("parse", indexer.extract_file))
-    monkeypatch.setattr(extract, "_extract", counting("parse", extract._extract))
+    monkeypatch.setattr(indexer, "parse_files", counting("parse", indexer.parse_files))
     monkeypatch.setattr(Resolver, "resolve", counting("resolve", Resolver.resolve))
     monkeypatch.setattr(FileGraph, "_reference_targets", counting("weigh", FileGraph._reference_targets))
     monkeypatch.setattr(queries, "read_header", counting("header", queries.read_header))
@@ -339,5 +338,5 @@ def test_definition_hashes_computed_in_chunks_are_those_computed_at_once(
     chunked = opened(repo)
     assert chunked.symbol_table().equals(whole)
     # Every chunk was stored: a warm start has nothing left to hash.
-    monkeypatch.setattr(indexer, "extract_file", None)  # any parse would fail
+    monkeypatch.setattr(indexer, "parse_files", None)  # any parse would fail
     assert opened(repo).symbol_table().equals(whole)

@@ -17,7 +17,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from aries_kernel.codebase import extract
+from aries_kernel.codebase import bounded, extract
 from aries_kernel.codebase.config import AriesCodebase
 from aries_kernel.codebase.extract import Record, content_hash
 from aries_kernel.codebase.files import CONFIG_FILES, Problem, SourceFile, Walk, indexable, walk
@@ -29,7 +29,7 @@ from aries_kernel.codebase.languages import parse as parse_source
 from aries_kernel.codebase.progress import Progress
 from aries_kernel.codebase.queries import QueryMixin
 from aries_kernel.codebase.ranking import Rankings, from_stored, stored_form
-from aries_kernel.codebase.resolve import TSCONFIG_MAX_BYTES, ImportConfig, config_problem, load_tsconfigs
+from aries_kernel.codebase.resolve import ImportConfig, config_problem, load_tsconfigs
 from aries_kernel.codebase.snapshot import BadSnapshot, Snapshot, code_digest, decode, encode
 from aries_kernel.codebase.store import IndexStore, Pending, Records, ensure_aries_dir
 from aries_kernel.rootfs import RefusedPathError, read_regular
@@ -213,7 +213,9 @@ class Codebase(QueryMixin, JudgmentMixin):
             self._progress = (done, total, "parsing")
 
         workers = self.settings.workers or default_workers()
-        parsed = run_plan(self.root, work.to_parse, max_bytes, workers, on_progress)
+        parsed = run_plan(
+            self.root, work.to_parse, max_bytes, workers, on_progress, budget=self.settings.parse_timeout
+        )
         self._progress = (total, total, "building the graph")
         records = Records(dict(sorted({**work.reused, **parsed}.items())), self._fetch_records)
         stat = {s.rel: (s.size, s.mtime_ns) for s in found.sources}
@@ -289,14 +291,23 @@ class Codebase(QueryMixin, JudgmentMixin):
         missing = [rel for rel in pending if rel not in found]
         if not missing:
             return found
-        log.warning("%d stored records of %s are unusable; parsing those files again", len(missing), self.root)
+        log.warning(
+            "%d stored records of %s are unusable; parsing those files again", len(missing), self.root
+        )
         sources = [
             SourceFile(rel, language, pending[rel].size, pending[rel].mtime_ns)
             for rel in missing
             if (language := language_for_path(rel)) is not None
         ]
         workers = self.settings.workers or default_workers()
-        parsed = run_plan(self.root, sources, self.settings.max_file_size, workers, lambda done: None)
+        parsed = run_plan(
+            self.root,
+            sources,
+            self.settings.max_file_size,
+            workers,
+            lambda done: None,
+            budget=self.settings.parse_timeout,
+        )
         for source in sources:
             record = parsed[source.rel]
             if record["hash"] != pending[source.rel].digest:
@@ -376,10 +387,11 @@ class Codebase(QueryMixin, JudgmentMixin):
         return configs, {rel: content_hash(t.encode()) for rel, t in texts.items()}, problems
 
     def _read_config(self, rel: str) -> str:
-        """A tsconfig's text: a regular file inside the root, at most TSCONFIG_MAX_BYTES."""
-        data, _ = read_regular(self.root, rel, TSCONFIG_MAX_BYTES, walked=True)
-        if len(data) > TSCONFIG_MAX_BYTES:
-            raise RefusedPathError(f"too large: over {TSCONFIG_MAX_BYTES:,} bytes")
+        """An import config's text (tsconfig, package.json, go.mod, Cargo.toml): a regular file inside the root,
+        at most :data:`.bounded.MAX_BYTES`."""
+        data, _ = read_regular(self.root, rel, bounded.MAX_BYTES, walked=True)
+        if len(data) > bounded.MAX_BYTES:
+            raise RefusedPathError(f"too large: over {bounded.MAX_BYTES:,} bytes")
         return data.decode("utf-8")
 
     # incremental
@@ -499,7 +511,9 @@ class Codebase(QueryMixin, JudgmentMixin):
             changes[rel] = "added" if old is None else "modified"
             self._set_record(source, record)
         workers = self.settings.workers or default_workers()
-        parsed = run_plan(self.root, to_parse, max_bytes, workers, lambda done: None)
+        parsed = run_plan(
+            self.root, to_parse, max_bytes, workers, lambda done: None, budget=self.settings.parse_timeout
+        )
         for source in to_parse:
             old = self._records.get(source.rel)
             if old != parsed[source.rel]:  # an unreadable file that is still unreadable is no change
@@ -597,6 +611,7 @@ class Codebase(QueryMixin, JudgmentMixin):
                 workers,
                 partial(hashed, start),
                 hashes=True,
+                budget=self.settings.parse_timeout,
             )
             saved = []
             for source in chunk:
@@ -683,5 +698,6 @@ class Codebase(QueryMixin, JudgmentMixin):
 
 
 def _cacheable(record: Record) -> bool:
-    """Whether a record may be stored: an unreadable file can become readable without a new mtime (chmod)."""
-    return not record["reason"].startswith("unreadable")
+    """Whether a record may be stored: an unreadable file can become readable without a new mtime (chmod), and a
+    parse that ran out of time may finish on a less loaded machine or with a larger ``parse_timeout``."""
+    return not record["reason"].startswith(("unreadable", "parse took longer than"))

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aries_kernel.codebase.languages import get_parser, get_query
+from aries_kernel.codebase.syntax import enclosing
 from aries_kernel.redact import redact
 from aries_kernel.rootfs import RefusedPathError, read_regular
 
@@ -35,11 +36,12 @@ __all__ = [
     "Record",
     "content_hash",
     "decode_source",
-    "extract_batch",
     "extract_file",
     "extract_source",
     "needs_hashes",
+    "read_checked",
     "read_source",
+    "skipped_record",
 ]
 
 Record = dict[str, Any]
@@ -134,29 +136,32 @@ def _declared_encoding(data: bytes) -> str | None:
     return None if name in ("utf-8", "utf-8-sig") else name
 
 
-def extract_batch(items: list[tuple[str, str, str]], max_bytes: int, hashes: bool = False) -> list[Record]:
-    """Extract every ``(root, relative path, language)`` of a batch (the worker-process entry point)."""
-    return [extract_file(root, rel, language, max_bytes, hashes) for root, rel, language in items]
-
-
 def needs_hashes(record: Record) -> bool:
     """True when a record's definitions still lack their shape and exact hashes (see :func:`extract_source`)."""
     return any(symbol[6] is None for symbol in record["symbols"])
 
 
-def extract_file(root: str, rel: str, language: str, max_bytes: int, hashes: bool = False) -> Record:
-    """Read and extract the file ``rel`` under ``root``; problems become a skipped record, never an exception."""
+def read_checked(root: str, rel: str, language: str, max_bytes: int) -> bytes | Record:
+    """The content of the file ``rel`` under ``root``, or the skipped record saying why it cannot be read
+    (refused, unreadable, over ``max_bytes``), never an exception."""
     try:
         data = read_source(root, rel, max_bytes)
     except RefusedPathError as exc:
-        return _skipped(rel, language, str(exc))
+        return skipped_record(rel, language, str(exc))
     except OSError as exc:  # the system's: an "unreadable" record is not cached, as a chmod can lift it
         denied = exc.errno in (errno.EACCES, errno.EPERM)
         reason = "permission denied" if denied else exc.strerror or str(exc)
-        return _skipped(rel, language, f"unreadable: {reason}")
+        return skipped_record(rel, language, f"unreadable: {reason}")
     if len(data) > max_bytes:
-        return _skipped(rel, language, f"too large: over the limit of {max_bytes:,} bytes")
-    return extract_source(rel, language, data, hashes)
+        return skipped_record(rel, language, f"too large: over the limit of {max_bytes:,} bytes")
+    return data
+
+
+def extract_file(root: str, rel: str, language: str, max_bytes: int, hashes: bool = False) -> Record:
+    """Read and extract the file ``rel`` under ``root`` in this process (the index parses in worker processes,
+    see :mod:`.parse_workers`); problems become a skipped record, never an exception."""
+    data = read_checked(root, rel, language, max_bytes)
+    return extract_source(rel, language, data, hashes) if isinstance(data, bytes) else data
 
 
 def extract_source(rel: str, language: str, data: bytes, hashes: bool = False) -> Record:
@@ -166,28 +171,28 @@ def extract_source(rel: str, language: str, data: bytes, hashes: bool = False) -
     parsing, so by default they are left pending (None) and computed on first need with ``hashes=True``.
     """
     if b"\0" in data[:_BINARY_PROBE]:
-        return _skipped(rel, language, "binary file (contains NUL bytes)", data)
+        return skipped_record(rel, language, "binary file (contains NUL bytes)", data)
     try:
         text, utf8 = _decode(data, language)
     except UnicodeDecodeError as exc:
         line = exc.object.count(b"\n", 0, exc.start) + 1
         encoding = "UTF-8" if exc.encoding.replace("-", "").lower() == "utf8" else exc.encoding
-        return _skipped(
+        return skipped_record(
             rel,
             language,
             f"not {encoding} text (byte 0x{exc.object[exc.start]:02x} at line {line}); re-save it as UTF-8",
             data,
         )
     except (LookupError, UnicodeError, ValueError) as exc:
-        return _skipped(rel, language, f"not decodable: {exc}", data)
+        return skipped_record(rel, language, f"not decodable: {exc}", data)
     try:
         return _extract(rel, language, data, text, utf8, hashes)
     except (RecursionError, MemoryError) as exc:
-        return _skipped(
+        return skipped_record(
             rel, language, f"not parsed: {type(exc).__name__} (nested too deeply or too big)", data
         )
     except Exception as exc:  # one file's parse failure must not stop the index
-        return _skipped(rel, language, f"not parsed: {type(exc).__name__}: {exc}", data)
+        return skipped_record(rel, language, f"not parsed: {type(exc).__name__}: {exc}", data)
 
 
 def _extract(rel: str, language: str, raw: bytes, text: str, data: bytes, hashes: bool) -> Record:
@@ -324,7 +329,7 @@ def _python_captures(root: Node, data: bytes) -> dict[str, list[Node]]:
     return found
 
 
-def _skipped(rel: str, language: str, reason: str, data: bytes | None = None) -> Record:
+def skipped_record(rel: str, language: str, reason: str, data: bytes | None = None) -> Record:
     return {
         "file": rel,
         "language": language,
@@ -367,12 +372,25 @@ def _symbols(
         return (shape_hash(shape_node), exact_hash(data[text_node.start_byte : text_node.end_byte]))
 
     local_scopes, class_types = (_PY_LOCAL_SCOPES, _PY_CLASS) if python else (_JS_LOCAL_SCOPES, _JS_CLASS)
+
+    def inside(node: Node, owner: str | None) -> str | None:
+        """The class a definition inside ``node`` belongs to ("" at module level), or None when it is local to
+        a function, also through its classes: a class defined in a function is dropped with its methods."""
+        if owner is None or node.type in local_scopes:
+            return None
+        if node.type in class_types:
+            name = node.child_by_field_name("name")
+            return _name(name) if name is not None else "<anonymous>"
+        return owner
+
+    # Python's scopes are all definitions; JavaScript's function and class expressions come as "scope".
+    owners = enclosing([*captures.get("def", ()), *captures.get("scope", ())], inside, "")
     out: list[tuple[Any, ...]] = []
     for node in captures.get("def", ()):
         name_node = node.child_by_field_name("name")
         if name_node is None:
             continue
-        parent = _enclosing_class(node, local_scopes, class_types)
+        parent = owners[node.id]
         if parent is None:
             continue  # a local definition inside a function body: not part of the file's interface
         kind = _KINDS[node.type]
@@ -405,21 +423,6 @@ def _declaration(node: Node) -> Node:
         return node
     grand = parent.parent
     return grand if grand is not None and grand.type == "export_statement" else parent
-
-
-def _enclosing_class(node: Node, local_scopes: frozenset[str], class_types: frozenset[str]) -> str | None:
-    """Name of the class a definition sits in, "" at module level, or None when it is local to a function,
-    also through its classes: a class defined in a function is dropped with its methods."""
-    found: str | None = None
-    parent = node.parent
-    while parent is not None:
-        if parent.type in local_scopes:
-            return None
-        if found is None and parent.type in class_types:
-            name = parent.child_by_field_name("name")
-            found = _name(name) if name is not None else "<anonymous>"
-        parent = parent.parent
-    return found if found is not None else ""
 
 
 def _lines(node: Node) -> tuple[int, int]:

@@ -50,8 +50,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from aries_kernel.codebase.bounded import MAX_BYTES as CONFIG_MAX_BYTES
 from aries_kernel.codebase.languages import language_for_path
-from aries_kernel.codebase.resolve import TSCONFIG_MAX_BYTES, parse_jsonc
+from aries_kernel.codebase.resolve import parse_jsonc
 from aries_kernel.rootfs import (
     Folder,
     MissingPathError,
@@ -124,7 +125,11 @@ _SETUPTOOLS_BUILD = re.compile(r"lib|lib\..+|bdist\..+|temp\..+|scripts-.+")
 # Deeper folders are reported, not walked: no real repository nests this far outside skipped folders.
 MAX_DEPTH = 128
 # A .gitignore larger than this is reported and its rules ignored (real ones are a few KB).
-GITIGNORE_MAX_BYTES = 1 << 20
+GITIGNORE_MAX_BYTES = CONFIG_MAX_BYTES
+# A .gitignore with more patterns than this is reported and its rules ignored: every path beneath it is matched
+# against each pattern (about a microsecond each), so 60,000 patterns cost 11 s for 200 files. The largest
+# common templates hold a few hundred.
+GITIGNORE_MAX_PATTERNS = 1_000
 # Python's regex engine backtracks on `a*a*a*a*b` against a long name (0.6 s per name at 4 stars, 250 chars);
 # patterns with more single stars in one path part than this are reported and ignored.
 _MAX_STARS = 3
@@ -238,6 +243,14 @@ def read_gitignore(root: Path, rel: str) -> tuple[Ignores | None, list[Problem]]
     if len(data) > GITIGNORE_MAX_BYTES:
         return None, [Problem(rel, f"too large (over {GITIGNORE_MAX_BYTES:,} bytes); its rules are ignored")]
     lines = data.decode("utf-8", "replace").splitlines()
+    patterns = sum(1 for line in lines if line.strip() and not line.startswith("#"))
+    if patterns > GITIGNORE_MAX_PATTERNS:
+        return None, [
+            Problem(
+                rel,
+                f"{patterns:,} patterns, over the limit of {GITIGNORE_MAX_PATTERNS:,}; its rules are ignored",
+            )
+        ]
     spec, good, bad = _checked_spec(lines)
     problems = [
         Problem(
@@ -303,7 +316,7 @@ def _out_dirs(root: Path, folder: str, config: str) -> dict[str, str]:
     (relative to the root; only inside ``folder``'s tree)."""
     rel = _join(folder, config)
     try:
-        data, _ = read_regular(root, rel, TSCONFIG_MAX_BYTES, walked=True)
+        data, _ = read_regular(root, rel, CONFIG_MAX_BYTES, walked=True)
         options = parse_jsonc(data.decode("utf-8", "replace")).get("compilerOptions", {})
     except (OSError, ValueError, AttributeError):
         return {}  # the index reports an unusable tsconfig itself (resolve.load_tsconfigs)

@@ -1,33 +1,27 @@
 """Turning a walk into records: reuse what ``index.db`` already knows, parse the rest on every core.
 
 A stored record is reused when the file's size and mtime are unchanged, or when they changed but the content
-hash did not. Everything else is parsed, in a process pool (spawned, so it is safe from a threaded kernel) when
-there is enough of it to pay for starting the workers, in the calling thread otherwise.
+hash did not. Everything else is parsed in worker processes (:mod:`.parse_workers`: a crash or a hang costs
+one file), on every core when there is enough of it to pay for starting the workers, in one worker otherwise.
 """
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from aries_kernel.codebase import extract
-from aries_kernel.codebase.extract import Record, content_hash, extract_batch, extract_file
+from aries_kernel.codebase.extract import Record, content_hash
 from aries_kernel.codebase.files import SourceFile
+from aries_kernel.codebase.parse_workers import parse_files
 from aries_kernel.codebase.store import Pending, StoredFile, compact
 
 __all__ = ["Plan", "plan", "run_plan", "too_large"]
 
-# Below this many bytes to parse, starting worker processes costs more than it saves.
-log = logging.getLogger(__name__)
-
+# Below this many bytes to parse, starting more than one worker process costs more than it saves.
 POOL_MIN_BYTES = 2_000_000
-_BATCH_BYTES = 400_000
-_BATCH_FILES = 64
 
 
 @dataclass
@@ -92,58 +86,26 @@ def run_plan(
     max_bytes: int,
     workers: int,
     on_progress: Callable[[int], None],
+    *,
+    budget: float,
     hashes: bool = False,
 ) -> dict[str, Record]:
-    """Parse ``to_parse``; ``on_progress(n)`` is called with the number of files done so far. ``hashes``
-    also computes the definitions' shape and exact hashes (see :func:`extract.extract_source`)."""
-    items = [(str(root), s.rel, s.language) for s in to_parse]
-    total_bytes = sum(s.size for s in to_parse)
+    """Parse ``to_parse`` in worker processes (see :mod:`.parse_workers`), each file within ``budget``
+    seconds; ``on_progress(n)`` is called with the number of files done so far. ``hashes`` also computes the
+    definitions' shape and exact hashes (see :func:`extract.extract_source`)."""
     out: dict[str, Record] = {}
-    if workers <= 1 or total_bytes < POOL_MIN_BYTES:
-        for base, rel, language in items:
-            out[rel] = compact(extract_file(base, rel, language, max_bytes, hashes))
-            on_progress(len(out))
+    if not to_parse:
         return out
-    import multiprocessing
 
-    batches = _batches(items, [s.size for s in to_parse])
-    context = multiprocessing.get_context("spawn")
-    try:
-        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-            futures = [pool.submit(extract_batch, batch, max_bytes, hashes) for batch in batches]
-            for future in as_completed(futures):
-                for record in future.result():  # names interned as they arrive: far less memory at peak
-                    out[record["file"]] = compact(record)
-                on_progress(len(out))
-    except BrokenProcessPool:
-        # Spawned workers re-import the main module: a script that indexes at import time, without an
-        # `if __name__ == "__main__":` guard, kills them. Finish in this process rather than fail.
-        log.warning(
-            "The indexing worker processes died (a script without a __main__ guard?); indexing "
-            "the remaining files in this process."
-        )
-        for base, rel, language in items:
-            if rel not in out:
-                out[rel] = compact(extract_file(base, rel, language, max_bytes, hashes))
-                on_progress(len(out))
+    def done(record: Record) -> None:
+        out[record["file"]] = compact(record)  # names interned as they arrive: far less memory at peak
+        on_progress(len(out))
+
+    if sum(s.size for s in to_parse) < POOL_MIN_BYTES:
+        workers = 1
+    items = [(s.rel, s.language) for s in sorted(to_parse, key=lambda s: -s.size)]  # the last files are short
+    parse_files(str(root), items, max_bytes, hashes, budget, workers, done)
     return out
-
-
-def _batches(items: list[tuple[str, str, str]], sizes: list[int]) -> list[list[tuple[str, str, str]]]:
-    """Group files into batches of bounded size, biggest files first so the last batches are short."""
-    order = sorted(range(len(items)), key=lambda i: -sizes[i])
-    batches: list[list[tuple[str, str, str]]] = []
-    current: list[tuple[str, str, str]] = []
-    current_bytes = 0
-    for i in order:
-        current.append(items[i])
-        current_bytes += sizes[i]
-        if current_bytes >= _BATCH_BYTES or len(current) >= _BATCH_FILES:
-            batches.append(current)
-            current, current_bytes = [], 0
-    if current:
-        batches.append(current)
-    return batches
 
 
 def default_workers() -> int:

@@ -39,7 +39,8 @@ _QUERY = """
 (import_spec path: (_) @import)
 """
 _TYPE_KINDS = {"struct_type": "struct", "interface_type": "interface"}
-_MODULE_LINE = re.compile(r"^\s*module\s+\"?([^\s\"/][^\s\"]*)\"?\s*(?://.*)?$", re.MULTILINE)
+# Spaces within a line only: `^\s*` would run across blank lines and backtrack, quadratic in a file of newlines.
+_MODULE_LINE = re.compile(r"^[^\S\n]*module[^\S\n]+\"?([^\s\"/][^\s\"]*)\"?[^\S\n]*(?://.*)?$", re.MULTILINE)
 
 
 def extract(root: Node, data: bytes, hashes: bool, secret: bool) -> tuple[tuple[Any, ...], tuple[Any, ...]]:

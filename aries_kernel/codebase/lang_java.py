@@ -27,6 +27,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from aries_kernel.codebase.lang_common import captures, definition, header, node_text
+from aries_kernel.codebase.syntax import enclosing
 
 if TYPE_CHECKING:
     from tree_sitter import Node
@@ -39,6 +40,7 @@ _QUERY = """
  (annotation_type_element_declaration)] @def
 [(field_declaration) (constant_declaration)] @field
 (import_declaration) @import
+[(lambda_expression) (block) (object_creation_expression) (enum_constant)] @scope
 """
 _KINDS = {
     "class_declaration": "class",
@@ -77,16 +79,17 @@ _ANNOTATIONS = frozenset({"annotation", "marker_annotation"})
 def extract(root: Node, data: bytes, hashes: bool, secret: bool) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
     """``(symbols, imports)`` of a parsed Java file, in the record layout of :mod:`.extract`."""
     found = captures("java", _QUERY, root)
+    owners = enclosing((node for nodes in found.values() for node in nodes), _inside, "")
     out: list[tuple[Any, ...]] = []
     for node in found.get("def", ()):
         name = node.child_by_field_name("name")
-        parent = _enclosing_type(node)
+        parent = owners[node.id]
         if name is None or parent is None:
             continue
         kind = _KINDS[node.type]
         out.append(definition(node, node_text(name), kind, parent, _header(node, data, secret), data, hashes))
     for node in found.get("field", ()):
-        parent = _enclosing_type(node)
+        parent = owners[node.id]
         modifiers = _modifiers(node)
         # Interface fields are implicitly static final.
         constant = node.type == "constant_declaration" or {"static", "final"} <= modifiers
@@ -102,17 +105,12 @@ def extract(root: Node, data: bytes, hashes: bool, secret: bool) -> tuple[tuple[
     return tuple(out), tuple(i for i in imports if i is not None)
 
 
-def _enclosing_type(node: Node) -> str | None:
-    """The type a member is declared in ("" at top level), or None inside a method body or anonymous class."""
-    parent = node.parent
-    owner: str | None = None
-    while parent is not None:
-        if parent.type in _LOCAL_SCOPES:
-            return None
-        if owner is None and parent.type in _TYPES:
-            owner = node_text(parent.child_by_field_name("name"))
-        parent = parent.parent
-    return owner or ""
+def _inside(node: Node, owner: str | None) -> str | None:
+    """The type a member declared inside ``node`` belongs to ("" at top level), None inside a method body or
+    anonymous class (``owner``: what ``node`` itself belongs to; see :func:`.syntax.enclosing`)."""
+    if owner is None or node.type in _LOCAL_SCOPES:
+        return None
+    return node_text(node.child_by_field_name("name")) if node.type in _TYPES else owner
 
 
 def _modifiers(node: Node) -> set[str]:

@@ -23,12 +23,13 @@ traits, type aliases, constants and statics, ``macro_rules!`` macros.
 from __future__ import annotations
 
 import posixpath
-import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from aries_kernel.codebase.bounded import load_toml
 from aries_kernel.codebase.lang_common import captures, definition, header, node_text
+from aries_kernel.codebase.syntax import enclosing
 
 if TYPE_CHECKING:
     from tree_sitter import Node
@@ -41,6 +42,7 @@ _QUERY = """
 (mod_item !body) @mod
 (use_declaration) @use
 (extern_crate_declaration) @crate
+[(impl_item) (mod_item body: (_)) (closure_expression) (const_block) (block)] @scope
 """
 _KINDS = {
     "function_item": "function",
@@ -62,10 +64,11 @@ _DEPENDENCY_TABLES = ("dependencies", "dev-dependencies", "build-dependencies")
 def extract(root: Node, data: bytes, hashes: bool, secret: bool) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
     """``(symbols, imports)`` of a parsed Rust file, in the record layout of :mod:`.extract`."""
     found = captures("rust", _QUERY, root)
+    scopes = enclosing((node for nodes in found.values() for node in nodes), _inside, ("", ()))
     out: list[tuple[Any, ...]] = []
     for node in found.get("def", ()):
         name = node.child_by_field_name("name")
-        owner = _owner(node)
+        owner = scopes[node.id][0]
         if name is None or owner is None:
             continue  # an item inside a function body: not part of the module's interface
         kind = _KINDS[node.type]
@@ -77,13 +80,13 @@ def extract(root: Node, data: bytes, hashes: bool, secret: bool) -> tuple[tuple[
     for node in found.get("mod", ()):
         name = node.child_by_field_name("name")
         if name is not None:
-            chain = _inline_modules(node)
+            chain = scopes[node.id][1]
             imports.append(("::".join(["self", *chain, node_text(name)]), (), 0, False, _line(node)))
     for node in found.get("use", ()):
         argument = node.child_by_field_name("argument")
         if argument is None:
             continue
-        chain = _inline_modules(node)
+        chain = scopes[node.id][1]
         for segments, wildcard in _use_paths(argument, []):
             path = _from_file_module(segments, chain)
             if path:
@@ -100,19 +103,21 @@ def _line(node: Node) -> int:
     return node.start_point[0] + 1
 
 
-def _owner(node: Node) -> str | None:
-    """The type or trait an item belongs to ("" for a module-level item), None inside a function body."""
-    owner: str | None = None
-    parent = node.parent
-    while parent is not None:
-        if parent.type in _LOCAL_SCOPES:
-            return None
-        if owner is None and parent.type == "impl_item":
-            owner = _type_name(parent.child_by_field_name("type"))
-        elif owner is None and parent.type == "trait_item":
-            owner = node_text(parent.child_by_field_name("name"))
-        parent = parent.parent
-    return owner or ""
+def _inside(node: Node, scope: tuple[str | None, tuple[str, ...]]) -> tuple[str | None, tuple[str, ...]]:
+    """What an item inside ``node`` gets (``scope``: what ``node`` itself got; see :func:`.syntax.enclosing`):
+    the type or trait it belongs to ("" for a module-level item, None inside a function body) and the names of
+    the inline ``mod x { ... }`` blocks around it, outermost first."""
+    owner, chain = scope
+    if node.type == "mod_item":
+        name = node.child_by_field_name("name")
+        chain = (*chain, node_text(name)) if name is not None else chain
+    if owner is None or node.type in _LOCAL_SCOPES:
+        return None, chain
+    if node.type == "impl_item":
+        return _type_name(node.child_by_field_name("type")), chain
+    if node.type == "trait_item":
+        return node_text(node.child_by_field_name("name")), chain
+    return owner, chain
 
 
 def _type_name(node: Node | None) -> str:
@@ -128,19 +133,6 @@ def _type_name(node: Node | None) -> str:
             inner = named[-1] if named else None
         node = inner
     return ""
-
-
-def _inline_modules(node: Node) -> list[str]:
-    """Names of the inline ``mod x { ... }`` blocks around ``node``, outermost first."""
-    chain: list[str] = []
-    parent = node.parent
-    while parent is not None:
-        if parent.type == "mod_item":
-            name = parent.child_by_field_name("name")
-            if name is not None:
-                chain.append(node_text(name))
-        parent = parent.parent
-    return chain[::-1]
 
 
 def _segments(node: Node | None) -> list[str]:
@@ -170,7 +162,7 @@ def _use_paths(node: Node, prefix: list[str]) -> list[tuple[list[str], bool]]:
     return [(segments, False)] if segments else []
 
 
-def _from_file_module(segments: list[str], chain: list[str]) -> str:
+def _from_file_module(segments: list[str], chain: tuple[str, ...]) -> str:
     """A use path rewritten relative to the file's module: inline modules folded in (see the module doc)."""
     head = segments[0].lstrip(":")
     if head in ("crate", "$crate"):
@@ -203,11 +195,9 @@ class CargoManifest:
 
 
 def parse_cargo_toml(rel: str, text: str) -> CargoManifest:
-    """The parts of a ``Cargo.toml`` that name crates. Raises :class:`ValueError` for text that is not TOML."""
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ValueError(str(exc)) from None
+    """The parts of a ``Cargo.toml`` that name crates. Raises :class:`ValueError` for text that is not TOML, or
+    that is too large or nested too deeply (see :func:`.bounded.load_toml`)."""
+    data = load_toml(text)
     folder = posixpath.dirname(rel)
     workspace = data.get("workspace")
     renames: tuple[tuple[str, str], ...] = ()

@@ -11,7 +11,16 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from tree_sitter import Language, Parser, QueryCursor, Tree
 
-__all__ = ["EXTENSIONS", "LANGUAGES", "family", "get_language", "get_parser", "get_query", "language_for_path", "parse"]
+__all__ = [
+    "EXTENSIONS",
+    "LANGUAGES",
+    "family",
+    "get_language",
+    "get_parser",
+    "get_query",
+    "language_for_path",
+    "parse",
+]
 
 EXTENSIONS: dict[str, str] = {
     ".py": "python",
@@ -50,6 +59,7 @@ _JS_QUERY = """
 (program (variable_declaration (variable_declarator) @var))
 (program (export_statement declaration: (lexical_declaration (variable_declarator) @var)))
 (program (export_statement declaration: (variable_declaration (variable_declarator) @var)))
+[(arrow_function) (function_expression) (generator_function) (class)] @scope
 """
 
 _TS_EXTRA = """

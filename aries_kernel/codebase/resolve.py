@@ -31,13 +31,13 @@ edit that changes none of them leaves every other file's resolution as it was.
 from __future__ import annotations
 
 import functools
-import json
 import posixpath
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from aries_kernel.codebase.bounded import load_json
 from aries_kernel.codebase.lang_resolve import (
     NATIVE_LANGUAGES,
     NativeConfig,
@@ -47,7 +47,6 @@ from aries_kernel.codebase.lang_resolve import (
 )
 
 __all__ = [
-    "TSCONFIG_MAX_BYTES",
     "ImportConfig",
     "PackageJson",
     "Resolver",
@@ -72,8 +71,6 @@ _JS_TO_TS = {
 # "require" both count: an edge says the file depends on the target, whichever way it loads it.
 _CONDITIONS = frozenset({"import", "require", "node", "default"})
 _TS_CONDITIONS = _CONDITIONS | {"types"}
-# A tsconfig or package.json larger than this is reported and not parsed (real ones are a few KB).
-TSCONFIG_MAX_BYTES = 1 << 20
 # Where something other than plain JSON text may start: a string, a comment, a comma, a closing bracket.
 _JSONC_SPECIAL = re.compile(r'["/,}\]]')
 _STRING_REST = re.compile(r'(?:[^"\\]|\\.)*"', re.DOTALL)
@@ -82,12 +79,10 @@ _STRING_REST = re.compile(r'(?:[^"\\]|\\.)*"', re.DOTALL)
 def parse_jsonc(text: str) -> Any:
     """Parse JSON with comments and trailing commas, as tsconfig.json allows.
 
-    Raises :class:`ValueError` for text that is not such JSON, including JSON nested too deeply to parse.
+    Raises :class:`ValueError` for text that is not such JSON, or that is too large or nested too deeply (see
+    :func:`.bounded.load_json`).
     """
-    try:
-        return json.loads(strip_jsonc(text))
-    except RecursionError:
-        raise ValueError("nested too deeply") from None
+    return load_json(strip_jsonc(text))
 
 
 def strip_jsonc(text: str) -> str:
@@ -230,10 +225,7 @@ def load_tsconfigs(
 def _load_package(rel: str, text: str, problems: list[tuple[str, str]]) -> PackageJson | None:
     """The resolution fields of a package.json (strict JSON, as npm reads it), or None with a problem."""
     try:
-        data = json.loads(text)
-    except RecursionError:
-        problems.append((rel, config_problem(rel, "not parsed (nested too deeply)")))
-        return None
+        data = load_json(text)
     except ValueError as exc:
         problems.append((rel, config_problem(rel, f"not parsed ({exc})")))
         return None

@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
     from tree_sitter import Node, Query, Tree
 
-__all__ = ["CLASS_TYPES", "JS_FUNCTION_TYPES", "JS_FUNCTION_VALUES", "native_import", "node_text", "nodes_of"]
+__all__ = [
+    "CLASS_TYPES",
+    "JS_FUNCTION_TYPES",
+    "JS_FUNCTION_VALUES",
+    "enclosing",
+    "native_import",
+    "node_text",
+    "nodes_of",
+]
+
+T = TypeVar("T")
 
 
 JS_FUNCTION_VALUES = frozenset({"arrow_function", "function_expression", "function", "generator_function"})
@@ -24,6 +35,25 @@ CLASS_TYPES = frozenset({"class_definition", "class_declaration", "abstract_clas
 def node_text(node: Node | None) -> str:
     """A node's source text ("" for no node)."""
     return (node.text or b"").decode("utf-8", "replace") if node is not None else ""
+
+
+def enclosing(nodes: Iterable[Node], inner: Callable[[Node, T], T], top: T) -> dict[int, T]:
+    """What its enclosing nodes among ``nodes`` make of each node, by ``Node.id``: ``top`` for a node that none
+    of them encloses, else ``inner(container, what the container got)`` for its nearest container.
+
+    One sweep in document order over a stack of the nodes still open: linear in ``len(nodes)``, however deep they
+    nest. A walk up ``Node.parent`` would cost the depth at every step (tree-sitter finds a parent by descending
+    from the root), so the whole walk the cube of the nesting: minutes for a file of 2,000 nested classes.
+    """
+    found: dict[int, T] = {}
+    stack: list[tuple[int, T]] = []  # (end byte of an open node, what a node inside it gets)
+    for node in sorted({n.id: n for n in nodes}.values(), key=lambda n: (n.start_byte, -n.end_byte)):
+        while stack and stack[-1][0] <= node.start_byte:
+            stack.pop()
+        value = stack[-1][1] if stack else top
+        found[node.id] = value
+        stack.append((node.end_byte, inner(node, value)))
+    return found
 
 
 def native_import(node: Node) -> tuple[str, str]:

@@ -1,0 +1,32 @@
+"""A parse worker that fails on purpose, by file name: ``crash.py`` kills it with SIGSEGV, ``abort.py`` with
+``os.abort()``, ``hang.py`` never answers; every other file is parsed as the real worker does.
+
+Run as ``python -m tests.parse_worker_faults`` in place of :data:`aries_kernel.codebase.parse_workers.WORKER_COMMAND`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+from typing import Any
+
+from aries_kernel.codebase import parse_workers
+
+
+def _faulty(rel: str, *args: Any) -> Any:
+    name = rel.rpartition("/")[2]
+    if name == "crash.py":
+        ctypes.string_at(0)  # reads address 0: SIGSEGV, as a native parser bug would
+    if name == "abort.py":
+        os.abort()
+    if name == "hang.py":
+        threading.Event().wait()
+    return _real(rel, *args)
+
+
+_real = parse_workers.extract_source
+parse_workers.extract_source = _faulty
+
+if __name__ == "__main__":
+    parse_workers.main()
