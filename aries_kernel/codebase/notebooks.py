@@ -1,0 +1,128 @@
+"""Jupyter notebooks read as Python: each code cell's source in order, IPython syntax masked, with cell spans.
+
+A notebook is indexed as the script its code cells make (outputs are never read). IPython's own syntax is not
+Python: line magics (``%matplotlib inline``), shell lines (``!pip install x``, ``files = !ls``) and help
+(``df?``) are turned into the calls IPython itself would run, one line for one line, by IPython's own
+transformer, so line numbers stay those of the cell; a cell magic (``%%bash``) is another language and is left
+out as blank lines, except the ones whose body is Python (``%%time``, ``%%capture``). Each code cell occupies
+its own lines of the text, so a definition's line maps back to a cell (:meth:`NotebookSource.cell_at`).
+
+The JSON is read with the bounds of :mod:`~aries_kernel.codebase.bounded`; what is not a notebook raises
+:class:`ValueError` saying why.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from aries_kernel.codebase.bounded import load_json
+
+__all__ = ["CellSpan", "NotebookSource", "notebook_source"]
+
+# Cell magics whose body runs as Python in the user's namespace, so its definitions are the notebook's.
+_PYTHON_CELL_MAGICS = frozenset({"time", "capture"})
+# A line IPython would rewrite: a magic or shell escape at the start, an assigned one, or a trailing help mark.
+_IPYTHON_SYNTAX = re.compile(r"^[ \t]*[%!]|^[^#\n'\"]*=[ \t]*[%!]|^[^#\n]*\?[ \t]*$", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class CellSpan:
+    """Where one code cell sits in the notebook's Python text (1-based lines, inclusive)."""
+
+    index: int  # the cell's position among all the notebook's cells, markdown included
+    cell_id: str  # nbformat 4.5's cell id, "" in older notebooks
+    first_line: int
+    last_line: int
+
+
+@dataclass(frozen=True)
+class NotebookSource:
+    """The Python text of a notebook's code cells and where each cell is in it."""
+
+    text: str
+    cells: tuple[CellSpan, ...]
+    language: str  # the kernel's language (metadata.kernelspec / language_info), "python" when unsaid
+
+    def cell_at(self, line: int) -> CellSpan | None:
+        """The code cell holding 1-based ``line`` of :attr:`text`, or None."""
+        firsts = [cell.first_line for cell in self.cells]
+        position = bisect.bisect_right(firsts, line) - 1
+        if position < 0 or line > self.cells[position].last_line:
+            return None
+        return self.cells[position]
+
+
+def notebook_source(text: str) -> NotebookSource:
+    """Read notebook JSON ``text`` into its Python source; :class:`ValueError` when it is not a notebook."""
+    data = load_json(text)
+    if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
+        raise ValueError("not a Jupyter notebook (no list of cells)")
+    if not isinstance(data.get("nbformat", 4), int) or data.get("nbformat", 4) < 4:
+        raise ValueError(f"nbformat {data.get('nbformat')!r} is not read (only version 4 notebooks)")
+    lines: list[str] = []
+    spans: list[CellSpan] = []
+    for index, cell in enumerate(data["cells"]):
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+            continue
+        source = _joined(cell.get("source", ""))
+        if source is None:
+            raise ValueError(f"cell {index}: its source is neither text nor a list of text")
+        cell_lines = _python_of(source).split("\n")
+        if cell_lines and cell_lines[-1] == "":
+            cell_lines.pop()
+        if not cell_lines:
+            continue
+        cell_id = cell.get("id")
+        spans.append(
+            CellSpan(
+                index,
+                cell_id if isinstance(cell_id, str) else "",
+                len(lines) + 1,
+                len(lines) + len(cell_lines),
+            )
+        )
+        lines.extend(cell_lines)
+    return NotebookSource("\n".join(lines) + ("\n" if lines else ""), tuple(spans), _language(data))
+
+
+def _joined(source: Any) -> str | None:
+    if isinstance(source, str):
+        return source
+    if isinstance(source, list) and all(isinstance(part, str) for part in source):
+        return "".join(source)
+    return None
+
+
+def _python_of(source: str) -> str:
+    """The cell as Python with as many lines as it has: IPython syntax rewritten, other languages blanked."""
+    first, _, body = source.partition("\n")
+    if first.lstrip().startswith("%%"):
+        magic = first.lstrip()[2:].split(maxsplit=1)
+        if magic and magic[0] in _PYTHON_CELL_MAGICS:
+            return "\n" + _python_of(body)
+        lines = source.count("\n") + (not source.endswith("\n"))
+        return "\n" * lines  # another language (bash, html, sql...): its lines stay, blank
+    if not _IPYTHON_SYNTAX.search(source):
+        return source
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    try:
+        transformed: str = TransformerManager().transform_cell(source)
+    except (SyntaxError, ValueError, IndexError):  # IPython could not tokenize it: the parser will say where
+        return source
+    # The transformer keeps one line for one line here (no cell magic); if it did not, keep the cell as typed.
+    return transformed if transformed.count("\n") <= source.count("\n") + 1 else source
+
+
+def _language(data: dict[str, Any]) -> str:
+    metadata = data.get("metadata")
+    if not isinstance(metadata, dict):
+        return "python"
+    for key, field in (("kernelspec", "language"), ("language_info", "name")):
+        part = metadata.get(key)
+        if isinstance(part, dict) and isinstance(part.get(field), str):
+            return str(part[field]).lower()
+    return "python"
