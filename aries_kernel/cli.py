@@ -1,9 +1,10 @@
 """The ``aries-kernel`` command: install/uninstall the kernelspec, open a console, serve the REPL body over MCP,
-or launch the kernel."""
+or launch the kernel (after starting the key broker with the provider keys: :mod:`aries_kernel.key_broker`)."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from aries_kernel.agent.permissions import MODES
@@ -60,6 +61,12 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point of ``aries-kernel`` and ``python -m aries_kernel``."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] not in (*_COMMANDS, "-h", "--help"):
+        from aries_kernel import key_broker
+
+        if key_broker.LINK_ENV in os.environ:
+            key_broker.adopt()  # exec'd by the launcher below: the broker holds the keys
+        else:
+            key_broker.launch(argv)  # starts the broker and execs this command again; returns if it cannot
         from ipykernel.kernelapp import IPKernelApp
 
         from aries_kernel.kernel import AriesKernel

@@ -9,6 +9,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from aries_kernel.context import AriesContext
+from aries_kernel.key_broker import where_keys_live
 from aries_kernel.models.errors import ModelError
 from aries_kernel.models.router import SLOTS
 from aries_kernel.models.shortnames import SHORTNAMES
@@ -75,7 +76,8 @@ def model_command(magics: Any, args: str, cell: str | None) -> Any:
 
 @status_section("Models")
 def models_status(context: AriesContext) -> str | None:
-    """One line per slot: model, context window (and where it comes from), key, and why a slot follows another."""
+    """One line per slot: model, context window (and where it comes from), key, and why a slot follows another;
+    then where the provider keys live (the key broker, or the kernel process)."""
     router = shared_models(context)
     lines = []
     for slot, row in router.slots().iterrows():
@@ -87,4 +89,5 @@ def models_status(context: AriesContext) -> str | None:
             f"{row['context_window']:,} tokens ({row['window_from']})  key {row['key']}"
             + ("" if row["resolves"] == "set" else f"  [{row['resolves']}]")
         )
+    lines.append(where_keys_live())
     return "\n".join(lines)

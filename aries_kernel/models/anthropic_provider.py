@@ -6,6 +6,7 @@ from collections.abc import Generator, Iterator
 from typing import Any
 
 import anthropic
+import httpx2  # the SDK's own httpx: it refuses another's transport
 
 from aries_kernel.models.provider import (
     Endpoint,
@@ -13,6 +14,7 @@ from aries_kernel.models.provider import (
     ProviderEvent,
     ProviderResult,
     decode_arguments,
+    sdk_connection,
     sdk_timeout,
 )
 from aries_kernel.models.types import (
@@ -49,8 +51,7 @@ class AnthropicProvider(Provider):
         super().__init__(endpoint)
         # Retries are the router's (max_retries=0), so their behaviour is ours and testable.
         self.client = anthropic.Anthropic(
-            api_key=endpoint.api_key,
-            base_url=endpoint.base_url,
+            **sdk_connection(endpoint, anthropic.DefaultHttpxClient, httpx2.HTTPTransport, "x-api-key"),
             timeout=sdk_timeout(endpoint.timeout, anthropic.Timeout),
             max_retries=0,
         )

@@ -7,6 +7,7 @@ import json
 from collections.abc import Generator, Iterator
 from typing import Any
 
+import httpx2  # the SDK's own httpx: it refuses another's transport
 import openai
 
 from aries_kernel.models.provider import (
@@ -15,6 +16,7 @@ from aries_kernel.models.provider import (
     ProviderEvent,
     ProviderResult,
     decode_arguments,
+    sdk_connection,
     sdk_timeout,
 )
 from aries_kernel.models.types import (
@@ -49,9 +51,9 @@ class OpenAIProvider(Provider):
     def __init__(self, endpoint: Endpoint) -> None:
         super().__init__(endpoint)
         # Local servers need no key, but the SDK insists on one; retries are the router's (max_retries=0).
+        connection = sdk_connection(endpoint, openai.DefaultHttpxClient, httpx2.HTTPTransport, "bearer")
         self.client = openai.OpenAI(
-            api_key=endpoint.api_key or "not-needed",
-            base_url=endpoint.base_url,
+            **{**connection, "api_key": connection["api_key"] or "not-needed"},
             timeout=sdk_timeout(endpoint.timeout, openai.Timeout),
             max_retries=0,
         )

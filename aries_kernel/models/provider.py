@@ -19,6 +19,7 @@ from functools import cache
 from importlib.metadata import entry_points
 from typing import Any, ClassVar
 
+from aries_kernel.key_broker import BrokerRoute
 from aries_kernel.models.errors import ConfigurationError
 from aries_kernel.models.types import (
     Message,
@@ -39,6 +40,7 @@ __all__ = [
     "Timeouts",
     "decode_arguments",
     "load_provider",
+    "sdk_connection",
 ]
 
 ENTRY_POINT_GROUP = "aries_kernel.providers"
@@ -76,6 +78,26 @@ class Endpoint:
     base_url: str
     api_key: str = field(repr=False)  # a repr (a log line, a traceback) must never show the key
     timeout: float | Timeouts
+    broker: BrokerRoute | None = field(default=None, repr=False)  # set: the key broker adds the key
+
+
+def sdk_connection(
+    endpoint: Endpoint, http_client_class: Any, transport_class: Any, auth: str
+) -> dict[str, Any]:
+    """An SDK client's ``base_url`` and ``api_key``; through the key broker (``endpoint.broker``) a placeholder
+    key, an ``http_client`` (``http_client_class``: the SDK's httpx client) whose transport (the SDK's
+    ``HTTPTransport``) reaches the broker's socket, and the headers that say which key to add (``auth``: how
+    the wire sends it, ``x-api-key`` or ``bearer``)."""
+    route = endpoint.broker
+    if route is None:
+        return {"base_url": endpoint.base_url, "api_key": endpoint.api_key}
+    connect = endpoint.timeout.connect if isinstance(endpoint.timeout, Timeouts) else endpoint.timeout
+    return {
+        "base_url": route.sdk_base_url,
+        "api_key": "held-by-the-key-broker",
+        "http_client": http_client_class(transport=transport_class(uds=route.socket_path)),
+        "default_headers": route.headers(auth, connect),
+    }
 
 
 @dataclass
@@ -151,6 +173,9 @@ class Provider(ABC):
         if isinstance(exc, self.api_error):
             response: Any = getattr(exc, "response", None)
             headers = response.headers if response is not None else {}
+            if "x-aries-upstream-failure" in headers:  # the key broker could not reach the server: no answer
+                how = headers["x-aries-upstream-failure"]
+                return Failure(None, _error_text(exc), timed_out=how == "timeout", refused=how != "failed")
             status = getattr(exc, "status_code", None)
             if not isinstance(status, int) or status < 400:
                 # An error event inside a stream that began with 200: its body says what went wrong.
