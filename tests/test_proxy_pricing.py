@@ -168,6 +168,9 @@ def test_what_each_server_says_it_is() -> None:
         pretender.props = {"version": "1"}
         pretender.models = [{"id": "m", "object": "model", "owned_by": "system"}]
         assert server_facts(pretender.openai_url, "m").server == ""
+    with ScriptedModelServer() as gateway:  # one vLLM backend among paid models: the gateway is no vLLM
+        gateway.models = [{"id": "qwen", "owned_by": "vllm"}, {"id": "gpt-4o", "owned_by": "openai"}]
+        assert server_facts(gateway.openai_url, "qwen").server == ""
 
 
 # ---------------------------------------------------------------------------- an unknown model behind a proxy

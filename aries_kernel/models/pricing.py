@@ -17,6 +17,7 @@ In this order:
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -105,6 +106,7 @@ def price_of(
     return Price(f"unknown: {where}", problem=problem)
 
 
+@functools.lru_cache(maxsize=256)  # asked before and after every call: a pure function of the name
 def list_price(model: str) -> ModelInfo | None:
     """The table's entry of a paid model named ``model`` (shortname or model id, with a provider prefix or a
     date suffix ignored), or None. The local shortnames' $0 is no list price: a server has to say it is local."""
@@ -119,7 +121,7 @@ def free_endpoint(base_url: str | None, entries: Sequence[str]) -> str:
     """The entry of ``c.AriesModels.free_endpoints`` that names ``base_url``, or "". An entry is a URL (it
     names every base URL under it: ``http://gpu-box:8000`` names ``http://gpu-box:8000/v1``) or a host with an
     optional port (``gpu-box``, ``10.0.0.5:8000``)."""
-    if not base_url:
+    if not base_url or not entries:
         return ""
     url = urlsplit(base_url.strip())
     host, port = (url.hostname or "").lower(), url.port or (443 if url.scheme == "https" else 80)

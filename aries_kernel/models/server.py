@@ -9,10 +9,10 @@ llama.cpp says whether its chat template takes tools (``chat_template_caps.suppo
 never mentions them), Ollama in ``capabilities``.
 
 What it is (:attr:`ServerFacts.server`) decides whether its calls cost nothing (``pricing.py``), so only answers
-no proxy gives count: llama.cpp's ``/props`` (its ``default_generation_settings``) or ``owned_by: "llamacpp"`` in
-``/v1/models``, vLLM's ``owned_by: "vllm"`` there, Ollama's ``/api/version``. A LiteLLM-style proxy or a gateway
-lists its models as ``owned_by: "openai"`` (or anything else) and answers none of these, so it is no local model
-server, wherever it runs. vLLM's ``/version`` is not read: a bare ``{"version": ...}`` at that path says nothing
+no proxy gives count: llama.cpp's ``/props`` (its ``default_generation_settings``) or ``owned_by: "llamacpp"`` on
+every model of ``/v1/models``, vLLM's ``owned_by: "vllm"`` there, Ollama's ``/api/version``. A LiteLLM-style proxy
+or a gateway lists its models as ``owned_by: "openai"`` (or a mix of owners) and answers none of these, so it is
+no local model server, wherever it runs. vLLM's ``/version`` is not read: a bare ``{"version": ...}`` at that path says nothing
 about what answers it.
 
 :func:`server_facts` asks once per (base URL, model) and keeps the answer for the process; a server that could
@@ -22,6 +22,7 @@ machine or a private network are asked (:func:`is_local_url`): a cloud API's win
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 import threading
@@ -54,6 +55,7 @@ _cache: dict[tuple[str, str], tuple[ServerFacts, float]] = {}
 _lock = threading.Lock()
 
 
+@functools.lru_cache(maxsize=256)  # asked on every call (waits, pricing): a pure function of the URL
 def is_local_url(url: str | None) -> bool:
     """Whether ``url`` is on this machine or a private network (loopback, RFC 1918, link-local, ``.local``)."""
     if not url:
@@ -176,8 +178,8 @@ def _read_models(facts: ServerFacts, body: Any, model: str) -> ServerFacts:
     if not isinstance(entries, list):
         return facts
     entries = [e for e in entries if isinstance(e, dict)]
-    owners = {e.get("owned_by") for e in entries}
-    server = next((name for owner, name in _OWNERS.items() if owner in owners), "")
+    owners = {e.get("owned_by") for e in entries}  # one local server owns them all: not a gateway's mix
+    server = _OWNERS.get(owners.pop(), "") if len(owners) == 1 else ""
     if server and not facts.server:
         facts = replace(facts, server=server, server_source="/v1/models owned_by")
     chosen = next((e for e in entries if e.get("id") == model), entries[0] if len(entries) == 1 else None)
