@@ -212,6 +212,20 @@ def test_a_blob_sealed_with_the_key_but_another_content_is_not_restored(
     assert [path.name for path in (root / STORE / "set-aside").rglob("*.blob")] == [f"{util}.blob"]
 
 
+def test_a_blob_over_a_lowered_max_file_bytes_is_not_restored_but_kept(
+    repo: tuple[Path, dict[str, bytes], str], restarted: Agent
+) -> None:
+    root, before, _ = repo
+    util = content_hash(before["pkg/util.py"])
+    restarted.checkpoints.settings.max_file_bytes = 8
+    report = restarted.rewind()
+    assert report.not_restored == [
+        f"pkg/util.py: its content before cannot be used: the stored blob holds {len(before['pkg/util.py'])} "
+        "bytes, over max_file_bytes (8)"
+    ]
+    assert report.notices == [] and blob_file(root, util).name == f"{util}.blob"  # not bad: kept
+
+
 DEEP = b"[" * 200_000 + b"]" * 200_000
 HOSTILE_MANIFESTS = {
     "a list": b"[1, 2, 3]",

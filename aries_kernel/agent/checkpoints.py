@@ -852,30 +852,26 @@ class Checkpoints:
 
     def _blob(self, digest: str) -> bytes:
         """The content of the blob ``digest`` once its MAC verifies, inflated to at most its recorded size and
-        checked against the digest; otherwise the blob is set aside (a file of the tree with this content stores
-        it again) and :class:`_Unusable` says why."""
+        checked against the digest; :class:`_Unusable` says why not. A blob that fails is set aside (a file of
+        the tree with this content stores it again); one only over ``max_file_bytes`` stays."""
         limit = self.settings.max_file_bytes
+        bound = _HEADER_MAX + _packed_bound(limit)
         try:
-            bound = _HEADER_MAX + _packed_bound(limit)
             data, _ = rootfs.read_regular(self.root, _blob_path(digest), bound)
-            if len(data) > bound:
-                raise _Unusable(f"is larger than a file of max_file_bytes ({limit:,} bytes) packs into")
+        except OSError as exc:
+            raise _Unusable(f"cannot be read ({exc})") from None
+        if len(data) > bound:
+            raise _Unusable(f"is larger than a file of max_file_bytes ({limit:,} bytes) packs into")
+        try:
             size, packed = _opened(data, "blob", digest)
-            if size > limit:
-                raise _Unusable(f"holds {size:,} bytes, over max_file_bytes ({limit:,})")
-            inflater = zlib.decompressobj()
-            content = inflater.decompress(packed, size + 1)  # never more: a small blob may inflate to GiBs
-            if len(content) != size or not inflater.eof or inflater.unused_data:
-                raise _Unusable(f"does not inflate to its recorded {size:,} bytes")
-            if content_hash(content) != digest:
-                raise _Unusable("does not hold the content its digest names")
-            return content
-        except (_Unusable, zlib.error, OSError) as exc:
-            why = exc if isinstance(exc, _Unusable) else _Unusable(f"cannot be read ({exc})")
+            if size <= limit:
+                return _inflated(packed, size, digest)
+        except _Unusable as exc:
             where = self._set_aside(_blob_path(digest).removeprefix(f"{_FOLDER}/"))
             self._blobs.pop(digest, None)
-            self.notices.append(f"blob {digest} is not used: it {why}; {where}")
-            raise why from None
+            self.notices.append(f"blob {digest} is not used: it {exc}; {where}")
+            raise
+        raise _Unusable(f"holds {size:,} bytes, over max_file_bytes ({limit:,})")
 
     def _save_manifest(self) -> None:
         if not self._dirty:
@@ -1050,6 +1046,21 @@ def _opened(data: bytes, kind: str, name: str) -> tuple[int, bytes]:
             + ("" if key.persistent else "; this kernel has no per-user key (see ARIES_INDEX_KEY)")
         )
     return size, body
+
+
+def _inflated(packed: bytes, size: int, digest: str) -> bytes:
+    """The ``size`` bytes ``packed`` inflates to, never more (a small blob may inflate to GiBs), checked against
+    ``digest``; raises :class:`_Unusable`."""
+    inflater = zlib.decompressobj()
+    try:
+        content = inflater.decompress(packed, size + 1)
+    except zlib.error as exc:
+        raise _Unusable(f"does not inflate ({exc})") from None
+    if len(content) != size or not inflater.eof or inflater.unused_data:
+        raise _Unusable(f"does not inflate to its recorded {size:,} bytes")
+    if content_hash(content) != digest:
+        raise _Unusable("does not hold the content its digest names")
+    return content
 
 
 def _parsed(body: bytes) -> Any:
