@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
+from aries_kernel.redact import mask_url
 from aries_kernel.vault import HashEmbedder, open_vault, schema
-from aries_kernel.vault.index import MIGRATIONS, VaultIndex, safe_url
+from aries_kernel.vault.index import MIGRATIONS, VaultIndex
 
 pytestmark = pytest.mark.usefixtures("backend")
 
@@ -243,4 +244,4 @@ def test_an_unreachable_server_gives_up_with_a_clear_message(backend: str, tmp_p
     ) as info:
         VaultIndex(url="postgresql://aries:pw-123456@127.0.0.1:9/none", retry_seconds=1.0)
     assert "pw-123456" not in str(info.value) and "aries:***@127.0.0.1:9" in str(info.value)
-    assert safe_url("postgresql://aries:pw-123456@db/x") == "postgresql://aries:***@db/x"
+    assert mask_url("postgresql://aries:pw-123456@db/x") == "postgresql://aries:***@db/x"

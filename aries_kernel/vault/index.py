@@ -76,13 +76,13 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql as _pg
 from sqlalchemy.dialects import sqlite as _sqlite
-from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DatabaseError, DBAPIError, OperationalError
 from sqlalchemy.pool import QueuePool
 from sqlalchemy.sql import Executable
 
 from aries_kernel import rootfs
-from aries_kernel.redact import redact
+from aries_kernel.redact import mask_url, redact
 from aries_kernel.vault import learning, schema
 from aries_kernel.vault.notes import Note, normalize_title
 from aries_kernel.vault.provenance import Provenance
@@ -106,9 +106,8 @@ __all__ = [
     "VaultIndex",
     "VaultUnavailableError",
     "fts_query",
-    "postgres_url",
     "query_terms",
-    "safe_url",
+    "server_parameters",
 ]
 
 T = TypeVar("T")
@@ -174,24 +173,41 @@ def fts_query(terms: Sequence[str]) -> str:
     return " OR ".join(f'"{t}"' for t in terms)
 
 
-def postgres_url(url: str) -> str:
-    """``url`` with the psycopg (v3) driver named: ``postgresql://`` and ``postgres://`` mean psycopg here."""
-    for prefix in ("postgresql://", "postgres://"):
-        if url.startswith(prefix):
-            return "postgresql+psycopg://" + url[len(prefix) :]
-    return url
-
-
-def safe_url(url: str) -> str:
-    """``url`` fit for a message: its password shown as ``***`` and any key value redacted."""
+def server_parameters(url: str) -> tuple[str, dict[str, str]]:
+    """The vault server ``url`` fit for messages (passwords as ``***``, key values redacted) and its libpq
+    connection parameters, password included, as libpq itself parses it: a URL (``postgresql://``,
+    ``postgres://``, ``postgresql+psycopg://``, the password in the userinfo or ``?password=``) or a key=value
+    string (``host=db dbname=aries password='a b'``). Raises ValueError naming the setting when it is neither."""
+    shown = redact(mask_url(url))
+    setting = "ARIES_VAULT_URL (or c.AriesVault.url)"
+    given = _PSYCOPG_SCHEME.sub("postgresql://", url.strip())
+    if "://" in given and not given.startswith(("postgresql://", "postgres://")):
+        raise ValueError(
+            f"The vault URL {shown} is not a PostgreSQL one: {setting} takes postgresql://user@host:5432/db or "
+            "a libpq key=value string (host=db dbname=aries)."
+        )
     try:
-        shown = make_url(url).render_as_string(hide_password=True)
-    except Exception:  # noqa: BLE001 - a URL SQLAlchemy cannot parse is shown only after redaction
-        shown = re.sub(r"://[^@/]*@", "://***@", url)
-    return redact(shown)
+        from psycopg import Error as PsycopgError
+        from psycopg.conninfo import conninfo_to_dict
+    except ImportError as exc:
+        raise ImportError(
+            f"The team vault ({setting}) needs psycopg 3: pip install 'aries-kernel[postgres]'."
+        ) from exc
+    try:
+        parameters = conninfo_to_dict(given)
+    except PsycopgError as exc:
+        # libpq quotes the text it stumbled on, which can be part of a password: neither it nor the value is shown.
+        reason = re.sub(r'"[^"]*"', '"..."', str(exc).strip().splitlines()[0] if str(exc).strip() else "")
+        raise ValueError(
+            f"{setting} is not a URL or key=value string libpq can read ({reason}); a value with spaces or "
+            "quotes is written in single quotes (password='a b'), in a URL percent-encoded."
+        ) from None
+    return shown, {name: str(value) for name, value in parameters.items()}
 
 
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+# SQLAlchemy's name for the psycopg driver, which libpq's own URL parser does not know.
+_PSYCOPG_SCHEME = re.compile(r"^\s*postgres(?:ql)?\+psycopg://")
 # ts_rank's weights are given for {D, C, B, A}: body C, description B, title A, as FTS5's bm25(4, 2, 1).
 _TS_WEIGHTS = "'{0.1, 0.25, 0.5, 1.0}'::float4[]"
 # Server gone or going: restarted, shut down, refused, or the connection cut under a transaction.
@@ -209,6 +225,8 @@ _AWAY = (
     "connection to server",
     "cannot connect now",
 )
+# The server answered and said no (the login or the database), which waiting does not change.
+_REFUSED = ("password authentication failed", "no password supplied", "pg_hba.conf rejects", "does not exist")
 
 
 class VaultIndex:
@@ -229,7 +247,8 @@ class VaultIndex:
     ) -> None:
         self.db_path = Path(db_path) if db_path is not None else Path()
         self.retry_seconds = retry_seconds
-        self.url = postgres_url(url) if url else None
+        # The server as messages show it (passwords masked); the password itself goes only to the engine.
+        self.url, server = server_parameters(url) if url else (None, {})
         self.backend = "postgresql" if self.url else "sqlite"
         self.schema_name = schema_name
         self.user = user or schema.current_user()
@@ -237,7 +256,7 @@ class VaultIndex:
             raise ValueError(
                 f"The vault schema name {schema_name!r} must be lowercase letters, digits and _ (at most 63)."
             )
-        self.where = safe_url(self.url) + f" (schema {schema_name})" if self.url else str(self.db_path)
+        self.where = f"{self.url} (schema {schema_name})" if self.url else str(self.db_path)
         self._lock_key = int.from_bytes(
             hashlib.blake2b(schema_name.encode(), digest_size=8).digest(), "big"
         ) - (1 << 63)
@@ -278,7 +297,7 @@ class VaultIndex:
         self._retired: list[Engine] = []
         self.engine: Engine | None = None
         if self.url:
-            self._attach_server()
+            self._attach_server(server)
         else:
             self._attach(lost=None, why="")
 
@@ -287,15 +306,14 @@ class VaultIndex:
         """Whether the database, not the folder, is the source of truth (a PostgreSQL team vault)."""
         return self.backend == "postgresql"
 
-    def _attach_server(self) -> None:
-        assert self.url is not None
+    def _attach_server(self, server: Mapping[str, str]) -> None:
+        """Connect to the server with libpq ``server`` parameters, which only the engine's connect arguments
+        keep: its URL names the driver alone, so nothing SQLAlchemy renders or raises can hold the password."""
+        connect = {"connect_timeout": "5", **server}
+        # search_path confines every unqualified table name to this vault's schema.
+        connect["options"] = f"{server.get('options', '')} -c search_path={self.schema_name}".strip()
         engine = create_engine(
-            self.url,
-            pool_pre_ping=True,
-            pool_size=2,
-            max_overflow=4,
-            # search_path confines every unqualified table name to this vault's schema.
-            connect_args={"connect_timeout": 5, "options": f"-c search_path={self.schema_name}"},
+            "postgresql+psycopg://", pool_pre_ping=True, pool_size=2, max_overflow=4, connect_args=connect
         )
         self.engine = engine
         # A vault dropped without close() still closes its server connections (no open sockets left behind).
@@ -687,6 +705,12 @@ class VaultIndex:
                     self.status = ""
                 return result
             except DBAPIError as exc:
+                if self.shared and _is_refused(exc):
+                    raise VaultUnavailableError(
+                        f"The vault database {self.where} refused the connection ({_first_line(exc)}). Check "
+                        "the URL and credentials (PG* environment or ~/.pgpass); notes already written to the "
+                        "folder are indexed at the next sync."
+                    ) from exc
                 busy = isinstance(exc, OperationalError) and not self.shared and _is_busy(exc)
                 away = self.shared and _is_away(exc)
                 if not (busy or away):
@@ -1467,6 +1491,12 @@ def _missing_tables(engine: Engine) -> list[str]:
         if "state" in have and not conn.execute(select(func.count()).select_from(schema.state)).scalar():
             have.discard("state")
     return [t for t in _TABLES if t not in have]
+
+
+def _is_refused(exc: DBAPIError) -> bool:
+    """Whether ``exc`` is the PostgreSQL server refusing the connection: wrong credentials, no such database."""
+    text_ = str(exc.orig).lower()
+    return "connection to server" in text_ and any(words in text_ for words in _REFUSED)
 
 
 def _is_away(exc: DBAPIError) -> bool:
