@@ -1,7 +1,7 @@
 """``%aries <prompt>`` and ``%%aries``: run the agent in this kernel; and its subcommands.
 
-Subcommands: ``tools``, ``compact``, ``reset``, ``resume``, ``history``, ``cost``, ``config``, plus an "Agent"
-section of ``%aries status``. The ``model`` subcommand lives in :mod:`.model`.
+Subcommands: ``fix``, ``tools``, ``compact``, ``reset``, ``resume``, ``history``, ``cost``, ``config``, plus the
+"Agent" and "Notebook" sections of ``%aries status``. The ``model`` subcommand lives in :mod:`.model`.
 """
 
 from __future__ import annotations
@@ -177,6 +177,28 @@ def run_prompt(magics: Any, text: str, cell: str | None) -> None:
         ended = "interrupted"
     finally:
         renderer.finish(ended)  # the panel leaves a static record of the run in the notebook
+
+
+@subcommand("fix", "fix the last error (its cell, traceback, variables); the fix offered as a new cell")
+def fix_command(magics: Any, args: str, cell: str | None) -> None:
+    """Run the agent on the last error (see :func:`aries_kernel.notebook.context.fix_prompt`); options and words
+    after ``fix`` are as for a prompt (``%aries fix --mode acceptEdits keep the column names``)."""
+    from aries_kernel.notebook.context import fix_prompt
+
+    options, words = _split_options(args)
+    try:
+        prompt = fix_prompt(magics.shell, magics.context, _agent(magics).settings.notebook_context, words)
+    except (LookupError, PermissionError) as exc:
+        raise UsageError(str(exc)) from None
+    run_prompt(magics, f"{options} -- {prompt}" if options else f"-- {prompt}", cell)
+
+
+@status_section("Notebook")
+def notebook_status(context: Any) -> str:
+    """Which notebook the kernel serves, the running cell's id, the cells recorded and the last error."""
+    from aries_kernel.notebook.context import status
+
+    return status(context.shell, context)
 
 
 @subcommand("tools", "the agent's tools: phase, approval, schema tokens")

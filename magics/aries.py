@@ -32,7 +32,7 @@ _MODULE_OF = {
     "model": "model",
     "rewind": "rewind",
     "checkpoints": "rewind",
-    **dict.fromkeys(["", "tools", "compact", "reset", "resume", "history", "cost", "config"], "agent"),
+    **dict.fromkeys(["", "fix", "tools", "compact", "reset", "resume", "history", "cost", "config"], "agent"),
 }
 
 

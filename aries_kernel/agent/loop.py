@@ -161,6 +161,9 @@ class Agent:
         self.env = ToolEnv(self.root, self.settings, self.shell, context)
         self.phase = PhaseState(mode=self.settings.mode, widen_turns=self.settings.widen_turns)
         self.turn_context: list[str] = []
+        # The notebook section of each prompt of the session, kept with its message (see _notebook_section).
+        self._sections: list[tuple[mt.Message, str]] = []
+        self._last_section = ""
         self.summary_notes: list[
             str
         ] = []  # notes saved by hooks at the last compaction, named in its summary
@@ -228,6 +231,7 @@ class Agent:
         """End the current session (hooks credit it) and start afresh on the next prompt."""
         events = [event for hook in self.hooks for event in hook.end_session(self)] if self.session else []
         self.session = None
+        self._sections, self._last_section = [], ""
         self.phase.reset()
         self.env.todos.clear()
         self._orientation = None
@@ -294,11 +298,45 @@ class Agent:
         """The request for the next model call, from the current session and phase."""
         session = self.ensure_session()
         return mt.ModelRequest(
-            messages=list(session.messages),
+            messages=self._with_sections(session.messages),
             system=self.system_prompt() + (f"\n\n{code_actions.INSTRUCTIONS}" if self.code_actions else ""),
             tools=[] if self.code_actions else self.phase.schemas(),
             max_tokens=self._max_tokens(),
         )
+
+    def _notebook_section(self, prompt: mt.Message) -> None:
+        """Give the run's prompt the notebook section (:func:`aries_kernel.notebook.context.section`: variables,
+        cells run, the last error, ``c.AriesAgent.notebook_context``). It is built once, as the prompt is given,
+        and kept with that message for the session (not in its file), so every later request repeats it byte for
+        byte and the cached prompt prefix holds; one equal to the last is not sent again."""
+        from aries_kernel.notebook.context import section
+
+        try:
+            text = section(self.shell, self.context, self.settings.notebook_context)
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except Exception as exc:  # the run goes on without it, and the model hears why
+            text = f"<notebook_context>\n(Not available: {type(exc).__name__}: {exc})\n</notebook_context>"
+        if not text:
+            return
+        if text == self._last_section:
+            text = "<notebook_context>\nUnchanged since the previous prompt.\n</notebook_context>"
+        else:
+            self._last_section = text
+        self._sections.append((prompt, text))
+
+    def _with_sections(self, messages: list[mt.Message]) -> list[mt.Message]:
+        """The session's messages, each prompt with its notebook section before it."""
+        if not self._sections:
+            return list(messages)
+        sections = {id(message): (message, text) for message, text in self._sections}
+        shown = []
+        for message in messages:
+            kept = sections.get(id(message))
+            if kept is not None and kept[0] is message:
+                message = mt.Message("user", f"{kept[1]}\n\n{message.content}")
+            shown.append(message)
+        return shown
 
     def _max_tokens(self) -> int:
         """The answer-length limit: the setting, else (0) a quarter of the primary window, at most 8,192."""
@@ -402,6 +440,7 @@ class Agent:
             session.add_prompt(prompt, permission_mode=self.permission_mode)
             self.checkpoints.start_run(prompt, session)
             session.add_message(mt.Message("user", prompt))
+            self._notebook_section(session.messages[-1])
             yield from self._choose_actions(session.turns)
             while True:
                 if turns >= max_turns:

@@ -1,8 +1,8 @@
 """Phase-gated tool exposure: which tool schemas a request carries.
 
 A run starts *lean*: only the schemas of the tools an agent uses most are sent (REPL mode: Repl, Edit, Write,
-Bash, VaultAdd, ProjectSave; bare mode: Read, Grep and Glob instead of Repl). The system prompt lists the
-other tools by name. When the model calls one of them, the harness runs the call (no tool-not-found) and
+Bash, Notebook, VaultAdd, ProjectSave; bare mode: Read, Grep and Glob instead of Repl). The system prompt lists
+the other tools by name. When the model calls one of them, the harness runs the call (no tool-not-found) and
 widens to the *full* set; the phase falls back to lean once ``widen_turns`` turns in a row pass without a
 gated call, so one excursion does not cost full schemas for the rest of a long run. Memory tools are never
 gated: calling one runs it without widening, and its schema joins the requests that follow. Tools from MCP
@@ -22,8 +22,8 @@ from aries_kernel.models.types import ToolSchema
 __all__ = ["LEAN", "PhaseState", "schema_tokens"]
 
 LEAN: dict[str, tuple[str, ...]] = {
-    "repl": ("Repl", "Edit", "Write", "Bash", "VaultAdd", "ProjectSave"),
-    "bare": ("Read", "Grep", "Glob", "Edit", "Write", "Bash", "VaultAdd", "ProjectSave"),
+    "repl": ("Repl", "Edit", "Write", "Bash", "Notebook", "VaultAdd", "ProjectSave"),
+    "bare": ("Read", "Grep", "Glob", "Edit", "Write", "Bash", "Notebook", "VaultAdd", "ProjectSave"),
 }
 
 

@@ -93,6 +93,15 @@ class AriesAgent(Configurable):
         help="How %aries shows a run: text, the widget panel, or auto (the panel where the frontend renders "
         "widgets, as JupyterLab and Notebook 7 do; text in jupyter console).",
     ).tag(config=True)
+    notebook_context = Enum(
+        ["full", "names", "off"],
+        "full",
+        help="What each run's request says of the notebook and the kernel: full (variables described with a few "
+        "values, the cells run with their text output, the last error and its traceback, the notebook file's "
+        "other cells), names (variable names and types, cell labels, the error's type: no values, code or "
+        "output; %aries fix still sends the failing cell and its traceback, which it is asked for), off (nothing; the "
+        "Notebook tool and %aries fix refuse).",
+    ).tag(config=True)
     mcp_servers = Dict(
         value_trait=Union([Unicode(), Dict()]),
         help="MCP servers whose tools join the agent's (named mcp__<server>__<tool>, asked for like Bash unless the "
