@@ -212,6 +212,20 @@ def test_a_blob_sealed_with_the_key_but_another_content_is_not_restored(
     assert [path.name for path in (root / STORE / "set-aside").rglob("*.blob")] == [f"{util}.blob"]
 
 
+def test_a_symlinked_blob_folder_is_set_aside(
+    repo: tuple[Path, dict[str, bytes], str], restarted: Agent
+) -> None:
+    """Blobs written into ``blobs/zz`` would land where it points (here: the user's pkg/)."""
+    root, before, _ = repo
+    (root / STORE / "blobs" / "zz").symlink_to(root / "pkg")
+    report = restarted.rewind()
+    assert report.done and snapshot(root) == before
+    assert report.notices[0].startswith(
+        ".aries/checkpoints/blobs/zz is a symlink, not a folder: set aside to "
+    )
+    assert not (root / STORE / "blobs" / "zz").exists()
+
+
 def test_a_blob_over_a_lowered_max_file_bytes_is_not_restored_but_kept(
     repo: tuple[Path, dict[str, bytes], str], restarted: Agent
 ) -> None:

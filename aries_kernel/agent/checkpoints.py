@@ -692,7 +692,8 @@ class Checkpoints:
         if self._loaded:
             return
         self._loaded = True
-        rootfs.require_real_folders(self.root, _FOLDER)
+        for part in ("records", "blobs"):
+            rootfs.require_real_folders(self.root, f"{_FOLDER}/{part}")
         base = self.root / _FOLDER
         self._manifest = self._read_manifest()
         records = []
@@ -704,6 +705,10 @@ class Checkpoints:
         referred = {entry[2] for entry in self._manifest.values()} | _hashes(self._records)
         legacy = []
         for folder in _listed(base / "blobs"):
+            if folder.is_symlink():  # blobs written into it would land where it points
+                where = self._set_aside(f"blobs/{folder.name}")
+                self.notices.append(f"{_FOLDER}/blobs/{folder.name} is a symlink, not a folder: {where}")
+                continue
             for entry in _listed(Path(folder.path)):
                 digest, _, suffix = entry.name.partition(".")
                 if not (_DIGEST.fullmatch(digest) and digest[:2] == folder.name):
