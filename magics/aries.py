@@ -32,6 +32,8 @@ _MODULE_OF = {
     "model": "model",
     "rewind": "rewind",
     "checkpoints": "rewind",
+    "replay": "replay",
+    "hidden": "replay",
     **dict.fromkeys(["", "fix", "tools", "compact", "reset", "resume", "history", "cost", "config"], "agent"),
 }
 

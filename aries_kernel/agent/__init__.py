@@ -38,8 +38,8 @@ def register_hook(factory: HookFactory) -> HookFactory:
 
 
 # Modules that register hooks when imported (memory: warm context, preflight, echo/fizzle, reflection; MCP
-# servers' tools).
-_PLUGIN_MODULES = ("aries_kernel.agent.memory", "aries_kernel.agent.mcp_tools")
+# servers' tools; the notebook's hidden-state check at a run's end).
+_PLUGIN_MODULES = ("aries_kernel.agent.memory", "aries_kernel.agent.mcp_tools", "aries_kernel.notebook.watch")
 
 
 def _load_plugins() -> None:
