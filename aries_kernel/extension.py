@@ -112,6 +112,9 @@ def install(shell: Any, root: str | None = None, index_delay: float = 0.0) -> Ar
         shell.events.register(event, hook)
         context.hooks.append((event, hook))
 
+    from aries_kernel.key_broker import watch_cells
+
+    watch_cells(shell, context)  # with a key broker: keys set in a cell go to it, out of this process
     from aries_kernel.magics import AriesMagics  # registered here only: the core never uses the magics
 
     shell.register_magics(AriesMagics)

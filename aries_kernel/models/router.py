@@ -25,6 +25,8 @@ import pandas as pd
 from traitlets import Dict, Float, Int, List, Unicode
 from traitlets.config import Configurable
 
+from aries_kernel import key_broker
+from aries_kernel.key_broker import BrokerRoute
 from aries_kernel.models.budget import SpendLimits
 from aries_kernel.models.errors import (
     AuthenticationError,
@@ -277,10 +279,16 @@ class SlotClient:
         return _base_url(self.provider_info, self.settings)
 
     def key_status(self) -> str:
-        """'set', 'missing (VAR)' or 'not needed', for the slot table."""
+        """'set' (in the kernel, or in the key broker for this base URL), 'held by the key broker for ... only'
+        (other URLs), 'missing (VAR)' or 'not needed', for the slot table."""
         p = self.provider_info
-        if p.key_env and environ_value(p.key_env):
+        key, route = _key(p, self.base_url)
+        if key or route is not None:
             return "set"
+        broker = key_broker.link()
+        bound = broker.routes.get(p.key_env, []) if broker is not None and p.key_env else []
+        if bound:
+            return f"held by the key broker for {', '.join(bound)} only"
         return f"missing ({p.key_env})" if p.key_required else "not needed"
 
     def has_credentials(self) -> bool:
@@ -343,8 +351,18 @@ class SlotClient:
 
     def _endpoint(self) -> Endpoint:
         p = self.provider_info
-        key = environ_value(p.key_env) if p.key_env else ""
-        if p.key_required and not key:
+        base_url = self.base_url
+        key, route = _key(p, base_url)
+        status = "" if key or route is not None else self.key_status()
+        if p.key_required and status.startswith("held by the key broker"):
+            raise MissingKeyError(
+                f"The {self.slot} slot would send {p.key_env} to {base_url}, but the key broker {status}: it "
+                "sends a key only to the base URL it was given with (a *_BASE_URL set in a cell is not "
+                f"trusted with a key). Point the slot there with %aries model {self.slot} {self.shortname} "
+                f"--base-url {base_url} (or c.AriesModels.base_urls), then set the key again in a cell: "
+                f"os.environ[{p.key_env!r}] = '...'."
+            )
+        if p.key_required and not key and route is None:
             raise MissingKeyError(
                 f"The {self.slot} slot uses {p.label} ({self.shortname}), which needs an API key: "
                 f"set {p.key_env} in the kernel's environment (export {p.key_env}=... before starting "
@@ -353,14 +371,13 @@ class SlotClient:
                 f"ollama:<model> (Ollama) or %aries model {self.slot} local (llama.cpp server on "
                 "http://localhost:8080/v1)."
             )
-        base_url = self.base_url
         if not base_url:
             raise ConfigurationError(
                 f"The {self.slot} slot uses a {p.label} with no base URL: set "
                 f"c.AriesModels.base_urls = {{{p.name!r}: 'http://host:port/v1'}} in a Jupyter config "
                 f"file, or %aries model {self.slot} {self.shortname} --base-url http://host:port/v1."
             )
-        return Endpoint(p.name, self.wire_model(), base_url, key, self.timeouts())
+        return Endpoint(p.name, self.wire_model(), base_url, key, self.timeouts(), route)
 
     def _client(self) -> Provider:
         """The provider for the current key and URL, rebuilt when either changes (a key set late)."""
@@ -581,7 +598,7 @@ class ModelRouter:
         local server has no key at all."""
         spec, source = self.spec(slot)
         why = "set" if source == slot else f"empty: falls back to {source}"
-        if source == "primary" or _callable(spec):
+        if source == "primary" or _callable(spec, self.settings):
             return spec, source, why
         main = _provider_of(self.spec("primary")[0])
         if main is None or not (main.local or is_local_url(_base_url(main, self.settings))):
@@ -589,7 +606,7 @@ class ModelRouter:
         variable = _provider_of(spec).key_env  # type: ignore[union-attr]  # _callable said it has one
         for chained in _FALLBACK[slot]:
             target, target_source, _ = self.resolution(chained)
-            if target_source == "primary" or _callable(target):
+            if target_source == "primary" or _callable(target, self.settings):
                 return target, target_source, f"{spec} needs {variable}, which is not set: follows {chained}"
         return spec, source, why
 
@@ -703,11 +720,26 @@ def _base_url(p: ProviderInfo, settings: AriesModels) -> str | None:
     return settings.base_urls.get(p.name) or env or p.base_url
 
 
-def _callable(spec: str) -> bool:
+def _key(p: ProviderInfo, base_url: str | None) -> tuple[str, BrokerRoute | None]:
+    """The key of ``p`` for calls to ``base_url``: its value when the kernel holds it, else the key broker's
+    route to it when the broker holds it for that URL (the broker adds it), else ``("", None)``."""
+    if not p.key_env:
+        return "", None
+    value = environ_value(p.key_env)
+    broker = key_broker.link()
+    if value or broker is None or not base_url:
+        return value, None
+    return "", broker.route(p.key_env, base_url)
+
+
+def _callable(spec: str, settings: AriesModels) -> bool:
     """Whether a call to ``spec`` can be sent: its provider needs no key, or its key is set (an unknown spec
     counts as callable, so its own error is the one reported)."""
     p = _provider_of(spec)
-    return p is None or not p.key_required or bool(p.key_env and environ_value(p.key_env))
+    if p is None or not p.key_required:
+        return True
+    key, route = _key(p, _base_url(p, settings))
+    return bool(key) or route is not None
 
 
 def _provider_of(spec: str) -> ProviderInfo | None:
