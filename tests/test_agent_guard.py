@@ -7,17 +7,22 @@ sessions whose Repl code tries to escape: a write outside the root, ``!`` lines,
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import sqlite3
+import stat
 import subprocess
 import threading
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
 from aries_kernel.agent.events import ApprovalRequested, ToolCallFinished
 from aries_kernel.agent.guard import Verdict, guarded, in_step
 from aries_kernel.agent.settings import AriesAgent
+from tests.fs_support import snapshot
 from tests.kernel_harness import run_cell, start_kernel, stop_kernel
 from tests.loopback import Reply, ScriptedModelServer
 from tests.test_agent_loop import make_agent, run_all
@@ -331,3 +336,213 @@ def test_in_a_real_kernel_the_guard_asks_on_stdin(small_repo: Path, server: Scri
         "Refused by aries-kernel's Repl guard: create denied.txt (permission mode default; the user denied)"
         in text
     )
+
+
+# ----------------------------------------------------------------------------- SQLite, mkfifo and mknod
+
+
+def _wal_database(path: Path) -> None:
+    database = sqlite3.connect(path)
+    database.execute("PRAGMA journal_mode=wal")
+    database.execute("CREATE TABLE notes(title)")
+    database.execute("INSERT INTO notes VALUES ('kept')")
+    database.commit()
+    database.close()  # the last connection checkpoints: only the database file is left
+
+
+def test_sqlite_mkfifo_and_mknod_outside_the_root_are_refused_however_named(root: Path) -> None:
+    outside = root.parent / "outside"
+    outside.mkdir()
+    _wal_database(outside / "wal.db")
+    rollback = sqlite3.connect(outside / "rollback.db")
+    rollback.execute("CREATE TABLE t(x)")
+    rollback.commit()
+    rollback.close()
+    (root / "escape").symlink_to(outside)
+    before = snapshot(outside)
+    out = str(outside)
+    slash = os.open("/", os.O_RDONLY)
+    ask = Recorder()
+    memory: sqlite3.Connection | None = None
+    try:
+        with guarded(root, ask) as report:
+            memory = sqlite3.connect(":memory:")
+            for attempt in (
+                lambda: sqlite3.connect(f"file:{out}/uri.db?mode=rwc", uri=True),
+                lambda: sqlite3.connect(f"file:{out}/plain-uri.db"),  # this SQLite reads every file: as a URI
+                lambda: sqlite3.connect("file:" + quote(f"{out}/escaped.db", safe="")),  # %2F for each /
+                lambda: sqlite3.connect(f"file://localhost{out}/authority.db"),
+                lambda: sqlite3.connect("file:../outside/relative.db?vfs=unix-none"),
+                lambda: sqlite3.connect("file:../outside/repeated.db?mode=ro&mode=rwc"),  # the last mode wins
+                lambda: sqlite3.connect("file:../outside/nul.db%00.ignored"),  # %00 ends the path
+                lambda: sqlite3.connect(f"file:{out}/wal.db?mode=ro"),  # read-only still writes -wal, -shm
+                lambda: sqlite3.connect(f"file:{out}/wal.db?mode=ro&immutable=0&immutable=1"),
+                lambda: sqlite3.connect("escape/through-link.db"),  # a symlink in the root pointing out
+                lambda: sqlite3.connect("file:escape/through-link.db"),
+                lambda: sqlite3.Connection(":memory:"),  # not by sqlite3.connect: no authorizer, refused
+                lambda: os.mkfifo(f"{out}/fifo"),
+                lambda: os.mkfifo(out[1:] + "/fifo-at", dir_fd=slash),
+                lambda: os.mknod(f"{out}/node", stat.S_IFREG | 0o600),
+                lambda: os.mknod("escape/node-fifo", stat.S_IFIFO | 0o600),
+            ):
+                with pytest.raises(PermissionError, match="Refused by aries-kernel's Repl guard: "):
+                    attempt()
+            for statement, parameters in (
+                (f"ATTACH DATABASE '{out}/attach.db' AS other", ()),
+                (f"ATTACH 'file:{out}/attach-uri.db?mode=rwc' AS other", ()),
+                ("ATTACH 'file:escape/attach-link.db' AS other", ()),
+                ("ATTACH ? AS other", (f"{out}/attach-parameter.db",)),
+                (f"ATTACH '{out}' || '/attach-expression.db' AS other", ()),
+                (f"VACUUM INTO '{out}/vacuum.db'", ()),
+                ("VACUUM INTO ?", (f"{out}/vacuum-parameter.db",)),
+            ):
+                with pytest.raises(sqlite3.DatabaseError, match="not authorized|authorization denied"):
+                    memory.execute(statement, parameters)
+            # Reads outside are not writes: a rollback-journal database, or a WAL one opened immutable.
+            sqlite3.connect(f"file:{out}/rollback.db?mode=ro").execute("SELECT * FROM t").close()
+            found = sqlite3.connect(f"file:{out}/wal.db?mode=ro&immutable=1").execute(
+                "SELECT title FROM notes"
+            )
+            assert found.fetchall() == [("kept",)]
+    finally:
+        os.close(slash)
+        if memory is not None:
+            memory.close()
+    assert snapshot(outside) == before and sorted(os.listdir(outside)) == ["rollback.db", "wal.db"]
+    assert ask.asked == []  # outside the root is refused, never asked
+    assert len(report.refused) == 23
+    assert (
+        f"attach database {out}/attach.db ({out}/attach.db is outside the project root" in report.refused[16]
+    )
+    assert report.refused[19].startswith("attach a database named by a parameter or an expression")
+    assert f"create a named pipe {out}/fifo-at" in report.refused[13]
+
+
+def test_sqlite_inside_the_root_works_and_files_it_makes_are_edits(root: Path) -> None:
+    ask = Recorder()
+    with guarded(root, ask):
+        memory = sqlite3.connect(":memory:")
+        memory.execute("CREATE TABLE t(x)")
+        memory.execute("INSERT INTO t VALUES (42)")
+        memory.commit()
+        memory.execute("ATTACH ':memory:' AS scratch")  # in memory: nothing to weigh
+        assert memory.execute("SELECT x FROM t").fetchall() == [(42,)]
+        store = sqlite3.connect("index.db")  # a vault-like store: WAL, written, then read back read-only
+        store.execute("PRAGMA journal_mode=wal")
+        store.execute("CREATE TABLE notes(title)")
+        store.execute("INSERT INTO notes VALUES ('kept')")
+        store.commit()
+        reader = sqlite3.connect("file:index.db?mode=ro")
+        assert reader.execute("SELECT title FROM notes").fetchall() == [("kept",)]
+        memory.execute("VACUUM INTO 'copy.db'")
+        memory.execute("ATTACH 'file:index.db?mode=ro' AS notes")  # WAL: read-only still writes its -shm
+        os.mkfifo("pipe")
+        for each in (memory, store, reader):
+            each.close()
+    assert sqlite3.connect(root / "copy.db").execute("SELECT x FROM t").fetchall() == [(42,)]
+    assert stat.S_ISFIFO(os.stat(root / "pipe").st_mode)
+    assert ask.asked == [
+        ("edit", "open database index.db"),
+        ("edit", "attach database copy.db"),
+        ("edit", "attach database index.db"),
+        ("edit", "create a named pipe pipe"),
+    ]
+    denied = Recorder(allow=False)
+    with guarded(root, denied) as report:
+        memory = sqlite3.connect(":memory:")
+        with pytest.raises(sqlite3.DatabaseError, match="not authorized"):
+            memory.execute("ATTACH 'other.db' AS other")
+        with pytest.raises(PermissionError, match=r"create a file node node \(the user denied\)"):
+            os.mknod("node", stat.S_IFREG | 0o600)
+        memory.close()
+    assert not (root / "other.db").exists() and not (root / "node").exists()
+    assert report.refused == [
+        "attach database other.db (the user denied)",
+        "create a file node node (the user denied)",
+    ]
+    # The wrappers stay what they wrap: the same arguments, dir_fd support, nothing weighed outside a step.
+    assert os.mkfifo in os.supports_dir_fd and os.mknod in os.supports_dir_fd
+    os.mkfifo(root.parent / "after-the-step")
+    assert stat.S_ISFIFO(os.stat(root.parent / "after-the-step").st_mode)
+
+
+SQLITE_ESCAPES = """\
+import json, os, sqlite3, stat
+outcome = {}
+def attempt(name, action):
+    try:
+        action()
+        outcome[name] = "ran"
+    except (PermissionError, sqlite3.DatabaseError) as exc:
+        outcome[name] = f"{type(exc).__name__}: {exc}"
+memory = sqlite3.connect(":memory:")
+attempt("uri", lambda: sqlite3.connect("file:OUTSIDE/uri.db?mode=rwc", uri=True))
+attempt("attach", lambda: memory.execute("ATTACH DATABASE 'OUTSIDE/attach.db' AS other"))
+attempt("vacuum", lambda: memory.execute("VACUUM INTO 'OUTSIDE/vacuum.db'"))
+attempt("mkfifo", lambda: os.mkfifo("OUTSIDE/fifo"))
+attempt("mknod", lambda: os.mknod("OUTSIDE/node", stat.S_IFREG | 0o600))
+memory.execute("CREATE TABLE t(x)")
+memory.execute("INSERT INTO t VALUES (42)")
+outcome["memory"] = memory.execute("SELECT x FROM t").fetchone()[0]
+def in_root():
+    store = sqlite3.connect("MODE.db")
+    store.execute("PRAGMA journal_mode=wal")
+    store.execute("CREATE TABLE notes(title)")
+    store.execute("INSERT INTO notes VALUES ('kept')")
+    store.commit()
+    return sqlite3.connect("file:MODE.db?mode=ro").execute("SELECT title FROM notes").fetchone()[0]
+try:
+    outcome["in root"] = in_root()
+except PermissionError as exc:
+    outcome["in root"] = str(exc)
+print("outcome:", json.dumps(outcome))
+"""
+
+
+@pytest.mark.kernel
+def test_in_a_real_kernel_sqlite_mkfifo_and_mknod_escapes_are_refused_in_every_mode(
+    small_repo: Path, tmp_path: Path, server: ScriptedModelServer
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    km, kc = start_kernel(small_repo, env=server.kernel_env())
+    outcomes: dict[str, dict[str, object]] = {}
+    prompts: dict[str, list[str]] = {}
+    try:
+        for mode in ("default", "acceptEdits", "plan", "bypassPermissions"):
+            code = SQLITE_ESCAPES.replace("OUTSIDE", str(outside)).replace("MODE", mode)
+            server.script(Reply(tool_calls=[("Repl", {"code": code})]), Reply(text="Done."))
+            cell = run_cell(kc, f"%aries --mode {mode} go", timeout=180, stdin_reply="y")
+            assert cell.error is None, cell.error
+            prompts[mode] = cell.prompts
+            shown = run_cell(kc, "import json; print(json.dumps(outcome))")
+            outcomes[mode] = json.loads(shown.stdout)
+    finally:
+        stop_kernel(km, kc)
+    assert os.listdir(outside) == []  # nothing written outside, in any mode
+    for mode, outcome in outcomes.items():
+        for name in ("uri", "mkfifo", "mknod"):
+            assert "outside the project root" in str(outcome[name]), (mode, name, outcome[name])
+        assert outcome["attach"] == "DatabaseError: not authorized", mode  # the authorizer denied it
+        assert outcome["vacuum"] == "DatabaseError: authorization denied", mode
+        assert outcome["memory"] == 42, mode
+        # in-root SQLite work: asked in default (answered yes), refused in plan, allowed in the others
+        if mode == "plan":
+            assert "permission mode plan: this run is read-only" in str(outcome["in root"])
+            assert not (small_repo / f"{mode}.db").exists()
+        else:
+            assert outcome["in root"] == "kept", (mode, outcome["in root"])
+    assert prompts["default"] == ["Allow open database default.db? [y/N/a(ll this run)] "]
+    assert prompts["acceptEdits"] == prompts["plan"] == prompts["bypassPermissions"] == []
+    results = [
+        str(block["content"])
+        for request in server.requests
+        for message in request.body["messages"]
+        if isinstance(message["content"], list)
+        for block in message["content"]
+        if block.get("type") == "tool_result"
+    ]
+    assert results  # each Repl result says what the guard refused and why, even what sqlite3 reported vaguely
+    for name in ("attach.db", "vacuum.db"):
+        refusal = f"attach database {outside / name} ({outside / name} is outside the project root"
+        assert all(refusal in result for result in results), name

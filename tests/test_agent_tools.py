@@ -14,6 +14,8 @@ import pandas as pd
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
+from aries_kernel.agent import tools
+from aries_kernel.agent.permissions import MODES, decide
 from aries_kernel.agent.phases import LEAN, PhaseState, schema_tokens
 from aries_kernel.agent.repl import format_value, truncate
 from aries_kernel.agent.safety import confine
@@ -128,6 +130,36 @@ def test_bash_runs_in_the_root_and_is_killed_at_its_timeout(env: ToolEnv, repo: 
     assert not marker.exists(), "the background child outlived the timeout: the process group was not killed"
 
 
+def test_every_tool_declares_its_effect_and_one_without_is_refused_at_registration() -> None:
+    with pytest.raises(
+        ValueError, match=r"Tool 'Sneaky' declares no effect; give one of 'read', 'edit', 'command', 'repl'"
+    ):
+
+        @tools.tool("Sneaky", "Writes a file behind the permission mode's back.", file_path="File path.")
+        def sneaky(env: ToolEnv, file_path: str) -> str:
+            return file_path
+
+    assert "Sneaky" not in TOOLS  # it never ran as a read
+    with pytest.raises(ValueError, match="Tool 'Typo' declares the effect 'write', which is not one of"):
+        Tool("Typo", "", {"type": "object", "properties": {}, "required": []}, str, effect="write")
+    for mode in MODES:  # nor does an unknown effect fall through to allowed
+        with pytest.raises(ValueError, match="Unknown effect 'write'; effects are read, edit, command, repl"):
+            decide(mode, "write")
+    declared = {
+        "Read": "read",
+        "Grep": "read",
+        "VaultSearch": "read",
+        "Edit": "edit",
+        "Write": "edit",
+        "NotebookEdit": "edit",
+        "ProjectSave": "edit",
+        "Bash": "command",
+        "WebFetch": "command",
+        "Repl": "repl",
+    }
+    assert {name: TOOLS[name].effect for name in declared} == declared
+
+
 def test_a_raising_tool_becomes_an_error_result(env: ToolEnv) -> None:
     output, is_error = call(env, "Repl", code="1/0")
     assert not is_error and "ZeroDivisionError" in output  # code errors are output of a run that worked
@@ -139,7 +171,7 @@ def test_a_raising_tool_becomes_an_error_result(env: ToolEnv) -> None:
     def boom(env: ToolEnv) -> str:
         raise RuntimeError("a bug")
 
-    broken = Tool("Boom", "", {"type": "object", "properties": {}, "required": []}, boom)
+    broken = Tool("Boom", "", {"type": "object", "properties": {}, "required": []}, boom, effect="read")
     assert run_tool(broken, env, {}) == ("Boom failed: RuntimeError: a bug", True)
     output, is_error = call(env, "Edit", file_path="pkg/core.py")
     assert is_error and "missing old_string, new_string" in output

@@ -6,9 +6,11 @@ interpreter raises before it changes the world:
 - *edits*: opening a file for writing, appending or creating (``open``, ``os.open``, ``io``, ``pathlib``,
   ``tempfile``), ``os.remove``/``unlink``, ``os.rename``/``replace``, ``os.mkdir``/``rmdir``, ``os.truncate``,
   ``os.chmod``/``chown``/``utime``, ``os.link``/``symlink``, extended attributes, ``shutil.rmtree``/``move``/
-  ``copytree``, and ``sqlite3.connect`` to a database file. A path outside the project root (after following
-  symlinks, ``..`` and ``dir_fd``) is refused in every permission mode; inside it is an edit, allowed, asked for
-  or refused by the mode.
+  ``copytree``, ``os.mkfifo``/``mknod`` (they raise no audit event: the guard wraps them), and SQLite: the file
+  ``sqlite3.connect`` opens (a ``file:`` URI read as SQLite reads it) and, through an authorizer set on every
+  connection opened in the step, the file of an ``ATTACH`` or ``VACUUM INTO``. A path outside the project root
+  (after following symlinks, ``..`` and ``dir_fd``) is refused in every permission mode; inside it is an edit,
+  allowed, asked for or refused by the mode.
 - *commands*: ``subprocess.Popen`` (so ``subprocess.run`` and friends), ``os.system``, ``os.exec*``,
   ``os.posix_spawn``, ``os.fork``/``forkpty`` (so ``os.spawn*``, ``pty.spawn``, ``multiprocessing`` with fork)
   and IPython ``!`` lines (they go through a pty fork), treated as a Bash call.
@@ -23,24 +25,32 @@ repository like ``ProjectSave``. One approved action covers what it does interna
 inside ``subprocess.Popen``); the same change to the same path is asked for once a step.
 
 What it cannot see is described in the README ("Safety and permission modes"): ctypes and C extensions that
-call the C library directly, writes through file descriptors opened before the step, threads and processes
-started before the step or (threads) during it, and Python code written to switch the guard off.
+call the C library directly, writes through file descriptors or SQLite connections opened before the step,
+threads and processes started before the step or (threads) during it, and Python code written to switch the
+guard off.
 """
 
 from __future__ import annotations
 
+import _sqlite3
+import functools
 import os
+import posix
 import shlex
+import sqlite3
+import sqlite3.dbapi2
+import stat
 import sys
 import sysconfig
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import Any
+from urllib.parse import unquote_to_bytes
 
 __all__ = ["Ask", "GuardReport", "Verdict", "guarded", "in_step"]
 
@@ -77,6 +87,7 @@ class _Step:
     approved_frames: list[FrameType] = field(default_factory=list)
     denied_frames: list[tuple[FrameType, str]] = field(default_factory=list)  # with the reason
     approved_paths: set[tuple[str, str]] = field(default_factory=set)  # (verb, path)
+    connecting: int = 0  # inside sqlite3.connect (the guard's wrapper)
 
 
 _current: ContextVar[_Step | None] = ContextVar("aries_repl_guard", default=None)
@@ -139,6 +150,14 @@ def _install() -> None:
         if not _installed:
             sys.addaudithook(_hook)
             os.register_at_fork(after_in_child=_forget_in_child)
+            # No audit event says enough: the functions themselves are replaced wherever they are reachable.
+            for name, wrapper in (("mkfifo", _guarded_mkfifo), ("mknod", _guarded_mknod)):
+                setattr(os, name, wrapper)
+                setattr(posix, name, wrapper)
+                os.supports_dir_fd.add(wrapper)
+            modules: tuple[Any, ...] = (sqlite3, sqlite3.dbapi2, _sqlite3)  # _sqlite3 has no stubs
+            for module in modules:
+                module.connect = _guarded_connect
             _installed = True
 
 
@@ -152,14 +171,19 @@ def _hook(event: str, args: tuple[Any, ...]) -> None:
     if _HANDLERS is None:  # interpreter shutdown has cleared this module's globals; no Repl step runs now
         return
     handler = _HANDLERS.get(event)
-    if handler is None or _in_forked_child:
-        return
+    if handler is not None:
+        _watch(handler, args, sys._getframe(1))
+
+
+def _watch(handler: _Handler, args: tuple[Any, ...], frame: FrameType) -> None:
+    """Run ``handler`` on what the code at ``frame`` is about to do, if the current context is inside a step
+    (and not already inside the guard's own work)."""
     step = _current.get()
-    if step is None or not step.active or step.busy:
+    if step is None or not step.active or step.busy or _in_forked_child:
         return
     step.busy = True
     try:
-        handler(step, args, sys._getframe(1))
+        handler(step, args, frame)
     finally:
         step.busy = False
 
@@ -239,7 +263,7 @@ def _refuse(step: _Step, what: str, reason: str) -> None:
     raise PermissionError(f"Refused by aries-kernel's Repl guard: {what} ({reason}).")
 
 
-def _edit(step: _Step, frame: FrameType, verb: str, paths: list[str | None]) -> None:
+def _edit(step: _Step, frame: FrameType, verb: str, paths: Sequence[str | None]) -> None:
     known = [path for path in paths if path is not None]
     brain = os.path.join(step.root, ".aries", "memory") + os.sep
     if not known or (_is_aries_own(frame) and not any(path.startswith(brain) for path in known)):
@@ -348,11 +372,153 @@ def _on_symlink(step: _Step, args: tuple[Any, ...], frame: FrameType) -> None:
     _edit(step, frame, "create symlink", [_path(args[1], args[2] if len(args) > 2 else None, follow=False)])
 
 
+# ------------------------------------------------------------------------------------------------ SQLite
+
+
+def _sqlite_writes(name: str) -> list[str]:
+    """The files that opening the SQLite database ``name`` (a ``connect`` or an ``ATTACH``) may write: none for
+    a database in memory, a private temporary one or a read-only open; else the real path of its file.
+
+    A name starting with ``file:`` is a URI when this SQLite reads every name as one (``USE_URI``, as Debian's
+    does); otherwise it may be either (``uri=True`` is not in the audit event), so both readings count."""
+    files = _uri_writes(name) if name.startswith("file:") else []  # case-sensitive, as in SQLite
+    if name not in ("", ":memory:") and not (name.startswith("file:") and _sqlite_reads_uris()):
+        files.append(os.path.realpath(name))
+    return files
+
+
+def _uri_writes(uri: str) -> list[str]:
+    """:func:`_sqlite_writes` of a ``file:`` URI, read as ``sqlite3ParseUri`` reads it: an authority, then the
+    path up to ``?`` or ``#``, then ``key=value`` pairs joined by ``&``; ``%HH`` escapes decoded in each, and a
+    ``%00`` ends the part it is in. A repeated key counts for what it may do (mode=ro only if every mode is
+    ro), so no reading of repeats makes a write look like a read."""
+    rest = uri[len("file:") :].split("#", 1)[0]
+    path, _, query = rest.partition("?")
+    if path.startswith("//"):  # file://localhost/...: SQLite refuses any other authority
+        _, slash, tail = path[2:].partition("/")
+        path = slash + tail
+    params: dict[str, list[str]] = {}
+    for pair in query.split("&") if query else ():
+        key, _, value = pair.partition("=")
+        params.setdefault(_unescape(key), []).append(_unescape(value))
+
+    def every(key: str, value: str) -> bool:
+        return bool(params.get(key)) and all(given == value for given in params[key])
+
+    path = _unescape(path)
+    if path in ("", ":memory:") or every("mode", "memory") or every("vfs", "memdb"):
+        return []
+    real = os.path.realpath(path)
+    # Read-only writes nothing, except the -wal and -shm files SQLite makes beside a WAL database it reads.
+    if every("mode", "ro") and (every("immutable", "1") or not _is_wal(real)):
+        return []
+    return [real]
+
+
+def _unescape(text: str) -> str:
+    decoded = unquote_to_bytes(text).split(b"\0", 1)[0]
+    return os.fsdecode(decoded)
+
+
+@functools.cache
+def _sqlite_reads_uris() -> bool:
+    """Whether the SQLite library reads every ``file:`` name as a URI (built with ``SQLITE_USE_URI``)."""
+    probe = sqlite3.connect(":memory:")
+    try:
+        return ("USE_URI",) in probe.execute("PRAGMA compile_options").fetchall()
+    finally:
+        probe.close()
+
+
+def _is_wal(path: str) -> bool:
+    """Whether ``path`` is a SQLite database in WAL mode (its header's format bytes say 2)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO must not block the guard
+    except OSError:
+        return False
+    try:
+        return stat.S_ISREG(os.fstat(fd).st_mode) and os.pread(fd, 2, 18) == b"\x02\x02"
+    finally:
+        os.close(fd)
+
+
 def _on_sqlite(step: _Step, args: tuple[Any, ...], frame: FrameType) -> None:
     database = os.fsdecode(args[0]) if isinstance(args[0], (str, bytes, os.PathLike)) else ""
-    if database in ("", ":memory:") or database.startswith("file:"):
-        return  # in memory, or a URI (the only way to ask for read-only; a URI path is not resolved here)
-    _edit(step, frame, "open database", [_path(database)])
+    _edit(step, frame, "open database", _sqlite_writes(database))
+
+
+def _on_sqlite_handle(step: _Step, args: tuple[Any, ...], frame: FrameType) -> None:
+    if (
+        not step.connecting
+    ):  # the authorizer is set by sqlite3.connect (the connection is not usable here yet)
+        _refuse(
+            step,
+            "make a sqlite3.Connection directly",
+            "the guard watches the ATTACH and VACUUM INTO of connections sqlite3.connect opens; call it",
+        )
+
+
+def _guarded_connect(*args: Any, **kwargs: Any) -> Any:
+    """``sqlite3.connect``: inside a step, the connection gets the guard's authorizer (:func:`_authorize`)."""
+    step = _current.get() if _HANDLERS is not None else None
+    if step is None or not step.active:
+        return _CONNECT(*args, **kwargs)
+    step.connecting += 1
+    try:
+        connection = _CONNECT(*args, **kwargs)
+    finally:
+        step.connecting -= 1
+    # The base class's method, so that a factory's subclass cannot turn it into a no-op.
+    sqlite3.Connection.set_authorizer(connection, _authorize)
+    return connection
+
+
+def _authorize(
+    action: int, arg1: str | None, arg2: str | None, database: str | None, trigger: str | None
+) -> int:
+    """The authorizer of connections opened in a step: an ``ATTACH`` (``VACUUM INTO`` attaches its target
+    too) opens a file, weighed as ``sqlite3.connect``'s. A refusal denies the statement: sqlite3 raises
+    ``DatabaseError: not authorized`` and the step's report says why."""
+    if action != sqlite3.SQLITE_ATTACH or _HANDLERS is None:
+        return sqlite3.SQLITE_OK
+    try:
+        _watch(_on_attach, (arg1,), sys._getframe(1))
+    except PermissionError:
+        return sqlite3.SQLITE_DENY
+    return sqlite3.SQLITE_OK
+
+
+def _on_attach(step: _Step, args: tuple[Any, ...], frame: FrameType) -> None:
+    (name,) = args
+    if name is None:  # SQLite gives the authorizer the name only when the statement spells it out
+        _refuse(
+            step,
+            "attach a database named by a parameter or an expression",
+            "the guard sees only a file name written as a string literal in the ATTACH; write it so",
+        )
+    _edit(step, frame, "attach database", _sqlite_writes(name))
+
+
+# ------------------------------------------------------------------------------- functions with no event
+
+
+def _guarded_mkfifo(path: Any, mode: int = 0o666, *, dir_fd: int | None = None) -> None:
+    """``os.mkfifo``, weighed by the Repl guard first (CPython raises no audit event for it)."""
+    if _HANDLERS is not None:
+        _watch(_HANDLERS["os.mkfifo"], (path, dir_fd), sys._getframe(1))
+    _MKFIFO(path, mode, dir_fd=dir_fd)
+
+
+def _guarded_mknod(path: Any, mode: int = 0o600, device: int = 0, *, dir_fd: int | None = None) -> None:
+    """``os.mknod``, weighed by the Repl guard first (CPython raises no audit event for it)."""
+    if _HANDLERS is not None:
+        _watch(_HANDLERS["os.mknod"], (path, dir_fd), sys._getframe(1))
+    _MKNOD(path, mode, device, dir_fd=dir_fd)
+
+
+_CONNECT = sqlite3.connect  # the functions the wrappers call
+_MKFIFO = os.mkfifo
+_MKNOD = os.mknod
 
 
 def _on_popen(step: _Step, args: tuple[Any, ...], frame: FrameType) -> None:
@@ -407,6 +573,10 @@ _HANDLERS: dict[str, _Handler] = {
     ),
     "os.symlink": _on_symlink,
     "sqlite3.connect": _on_sqlite,
+    "sqlite3.connect/handle": _on_sqlite_handle,
+    # not audit events: the names under which _guarded_mkfifo and _guarded_mknod look their handlers up
+    "os.mkfifo": _one("create a named pipe", 1, follow=False),
+    "os.mknod": _one("create a file node", 1, follow=False),
     "subprocess.Popen": _on_popen,
     "os.system": _on_system,
     "os.exec": _on_exec,

@@ -174,7 +174,8 @@ class McpServers:
                 schema.setdefault("properties", {})
                 schema.setdefault("required", [])
                 description = f"[MCP server {server.name}] {item.description or item.name}"
-                found[name] = Tool(name, description, schema, self._caller(server.name, item.name), "command")
+                caller = self._caller(server.name, item.name)
+                found[name] = Tool(name, description, schema, caller, effect="command")  # asked, like Bash
         return found
 
     def _caller(self, server_name: str, tool: str) -> Callable[..., str]:

@@ -7,14 +7,17 @@ The modes are named as in the coding agents users already know:
 - ``plan``: read-only; edits and commands are refused, with a message telling the model it is planning;
 - ``bypassPermissions``: everything runs without asking (``auto_approve`` and ``%aries --yes`` mean this).
 
-An effect is one of :data:`aries_kernel.agent.safety.EFFECTS`. ``read`` always runs. The ``Repl`` tool itself
-runs in every mode: its effects (file writes, processes) are weighed one by one by the Repl guard
-(:mod:`aries_kernel.agent.guard`) as ``edit`` and ``command``.
+An effect is one of :data:`aries_kernel.agent.safety.EFFECTS`, declared by each tool. ``read`` always runs. The
+``Repl`` tool itself runs in every mode: its effects (file writes, processes) are weighed one by one by the Repl
+guard (:mod:`aries_kernel.agent.guard`) as ``edit`` and ``command``. An effect the table does not know is an
+error, never an allowed action.
 """
 
 from __future__ import annotations
 
 from typing import Literal
+
+from aries_kernel.agent.safety import EFFECTS
 
 __all__ = ["MODES", "Decision", "decide", "effective_mode", "refusal"]
 
@@ -22,10 +25,10 @@ MODES = ("default", "acceptEdits", "plan", "bypassPermissions")
 Decision = Literal["allow", "ask", "refuse"]
 
 _TABLE: dict[str, dict[str, Decision]] = {
-    "default": {"edit": "ask", "command": "ask"},
-    "acceptEdits": {"edit": "allow", "command": "ask"},
-    "plan": {"edit": "refuse", "command": "refuse"},
-    "bypassPermissions": {"edit": "allow", "command": "allow"},
+    "default": {"read": "allow", "repl": "allow", "edit": "ask", "command": "ask"},
+    "acceptEdits": {"read": "allow", "repl": "allow", "edit": "allow", "command": "ask"},
+    "plan": {"read": "allow", "repl": "allow", "edit": "refuse", "command": "refuse"},
+    "bypassPermissions": {"read": "allow", "repl": "allow", "edit": "allow", "command": "allow"},
 }
 
 
@@ -33,7 +36,9 @@ def decide(mode: str, effect: str) -> Decision:
     """Whether an action with ``effect`` runs, is asked for, or is refused in permission ``mode``."""
     if mode not in _TABLE:
         raise ValueError(f"Unknown permission mode {mode!r}; modes are {', '.join(MODES)}.")
-    return _TABLE[mode].get(effect, "allow")
+    if effect not in _TABLE[mode]:
+        raise ValueError(f"Unknown effect {effect!r}; effects are {', '.join(EFFECTS)}.")
+    return _TABLE[mode][effect]
 
 
 def effective_mode(permission_mode: str, auto_approve: bool) -> str:

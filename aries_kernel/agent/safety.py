@@ -12,21 +12,13 @@ from pathlib import Path
 
 from aries_kernel.rootfs import MissingPathError, normalize, resolve
 
-__all__ = ["confine", "EFFECTS", "TOOL_EFFECTS", "describe_call"]
+__all__ = ["confine", "EFFECTS", "describe_call"]
 
 # What a tool can do to the world, which the permission mode weighs: "read" never changes anything,
 # "edit" changes files under the root, "command" runs programs or reaches the network, "repl" runs the
-# agent's Python in the kernel (its effects are gated one by one as they happen).
+# agent's Python in the kernel (its effects are gated one by one as they happen). Each tool declares its own
+# (aries_kernel.agent.tools.Tool.effect).
 EFFECTS = ("read", "edit", "command", "repl")
-TOOL_EFFECTS = {
-    "Edit": "edit",
-    "Write": "edit",
-    "NotebookEdit": "edit",
-    "ProjectSave": "edit",
-    "Bash": "command",
-    "WebFetch": "command",
-    "Repl": "repl",
-}
 
 
 def confine(root: Path, path: str) -> Path:

@@ -1,9 +1,12 @@
-"""The agent's tools: each a dataclass holding a name, a description, a JSON schema and the function it runs.
+"""The agent's tools: each a dataclass holding a name, a description, a JSON schema, the function it runs and
+its effect.
 
 A tool's JSON schema comes from its function's signature (types and defaults) plus one line per argument, so
-the schema and the code cannot drift apart. Argument names follow the conventions current models already know
-(``file_path``, ``old_string``, ``new_string``, ``replace_all``, ...). A tool returns text for the model; an
-exception inside a tool becomes an error result the model can read, never a crash of the loop.
+the schema and the code cannot drift apart. A tool declares its effect where it is defined (what the permission
+mode weighs before it runs); one without is refused when it is registered. Argument names follow the
+conventions current models already know (``file_path``, ``old_string``, ``new_string``, ``replace_all``, ...).
+A tool returns text for the model; an exception inside a tool becomes an error result the model can read,
+never a crash of the loop.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from aries_kernel.agent.patterns import (
     compile_regex,
 )
 from aries_kernel.agent.repl import format_value, run_code, truncate
-from aries_kernel.agent.safety import TOOL_EFFECTS, confine
+from aries_kernel.agent.safety import EFFECTS, confine
 from aries_kernel.agent.settings import AriesAgent
 from aries_kernel.codebase.files import FileWalk
 from aries_kernel.redact import scrubbed_env
@@ -106,14 +109,28 @@ class ToolEnv:
 
 @dataclass(frozen=True)
 class Tool:
-    """One tool: what the model sees (name, description, parameters) and what runs (``func``)."""
+    """One tool: what the model sees (name, description, parameters), what runs (``func``) and what it can do
+    to the world (``effect``, one of :data:`~aries_kernel.agent.safety.EFFECTS`, weighed by the permission
+    mode before it runs). A tool without a known effect cannot be made: nothing is a read by default."""
 
     name: str
     description: str
     parameters: dict[str, Any]
     func: Callable[..., str]
-    effect: str = "read"  # one of safety.EFFECTS: what the permission mode weighs before it runs
+    effect: str
     memory: bool = False
+
+    def __post_init__(self) -> None:
+        if self.effect not in EFFECTS:
+            given = (
+                f"the effect {self.effect!r}, which is not one of"
+                if self.effect
+                else "no effect; give one of"
+            )
+            raise ValueError(
+                f"Tool {self.name!r} declares {given} {', '.join(map(repr, EFFECTS))} (effect=... where the "
+                "tool is defined): the permission mode weighs it before the tool runs"
+            )
 
     @property
     def needs_approval(self) -> bool:
@@ -145,10 +162,16 @@ def _json_type(annotation: Any) -> dict[str, Any]:
 
 
 def tool(
-    name: str, description: str, /, *, memory: bool = False, **arg_docs: str | dict[str, Any]
+    name: str,
+    description: str,
+    /,
+    *,
+    effect: str = "",
+    memory: bool = False,
+    **arg_docs: str | dict[str, Any],
 ) -> Callable[[Callable[..., str]], Callable[..., str]]:
-    """Register ``func(env, **arguments) -> str`` as a tool; its schema comes from the signature and
-    ``arg_docs``.
+    """Register ``func(env, **arguments) -> str`` as a tool of ``effect`` (required: a :class:`ValueError`
+    names the tool without one); its schema comes from the signature and ``arg_docs``.
 
     An ``arg_docs`` value is the argument's description, or a dict merged into its schema (for nested items).
     """
@@ -165,9 +188,7 @@ def tool(
             if parameter.default is inspect.Parameter.empty:
                 required.append(parameter.name)
         parameters = {"type": "object", "properties": properties, "required": required}
-        TOOLS[name] = Tool(
-            name, description, parameters, func, effect=TOOL_EFFECTS.get(name, "read"), memory=memory
-        )
+        TOOLS[name] = Tool(name, description, parameters, func, effect, memory)
         return func
 
     return register
@@ -276,6 +297,7 @@ def _short(value: Any) -> str:
     "Repl",
     "Run Python in the live kernel shared with the user; variables persist and the REPL body (see the system "
     "prompt) is preloaded. Shows output and the last expression's value.",
+    effect="repl",
     code="Python code (IPython magics work).",
 )
 def repl(env: ToolEnv, code: str) -> str:
@@ -330,6 +352,7 @@ def _diff(path: str, before: str, after: str, limit: int = 3000) -> str:
 @tool(
     "Read",
     "Read a UTF-8 text file under the project root (at most 8 MB), with line numbers.",
+    effect="read",
     file_path="Path of the file, relative to the project root or absolute.",
     offset="First line to show, 1-based.",
     limit=f"Number of lines to show (default {_READ_LINES}).",
@@ -351,6 +374,7 @@ def read(env: ToolEnv, file_path: str, offset: int = 1, limit: int = _READ_LINES
 @tool(
     "Edit",
     "Replace an exact string in a file; it must match once unless replace_all.",
+    effect="edit",
     file_path="File path.",
     old_string="Exact text to replace.",
     new_string="Replacement text.",
@@ -380,7 +404,13 @@ def edit(env: ToolEnv, file_path: str, old_string: str, new_string: str, replace
     return f"Edited {rel}: {replaced} replacement(s).\n{_diff(rel, before, after)}"
 
 
-@tool("Write", "Create or overwrite a file.", file_path="File path.", content="The whole new content.")
+@tool(
+    "Write",
+    "Create or overwrite a file.",
+    effect="edit",
+    file_path="File path.",
+    content="The whole new content.",
+)
 def write(env: ToolEnv, file_path: str, content: str) -> str:
     existed, rel = rootfs.write_bytes(env.root, file_path, _utf8(content, "content"))
     _changed(env, rel)
@@ -406,6 +436,7 @@ def _cut(notes: list[str]) -> str:
     "Search file contents with a regular expression (Python syntax); prints path:line: text. Limits: a pattern "
     f"of at most {MAX_PATTERN_CHARS} characters, search_timeout seconds of matching (default 10), files up to "
     "1 MB, 64 MB scanned, 10,000 matches counted; symlinks are not followed.",
+    effect="read",
     pattern="Regular expression to search for.",
     path="File or folder to search, relative to the project root (default: the whole project).",
     glob="Only files whose name matches this glob, e.g. *.py.",
@@ -500,6 +531,7 @@ def _glob_parts(root: Path, pattern: str) -> tuple[str, list[str]]:
     "List files matching a glob pattern such as **/*.py, most recently modified first. Limits: a pattern of at "
     f"most {MAX_PATTERN_CHARS} characters, no '..', search_timeout seconds of matching; symlinks are not "
     "followed.",
+    effect="read",
     pattern="Glob pattern, relative to path.",
     path="Folder to search from, relative to the project root (default: the root).",
 )
@@ -539,6 +571,7 @@ def glob_files(env: ToolEnv, pattern: str, path: str = ".") -> str:
 @tool(
     "NotebookEdit",
     "Replace, insert or delete one cell of a Jupyter notebook (.ipynb).",
+    effect="edit",
     notebook_path="Path of the notebook, relative to the project root or absolute.",
     cell_index="0-based index of the cell (for insert: the new cell's index).",
     new_source="The cell's new source (ignored for delete).",
@@ -608,6 +641,7 @@ def notebook_edit(
 @tool(
     "Bash",
     "Run a bash command in the project root; output is truncated.",
+    effect="command",
     command="The command line.",
     timeout="Seconds before it is killed.",
 )
@@ -661,6 +695,7 @@ def _kill_group(process: subprocess.Popen[bytes]) -> bytes:
 @tool(
     "FindSymbol",
     "Find where a function, class or variable is defined in the code graph.",
+    effect="read",
     name="The symbol's name.",
 )
 def find_symbol(env: ToolEnv, name: str) -> str:
@@ -670,6 +705,7 @@ def find_symbol(env: ToolEnv, name: str) -> str:
 @tool(
     "ShowDependents",
     "List the files that import or reference a file (reverse dependencies).",
+    effect="read",
     file_path="Path of the file, relative to the project root.",
 )
 def show_dependents(env: ToolEnv, file_path: str) -> str:
@@ -680,6 +716,7 @@ def show_dependents(env: ToolEnv, file_path: str) -> str:
 @tool(
     "ShowDependencies",
     "List the files a file imports or references (forward dependencies).",
+    effect="read",
     file_path="Path of the file, relative to the project root.",
 )
 def show_dependencies(env: ToolEnv, file_path: str) -> str:
@@ -691,6 +728,7 @@ def show_dependencies(env: ToolEnv, file_path: str) -> str:
 @tool(
     "CodeSearch",
     "Ranked search over the code graph's symbols and content (better than Grep for concepts).",
+    effect="read",
     query="Words or a symbol name to look for.",
     limit="Most matches to return.",
     roles='Which files: "source" (the default), "all", or roles among test, example, fixture, generated, '
@@ -707,6 +745,7 @@ def code_search(env: ToolEnv, query: str, limit: int = 20, roles: str = "source"
 @tool(
     "TodoWrite",
     "Replace the task list for this session; use it to plan multi-step work and mark progress.",
+    effect="read",
     todos={
         "description": "The whole list, in order.",
         "items": {
@@ -767,6 +806,7 @@ def html_to_text(html: str) -> str:
     "Fetch a web page (http or https) and return its text. Limits: web_timeout seconds and web_max_bytes bytes "
     f"(settings), {_WEB_REDIRECTS} redirects; loopback, private and link-local addresses are refused unless "
     "web_allow_private is set.",
+    effect="command",
     url="The URL to fetch.",
 )
 def web_fetch(env: ToolEnv, url: str) -> str:
@@ -872,6 +912,7 @@ def _capped_body(response: Any, limit: int, deadline: float) -> tuple[bytes, str
 @tool(
     "VaultSearch",
     "Ranked search of persistent memory (notes).",
+    effect="read",
     memory=True,
     query="What to look for.",
     limit="Most notes to return.",
@@ -880,7 +921,9 @@ def vault_search(env: ToolEnv, query: str, limit: int = 10) -> str:
     return _shown(env.vault().query_ranked(query, limit=limit), f"No note matches {query!r}.")
 
 
-@tool("VaultRead", "Read one memory note by its title.", memory=True, title="The note's title.")
+@tool(
+    "VaultRead", "Read one memory note by its title.", effect="read", memory=True, title="The note's title."
+)
 def vault_read(env: ToolEnv, title: str) -> str:
     return _shown(env.vault().read(title), f"No note titled {title!r}.")
 
@@ -888,6 +931,7 @@ def vault_read(env: ToolEnv, title: str) -> str:
 @tool(
     "VaultExplore",
     "Explore memory around a question, following links between notes.",
+    effect="read",
     memory=True,
     query="The question to explore.",
     limit="Most notes to return.",
@@ -899,6 +943,7 @@ def vault_explore(env: ToolEnv, query: str, limit: int = 15) -> str:
 @tool(
     "VaultWarmth",
     "The warmest notes: recently active and reinforced memory.",
+    effect="read",
     memory=True,
     query="Optional focus.",
     limit="Most notes to return.",
@@ -910,6 +955,7 @@ def vault_warmth(env: ToolEnv, query: str = "", limit: int = 10) -> str:
 @tool(
     "VaultAdd",
     "Save an insight to memory.",
+    effect="read",
     memory=True,
     title="The insight as a prose claim.",
     content="Details.",
@@ -924,6 +970,7 @@ def vault_add(env: ToolEnv, title: str, content: str, type: str = "insight") -> 
 @tool(
     "ProjectSave",
     "Save a fact about this repository to its project brain.",
+    effect="edit",
     memory=True,
     title="The fact as a prose claim.",
     content="Details.",
