@@ -384,7 +384,9 @@ def _symbols(
         return owner
 
     # Python's scopes are all definitions; JavaScript's function and class expressions come as "scope".
-    owners = enclosing([*captures.get("def", ()), *captures.get("scope", ())], inside, "")
+    owners: dict[int, str | None] = enclosing(
+        [*captures.get("def", ()), *captures.get("scope", ())], inside, ""
+    )
     out: list[tuple[Any, ...]] = []
     for node in captures.get("def", ()):
         name_node = node.child_by_field_name("name")

@@ -79,7 +79,9 @@ _ANNOTATIONS = frozenset({"annotation", "marker_annotation"})
 def extract(root: Node, data: bytes, hashes: bool, secret: bool) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
     """``(symbols, imports)`` of a parsed Java file, in the record layout of :mod:`.extract`."""
     found = captures("java", _QUERY, root)
-    owners = enclosing((node for nodes in found.values() for node in nodes), _inside, "")
+    owners: dict[int, str | None] = enclosing(
+        (node for nodes in found.values() for node in nodes), _inside, ""
+    )
     out: list[tuple[Any, ...]] = []
     for node in found.get("def", ()):
         name = node.child_by_field_name("name")

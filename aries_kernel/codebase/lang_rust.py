@@ -64,7 +64,9 @@ _DEPENDENCY_TABLES = ("dependencies", "dev-dependencies", "build-dependencies")
 def extract(root: Node, data: bytes, hashes: bool, secret: bool) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
     """``(symbols, imports)`` of a parsed Rust file, in the record layout of :mod:`.extract`."""
     found = captures("rust", _QUERY, root)
-    scopes = enclosing((node for nodes in found.values() for node in nodes), _inside, ("", ()))
+    scopes: dict[int, tuple[str | None, tuple[str, ...]]] = enclosing(
+        (node for nodes in found.values() for node in nodes), _inside, ("", ())
+    )
     out: list[tuple[Any, ...]] = []
     for node in found.get("def", ()):
         name = node.child_by_field_name("name")

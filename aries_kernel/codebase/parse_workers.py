@@ -65,7 +65,7 @@ class _Worker:
         self._in = self.process.stdin.fileno()
         self._out = self.process.stdout.fileno()
 
-    def parse(self, request: tuple[object, ...], deadline: float) -> Record | str:
+    def parse(self, request: tuple[str, str, bytes, bool], deadline: float) -> Record | str:
         """The record of one request, or why there is none: "crashed (SIGSEGV)", "timed out"."""
         payload = marshal.dumps(request)
         try:
