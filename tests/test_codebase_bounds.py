@@ -3,7 +3,8 @@
 Each case is a repository with one hostile file next to good ones: the hostile file is one ``skipped()`` row
 naming it and saying why, and the rest of the index completes and answers. Indexing waits with a generous bound
 (``_BOUND``), so code that would take minutes fails the test instead of stalling the run; no test asserts a
-duration. Crashes and hangs come from a worker that fails on purpose (``tests/parse_worker_faults.py``).
+duration. Crashes and hangs come from a worker that fails on purpose (``tests/parse_worker_faults.py``), also
+in a real kernel, which goes on answering.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from aries_kernel.codebase import Codebase, indexer, parse_workers
 from aries_kernel.codebase.bounded import MAX_NESTING, load_json, load_toml, nesting
 from aries_kernel.codebase.files import GITIGNORE_MAX_PATTERNS
 from tests.fs_support import write
+from tests.kernel_harness import run_cell, start_kernel, stop_kernel
 
 _BOUND = 120
 GOOD = "def good_function():\n    return 1\n"
@@ -191,3 +193,26 @@ def test_a_parse_past_the_time_budget_is_killed_and_the_file_listed(
     # Not remembered: with a worker that finishes, the next start parses it.
     monkeypatch.undo()
     assert "hang.py" in set(indexed(root).list_files()["file"])
+
+
+def test_a_parser_crash_in_a_real_kernel_loses_the_file_and_the_kernel_answers(tmp_path: Path) -> None:
+    root = repo(tmp_path)
+    other = tmp_path / "other"
+    write(other, "crash.py", "x = 1\n")
+    write(other, "kept.py", "def kept():\n    return 2\n")
+    km, kc = start_kernel(root)
+    try:
+        code = (
+            "from aries_kernel.codebase import parse_workers\n"
+            f"parse_workers.WORKER_COMMAND = {_FAULTY_WORKER!r}\n"
+            f"other = %aries index {other}\n"
+            "sorted(other.skipped()['reason']), sorted(other.list_files()['file'])"
+        )
+        pid = run_cell(kc, "import os; os.getpid()").result
+        cell = run_cell(kc, code)
+        assert cell.error is None, cell.error
+        assert cell.result == "(['the parser crashed (SIGSEGV); the file is not indexed'], ['kept.py'])"
+        after = run_cell(kc, f"os.getpid() == {pid}, codebase.find_symbol('kept')['file'].tolist()")
+        assert after.error is None and after.result == "(True, ['kept.py'])"  # the same kernel process
+    finally:
+        stop_kernel(km, kc)
