@@ -31,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -42,6 +43,7 @@ __all__ = [
     "adopt",
     "launch",
     "link",
+    "start_broker",
     "watch_cells",
     "where_keys_live",
 ]
@@ -182,27 +184,22 @@ def adopt() -> None:
     _LINK = BrokerLink(info["socket"], info["secret"], info["pid"], info["routes"])
 
 
-def launch(argv: list[str]) -> None:
-    """Start the broker with the provider keys of this environment, then exec the kernel without them.
-
-    Returns only when the broker cannot be started (the kernel then runs here, keys in its process, and
-    ``%aries status`` says why)."""
-    global _PROBLEM
-    keys = {name: os.environ[name] for name in PROVIDER_KEYS if os.environ.get(name)}
-    env = {name: value for name, value in os.environ.items() if name not in PROVIDER_KEYS}
+def start_broker(environ: Mapping[str, str]) -> tuple[BrokerLink, int]:
+    """Start a broker holding the provider keys of ``environ`` (each bound to its public URL and its
+    ``*_BASE_URL`` there); returns the link and the write end of its watch pipe: the broker exits when every
+    copy of that descriptor is closed. Raises OSError when it cannot start."""
+    keys = {name: environ[name] for name in PROVIDER_KEYS if environ.get(name)}
     launch_urls = {
-        name: os.environ[variable]
+        name: environ[variable]
         for name, (_, _, variable) in PROVIDER_KEYS.items()
-        if variable and os.environ.get(variable)
+        if variable and environ.get(variable)
     }
-    try:
-        folder = tempfile.mkdtemp(prefix="aries-key-broker-", dir=os.environ.get("XDG_RUNTIME_DIR") or None)
-        path = os.path.join(folder, "socket")
-        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    folder = tempfile.mkdtemp(prefix="aries-key-broker-", dir=environ.get("XDG_RUNTIME_DIR") or None)  # 0700
+    path = os.path.join(folder, "socket")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
         listener.bind(path)
         listener.listen(64)
         watch_read, watch_write = os.pipe()
-        secret = secrets.token_urlsafe(32)
         broker = subprocess.Popen(
             [
                 sys.executable,
@@ -215,26 +212,44 @@ def launch(argv: list[str]) -> None:
             stdin=subprocess.PIPE,
             pass_fds=(listener.fileno(), watch_read),
             start_new_session=True,  # the kernel's process group gets the interrupts; the broker is not in it
-            env=env,
+            env={name: value for name, value in environ.items() if name not in PROVIDER_KEYS},
         )
+    os.close(watch_read)
+    secret = secrets.token_urlsafe(32)
+    assert broker.stdin is not None
+    broker.stdin.write(json.dumps({"secret": secret, "keys": keys, "launch_urls": launch_urls}).encode())
+    broker.stdin.close()  # the keys now live in the broker's memory only
+    routes = {name: sorted(_urls(name, [], launch_urls)) for name in keys}
+    return BrokerLink(path, secret, broker.pid, routes), watch_write
+
+
+def launch(argv: list[str]) -> None:
+    """Start the broker with the provider keys of this environment, then exec the kernel without them.
+
+    Returns only when the broker cannot be started (the kernel then runs here, keys in its process, and
+    ``%aries status`` says why)."""
+    global _PROBLEM
+    try:
+        broker, watch_write = start_broker(os.environ)
     except OSError as exc:
         _PROBLEM = f"the key broker could not start ({exc})"
         print(f"aries-kernel: {_PROBLEM}; provider keys stay in the kernel process.", file=sys.stderr)
         return
-    assert broker.stdin is not None
-    broker.stdin.write(json.dumps({"secret": secret, "keys": keys, "launch_urls": launch_urls}).encode())
-    broker.stdin.close()
-    listener.close()
-    os.close(watch_read)
-    routes = {name: sorted(_urls(name, [], launch_urls)) for name in keys}
-    info = json.dumps(
-        {"socket": path, "secret": secret, "pid": broker.pid, "watch_fd": watch_write, "routes": routes}
-    ).encode()
+    info = {
+        "socket": broker.socket_path,
+        "secret": broker._secret,
+        "pid": broker.pid,
+        "watch_fd": watch_write,
+        "routes": broker.routes,
+    }
     info_read, info_write = os.pipe()
-    os.write(info_write, info)  # far below a pipe's buffer: the kernel reads it after the exec
+    os.write(
+        info_write, json.dumps(info).encode()
+    )  # far below a pipe's buffer: read by the kernel after the exec
     os.close(info_write)
     os.set_inheritable(info_read, True)
     os.set_inheritable(watch_write, True)
+    env = {name: value for name, value in os.environ.items() if name not in PROVIDER_KEYS}
     env[LINK_ENV] = str(info_read)
     os.execve(sys.executable, [sys.executable, "-m", "aries_kernel", *argv], env)
 
@@ -316,7 +331,11 @@ def where_keys_live() -> str:
         return f"Provider keys: the key broker (pid {_LINK.pid}) does not answer ({exc}). {in_kernel}".strip()
     held = "; ".join(f"{name} for {', '.join(urls)}" for name, urls in sorted(routes.items()))
     text = f"Provider keys: held by the key broker (pid {_LINK.pid}), not in the kernel process: {held or 'none'}"
-    return text + (f"; {in_kernel} (c.AriesAgent.pass_env_keys)" if in_kernel else "") + "."
+    return (
+        text
+        + (f"; {in_kernel} (set in a cell while c.AriesAgent.pass_env_keys names it)" if here else "")
+        + "."
+    )
 
 
 # --------------------------------------------------------------------------------------------- broker side

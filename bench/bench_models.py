@@ -1,7 +1,10 @@
 """The model harness's own cost per call: ``router.client(slot).complete`` / ``.stream`` against a bare SDK
-call to the same loopback server, in the same run, for both wire formats. Target: ratio at most 1.1.
+call to the same loopback server, in the same run, for both wire formats. Target: ratio at most 1.1. Then the
+key broker's (aries_kernel/key_broker.py): the same bare SDK call sent through a broker holding the key, against
+the bare call straight to the server, also with a server that takes ``--latency`` ms to answer as an API does.
+Target: at most 1.02.
 
-    .venv/bin/python bench/bench_models.py [--calls 300]
+    .venv/bin/python bench/bench_models.py [--calls 300] [--latency 100]
 
 Both sides use the same SDK, the same request and the same server; the harness adds request translation, retry
 bookkeeping, event normalisation, cost and usage accounting. Blocks of calls alternate between the two sides
@@ -11,6 +14,7 @@ so machine noise hits both alike; the figure per side is the median of the per-b
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import statistics
 import sys
@@ -22,8 +26,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import anthropic
+import httpx2
 import openai
 
+from aries_kernel.key_broker import start_broker
+from aries_kernel.models.provider import Endpoint, sdk_connection
 from aries_kernel.models.router import ModelRouter, SlotClient
 from aries_kernel.models.types import Message, ModelRequest, ToolSchema
 from tests.loopback import Reply, ScriptedModelServer
@@ -109,6 +116,9 @@ def compare(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=300, help="calls per side and case")
+    parser.add_argument(
+        "--latency", type=float, default=100.0, help="ms the server waits before answering, in the last cases"
+    )
     args = parser.parse_args()
     request = ModelRequest(
         [Message("user", QUESTION)],
@@ -143,6 +153,52 @@ def main() -> None:
                 worst = max(worst, ratio)
                 print(f"{wire + ' ' + mode:<28}{ours * 1e3:>17.3f}{theirs * 1e3:>18.3f}{ratio:>8.3f}")
         print(f"worst ratio {worst:.3f} (target <= 1.1): {'OK' if worst <= 1.1 else 'OVER TARGET'}")
+        broker_cases(server, args.calls, args.latency / 1000)
+
+
+def broker_cases(server: ScriptedModelServer, calls: int, latency: float) -> None:
+    """The bare SDK call through the key broker against the same call straight to the server."""
+    link, watch = start_broker(os.environ)  # holds the bench keys, bound to the loopback server's URLs
+    clients: dict[str, tuple[Any, Any]] = {}
+    for wire, sdk, url, auth in (
+        ("anthropic", anthropic, server.anthropic_url, "x-api-key"),
+        ("openai", openai, server.openai_url, "bearer"),
+    ):
+        route = link.route(f"{wire.upper()}_API_KEY", url)
+        assert route is not None, f"the broker holds no key for {url}"
+        endpoint = Endpoint(wire, "m", url, "", 30.0, route)
+        connection = sdk_connection(endpoint, sdk.DefaultHttpxClient, httpx2.HTTPTransport, auth)
+        via = sdk.Anthropic if wire == "anthropic" else sdk.OpenAI
+        clients[wire] = (
+            via(**connection, max_retries=0),
+            via(api_key="bench", base_url=url, max_retries=0),
+        )
+    bare_calls = {"anthropic": bare_anthropic, "openai": bare_openai}
+    print(f"\n{'case':<28}{'via broker ms/call':>19}{'bare SDK ms/call':>18}{'ratio':>8}{'added ms':>10}")
+    worst = {0.0: 0.0, latency: 0.0}
+    for wait in (0.0, latency):
+        slow = dataclasses.replace(ANSWER, delay=wait)
+
+        def respond(body: dict[str, Any], reply: Reply = slow) -> Reply:
+            return reply
+
+        server.responder = respond
+        rounds = calls if wait == 0 else max(20, calls // 10)
+        for wire, (brokered, direct) in clients.items():
+            for mode, stream in (("complete", False), ("stream", True)):
+                bare = bare_calls[wire]
+                ours, theirs = compare(bare(brokered, stream), bare(direct, stream), rounds)  # type: ignore[operator]
+                ratio = ours / theirs
+                worst[wait] = max(worst[wait], ratio)
+                case = f"{wire} {mode}" + (f" ({wait * 1e3:g} ms)" if wait else "")
+                print(
+                    f"{case:<28}{ours * 1e3:>19.3f}{theirs * 1e3:>18.3f}{ratio:>8.3f}{(ours - theirs) * 1e3:>10.3f}"
+                )
+    for wait, ratio in worst.items():
+        server_kind = f"a server answering in {wait * 1e3:g} ms" if wait else "an instant loopback server"
+        verdict = "OK" if ratio <= 1.02 else "OVER TARGET"
+        print(f"broker: worst ratio {ratio:.3f} against {server_kind} (target <= 1.02): {verdict}")
+    os.close(watch)  # the broker exits
 
 
 if __name__ == "__main__":
