@@ -22,6 +22,7 @@ from aries_kernel.agent.safety import confine
 from aries_kernel.agent.settings import AriesAgent
 from aries_kernel.agent.tools import TOOLS, Tool, ToolEnv, html_to_text, run_tool
 from aries_kernel.rootfs import OutsideRootError
+from aries_kernel.settings_owner import SettingsOwner
 
 
 @pytest.fixture
@@ -292,6 +293,7 @@ class OneContext:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.config = None
+        self.settings_owner = SettingsOwner()
         self._cache: dict[str, object] = {}
 
     @property
