@@ -167,10 +167,11 @@ def parse_files(
     results: queue.Queue[Record | BaseException | None] = queue.Queue()
     used: list[_Worker] = []
     command = list(WORKER_COMMAND)
+    stop = threading.Event()  # the caller stopped waiting (an error, an interrupt): hand out no more files
 
     def next_item() -> tuple[str, str] | None:
         with lock:
-            return next(pending, None)
+            return None if stop.is_set() else next(pending, None)
 
     def run() -> None:
         worker: _Worker | None = None
@@ -207,9 +208,11 @@ def parse_files(
                 running -= 1
             elif isinstance(result, BaseException):
                 error = error or result
+                stop.set()
             elif error is None:
                 on_record(result)
     finally:
+        stop.set()
         for thread in threads:
             thread.join()
         _give_back([w for w in used if w.alive()])
