@@ -50,7 +50,9 @@ def broker_pid(kc: Any) -> int:
 
 
 def test_the_table_of_key_variables_is_the_providers() -> None:
-    from aries_kernel.key_broker import PROVIDER_KEYS  # here, so that each test fails alone without the broker
+    from aries_kernel.key_broker import (
+        PROVIDER_KEYS,
+    )  # here, so that each test fails alone without the broker
 
     expected = {p.key_env: (p.name, p.base_url, p.base_url_env) for p in PROVIDERS.values() if p.key_env}
     assert PROVIDER_KEYS == expected
@@ -176,3 +178,30 @@ def test_the_broker_outlives_an_interrupt_and_ends_with_the_kernel(small_repo: P
         finally:
             if not stopped:
                 stop_kernel(km, kc)
+
+
+def test_a_key_named_in_pass_env_keys_stays_for_bash(small_repo: Path, tmp_path: Path) -> None:
+    (tmp_path / "jupyter_config.py").write_text("c.AriesAgent.pass_env_keys = ['OPENAI_API_KEY']\n")
+    km, kc = start_kernel(small_repo, env={"JUPYTER_CONFIG_DIR": str(tmp_path)})
+    try:
+        code = f"import os\nos.environ['OPENAI_API_KEY'] = {OPENAI_KEY!r}\nos.environ['ANTHROPIC_API_KEY'] = {CELL_KEY!r}"
+        out = run_cell(kc, code)
+        assert out.error is None, out.error
+        kept = run_cell(kc, "print(sorted(n for n in os.environ if n.endswith('_API_KEY')))")
+        assert kept.stdout.strip() == "['OPENAI_API_KEY']"
+        status = run_cell(kc, "%aries status").result or ""
+        assert "ANTHROPIC_API_KEY for https://api.anthropic.com" in status
+        assert "in the kernel process: OPENAI_API_KEY" in status
+    finally:
+        stop_kernel(km, kc)
+
+
+def test_without_the_launcher_the_status_says_the_keys_are_in_the_kernel(small_repo: Path) -> None:
+    km, kc = start_kernel(small_repo, env={"ANTHROPIC_API_KEY": ANTHROPIC_KEY}, kernel_name="python3")
+    try:
+        assert run_cell(kc, "%load_ext aries_kernel").error is None
+        status = run_cell(kc, "%aries status").result or ""
+        assert "Provider keys: in the kernel process: ANTHROPIC_API_KEY; no key broker runs" in status
+        assert ANTHROPIC_KEY not in status
+    finally:
+        stop_kernel(km, kc)
