@@ -16,6 +16,7 @@ import pytest
 from traitlets.config import Config
 
 from aries_kernel.codebase import Codebase, indexer, parse_workers
+from aries_kernel.codebase.bounded import MAX_BYTES as CONFIG_MAX_BYTES
 from aries_kernel.codebase.bounded import MAX_NESTING, load_json, load_toml, nesting
 from aries_kernel.codebase.files import GITIGNORE_MAX_PATTERNS
 from tests.fs_support import write
@@ -101,6 +102,21 @@ def test_a_go_mod_of_a_million_blank_lines_is_read_in_linear_time(tmp_path: Path
     assert reasons(codebase)["go.mod"].startswith("go.mod declares no module path")
     edges = codebase.edges()
     assert ("sub/a.go", "sub/b/b.go") in set(zip(edges["source"], edges["target"], strict=True))
+    assert_answers(codebase)
+
+
+def test_manifests_over_the_size_limit_are_named_with_what_is_lost(tmp_path: Path) -> None:
+    root = repo(tmp_path)
+    write(root, "go.mod", "module example.com/big\n" + "// padding\n" * (CONFIG_MAX_BYTES // 10))
+    write(root, "crate/Cargo.toml", '[package]\nname = "big"\n' + "#" * CONFIG_MAX_BYTES + "\n")
+    codebase = indexed(root)
+    found = reasons(codebase)
+    assert found["go.mod"] == (
+        f"go.mod unreadable (too large: over {CONFIG_MAX_BYTES:,} bytes); imports of its packages are not resolved"
+    )
+    assert found["crate/Cargo.toml"] == (
+        f"Cargo.toml unreadable (too large: over {CONFIG_MAX_BYTES:,} bytes); the crates it names are not resolved"
+    )
     assert_answers(codebase)
 
 

@@ -18,6 +18,7 @@ from aries_kernel.codebase.lang_rust import CargoManifest, RustResolver, parse_c
 
 __all__ = [
     "MANIFEST_FILES",
+    "MANIFEST_IGNORED",
     "NATIVE_LANGUAGES",
     "NativeConfig",
     "NativeResolvers",
@@ -26,6 +27,11 @@ __all__ = [
 ]
 
 MANIFEST_FILES = frozenset({"go.mod", "Cargo.toml"})
+# What is lost when a manifest cannot be used, for its skipped() reason.
+MANIFEST_IGNORED = {
+    "go.mod": "imports of its packages are not resolved",
+    "Cargo.toml": "the crates it names are not resolved",
+}
 NATIVE_LANGUAGES = frozenset({"go", "rust", "java"})
 NativeConfig = GoModule | CargoManifest
 
@@ -40,12 +46,12 @@ def load_manifest(rel: str, text: str) -> tuple[NativeConfig | None, str | None]
     if posixpath.basename(rel) == "go.mod":
         path = parse_go_mod(text)
         if path is None:
-            return None, "go.mod declares no module path; imports of its packages are not resolved"
+            return None, f"go.mod declares no module path; {MANIFEST_IGNORED['go.mod']}"
         return GoModule(posixpath.dirname(rel), path), None
     try:
         return parse_cargo_toml(rel, text), None
     except ValueError as exc:
-        return None, f"Cargo.toml not parsed ({exc}); the crates it names are not resolved"
+        return None, f"Cargo.toml not parsed ({exc}); {MANIFEST_IGNORED['Cargo.toml']}"
 
 
 class NativeResolvers:

@@ -39,6 +39,7 @@ from typing import Any
 
 from aries_kernel.codebase.bounded import load_json
 from aries_kernel.codebase.lang_resolve import (
+    MANIFEST_IGNORED,
     NATIVE_LANGUAGES,
     NativeConfig,
     NativeResolvers,
@@ -253,8 +254,11 @@ def _load_package(rel: str, text: str, problems: list[tuple[str, str]]) -> Packa
 def config_problem(rel: str, what: str) -> str:
     """The ``skipped()`` reason for an import-config file that could not be used: what went wrong, and what
     is ignored because of it."""
-    if posixpath.basename(rel) == "package.json":
+    name = posixpath.basename(rel)
+    if name == "package.json":
         return f"package.json {what}; its imports/exports/main/types are ignored"
+    if name in MANIFEST_IGNORED:
+        return f"{name} {what}; {MANIFEST_IGNORED[name]}"
     return f"tsconfig {what}; its paths/baseUrl are ignored"
 
 
