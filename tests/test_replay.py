@@ -207,6 +207,38 @@ def test_bad_notebooks_get_a_clear_message_and_the_kernel_stays(
             assert text.startswith("UsageError: Notebook"), text
             assert message in text, text
         still_answers(kc)
+    write_notebook(folder / "big.ipynb", [code("big", "x = 1\n" * 180_000)])  # a cell of over 1 MB
+    big = run_cell(kc, "%aries hidden big.ipynb")
+    assert big.status == "ok", big.error
+    assert "cell 0 is not checked: 1,080,000 characters, over the 200,000 the check reads" in big.stdout
+    still_answers(kc)
+
+
+def test_a_python3_kernel_replays_in_a_fresh_python3_kernel(project: Path) -> None:
+    folder = project / "notebooks"
+    notebook = write_notebook(
+        folder / "plain.ipynb",
+        [
+            code("load", "%load_ext aries_kernel"),
+            code(
+                "which",
+                "print(type(get_ipython().kernel).__name__, 'codebase' in dir())",
+                "IPythonKernel True\n",
+            ),
+        ],
+    )
+    km, kc = start_kernel(folder, env={"JPY_SESSION_NAME": str(notebook)}, kernel_name="python3")
+    try:
+        assert run_cell(kc, "%load_ext aries_kernel").status == "ok"
+        result = run_cell(kc, "%aries replay --yes")
+        assert result.status == "ok", result.error
+        assert "in a fresh python3 kernel: 2 ran; 0 output(s) differ" in result.stdout
+        assert [(r["id"], r["status"], r["output_differs"]) for r in records(kc)] == [
+            ("load", "ran", False),
+            ("which", "ran", False),
+        ]
+    finally:
+        stop_kernel(km, kc)
 
 
 def test_without_a_notebook_replay_says_to_name_one(kernel: Any) -> None:
