@@ -45,6 +45,7 @@ class CellResult:
     error: tuple[str, str, list[str]] | None = None
     prompts: list[str] = field(default_factory=list)
     messages: list[dict[str, Any]] = field(default_factory=list)
+    payload: list[dict[str, Any]] = field(default_factory=list)  # the execute reply's (set_next_input, ...)
 
 
 def start_kernel(
@@ -77,14 +78,31 @@ def _next_reply(reply: StdinReply, prompt: str) -> str:
 
 
 def run_cell(
-    kc: BlockingKernelClient, code: str, timeout: float = 120, stdin_reply: StdinReply = None
+    kc: BlockingKernelClient,
+    code: str,
+    timeout: float = 120,
+    stdin_reply: StdinReply = None,
+    cell_id: str | None = None,
 ) -> CellResult:
     """Execute ``code`` and collect its output until the kernel is idle again.
 
     ``stdin_reply`` answers ``input()`` calls in the kernel: a string for every prompt, a list consumed in order,
-    or a function of the prompt text.
+    or a function of the prompt text. ``cell_id`` is sent as JupyterLab sends it, in the request's metadata.
     """
-    msg_id = kc.execute(code, allow_stdin=stdin_reply is not None)
+    if cell_id is None:
+        msg_id = kc.execute(code, allow_stdin=stdin_reply is not None)
+    else:
+        content = {
+            "code": code,
+            "silent": False,
+            "store_history": True,
+            "user_expressions": {},
+            "allow_stdin": stdin_reply is not None,
+            "stop_on_error": True,
+        }
+        request = kc.session.msg("execute_request", content, metadata={"cellId": cell_id})
+        kc.shell_channel.send(request)
+        msg_id = request["header"]["msg_id"]
     out = CellResult()
     deadline = time.monotonic() + timeout
     idle = False
@@ -122,7 +140,10 @@ def run_cell(
         elif kind == "status" and content["execution_state"] == "idle":
             idle = True
     reply = kc.get_shell_msg(timeout=max(1.0, deadline - time.monotonic()))
+    while reply["parent_header"].get("msg_id") != msg_id:  # a reply to a request sent outside run_cell
+        reply = kc.get_shell_msg(timeout=max(1.0, deadline - time.monotonic()))
     out.status = reply["content"]["status"]
+    out.payload = reply["content"].get("payload", [])
     return out
 
 

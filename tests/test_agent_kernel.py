@@ -307,9 +307,9 @@ def test_cell_form_options_and_subcommands(
     cell = run_cell(kc, "numbers = [1, 2, 3]\nlabel = 'sum'")
     cell = run_cell(kc, "%%aries --max-turns 3\nCompute the {label} of {numbers}; keep {unknown} as is.")
     assert cell.error is None, cell.error
-    assert (
-        server.requests[0].body["messages"][0]["content"][0]["text"]
-        == "Compute the sum of [1, 2, 3]; keep {unknown} as is."
+    # The prompt, after the notebook section (the variables the cell before made: aries_kernel.notebook.context)
+    assert server.requests[0].body["messages"][0]["content"][0]["text"].endswith(
+        "</notebook_context>\n\nCompute the sum of [1, 2, 3]; keep {unknown} as is."
     )
     assert run_cell(kc, "total").result == "6"  # the agent's variable is the user's
 
@@ -320,13 +320,14 @@ def test_cell_form_options_and_subcommands(
     run_cell(kc, "%aries --bare what's here")  # an apostrophe in a prompt is just text
     bare = server.requests[2].body
     assert (
-        tool_names(bare) == list(LEAN["bare"]) and bare["messages"][-1]["content"][0]["text"] == "what's here"
+        tool_names(bare) == list(LEAN["bare"])
+        and bare["messages"][-1]["content"][0]["text"].endswith("</notebook_context>\n\nwhat's here")
     )
     run_cell(kc, "%aries --model haiku hello")
     assert server.requests[3].body["model"] == "claude-haiku-4-5"
 
     tools = run_cell(kc, "frame = %aries tools\n(len(frame), int(frame['lean'].sum()), frame['tool'][0])")
-    assert tools.result == "(20, 6, 'Repl')"
+    assert tools.result == "(22, 7, 'Repl')"
     permission = (
         "p = %aries tools\n(p.set_index('tool').loc[['Edit', 'Bash', 'Read', 'Repl'], 'permission'].tolist())"
     )
@@ -365,5 +366,6 @@ def test_a_prompt_ending_in_a_question_mark_is_a_prompt_not_help(
     server.script(Reply(text="Because of rehashing."))
     cell = run_cell(kc, "topic = 'cache'\n%aries why is the {topic} slow?", timeout=120)
     assert "Because of rehashing." in cell.stdout and "not found" not in cell.stdout
-    assert server.requests[0].body["messages"][0]["content"][0]["text"] == "why is the cache slow?"
+    prompt = server.requests[0].body["messages"][0]["content"][0]["text"]
+    assert prompt.endswith("</notebook_context>\n\nwhy is the cache slow?")  # after the notebook section
     assert "Object `aries` not found" not in run_cell(kc, "%aries?").stdout  # help on the magic still works

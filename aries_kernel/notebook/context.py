@@ -332,10 +332,8 @@ def offer_cell(shell: Any, context: Any, new_source: str, cell: str = "") -> str
     old = run.source if run is not None else (error.source if error is not None and not cell else "")
     label = run.label() if run is not None else (cell or (f"In[{error.count}]" if error else "a new cell"))
     shell.set_next_input(new_source, replace=False)
-    diff = "".join(
-        difflib.unified_diff(
-            old.splitlines(keepends=True), new_source.splitlines(keepends=True), label, "new cell", n=2
-        )
+    diff = "\n".join(
+        difflib.unified_diff(old.splitlines(), new_source.splitlines(), label, "new cell", n=2, lineterm="")
     )
     said = f"The new code of {label} is in a new cell below the %aries cell, for the user to run."
     return f"{said}\n{_clip(diff, 3000)}" if diff else said

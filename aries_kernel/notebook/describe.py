@@ -319,11 +319,11 @@ def _signature(function: types.FunctionType, skip_first: bool) -> str:
     keyword_only = code.co_varnames[len(positional) : len(positional) + code.co_kwonlyargcount]
     defaults = function.__defaults__ if type(function.__defaults__) is tuple else ()
     kwdefaults = function.__kwdefaults__ if type(function.__kwdefaults__) is dict else {}
-    brief = Limits(chars=40, text=20, items=2, depth=0)
+    brief = Limits(chars=60, text=20, items=2, depth=1)  # a default inside: <Type> unless a plain value
     parts = []
     first_default = len(positional) - len(defaults)
     for index, name in enumerate(positional):
-        default = f"={describe(defaults[index - first_default], brief)}" if index >= first_default else ""
+        default = f"={_default(defaults[index - first_default], brief)}" if index >= first_default else ""
         parts.append(name + default)
     rest = len(positional) + len(keyword_only)
     if code.co_flags & inspect.CO_VARARGS:
@@ -332,12 +332,16 @@ def _signature(function: types.FunctionType, skip_first: bool) -> str:
     elif keyword_only:
         parts.append("*")
     for name in keyword_only:
-        parts.append(name + (f"={describe(kwdefaults[name], brief)}" if name in kwdefaults else ""))
+        parts.append(name + (f"={_default(kwdefaults[name], brief)}" if name in kwdefaults else ""))
     if code.co_flags & inspect.CO_VARKEYWORDS:
         parts.append("**" + code.co_varnames[rest])
     if skip_first and positional:
         parts.pop(0)
     return "(" + ", ".join(parts) + ")"
+
+
+def _default(value: Any, limits: Limits) -> str:
+    return _cut(_describe(value, limits, 0, set()), limits.chars)
 
 
 def _first_line(doc: Any) -> str:
