@@ -4,12 +4,21 @@ Everything aries-kernel writes that could hold text from outside (tool output, s
 summaries, vault notes, the code index) goes through :func:`redact` first. It replaces
 
 - the values of the provider key variables (``ANTHROPIC_API_KEY``, ``OPENAI_API_KEY``, ... and any variable
-  whose name ends in ``_API_KEY``, ``_TOKEN`` or ``_SECRET``) as they are set in this process, and
-- strings in the well-known formats of Anthropic, OpenAI, GitHub, AWS, Slack, Google and private-key blocks,
+  whose name ends in ``_API_KEY``, ``_TOKEN`` or ``_SECRET``) as they are set in this process,
+- strings in the well-known formats of Anthropic, OpenAI, Stripe (secret, restricted and webhook keys; not the
+  publishable ``pk_`` ones), GitHub, GitLab, npm, PyPI, Hugging Face, AWS, Slack, Google, JSON Web Tokens and
+  private-key blocks,
+- passwords in URLs of any scheme (``scheme://user:pw@host``, ``?password=``, ``?token=``, ...) and libpq
+  key=value strings (``password='a b'``), and
+- the values of credentials by name: ``*PASSWORD``, ``*SECRET``, ``*TOKEN`` (and ``*_KEY``) in env output
+  (``DB_PASSWORD=x``, ``export X_TOKEN="x"``) and in JSON or dict fields (``"db_password": "x"``),
 
 with ``[REDACTED:<kind>]``. The patterns are a small fixed set rather than a general entropy detector
 (detect-secrets, for example, works on files and lines and flags high-entropy strings, which in source code
 means hashes and test data): here a false positive would corrupt the user's code in the index and transcripts.
+So a keyword argument (``f(password=password)``), a template (``{token}``, ``${TOKEN}``, ``<your key>``) and
+an upper-case name in code (``TOKEN = ...``, with spaces) are left alone. :func:`mask_url` is the display form
+of a database URL or connection string: its passwords as ``***``.
 
 :func:`scrubbed_env` is the environment handed to subprocesses the agent starts: a copy of ``os.environ``
 without the key variables, unless the user allowed them by name. :func:`withheld_keys` takes them out of this
@@ -24,7 +33,6 @@ import re
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from functools import partial
 
 __all__ = [
     "KEY_VARIABLES",
@@ -59,24 +67,32 @@ KEY_VARIABLES = frozenset(
 _KEY_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET", "_SECRET_KEY", "_ACCESS_KEY")
 _MIN_VALUE_CHARS = 8  # shorter values ("1", "true") are not secrets, and replacing them would garble text
 
-# A value that is a placeholder, not a secret: {var}, ${VAR}, $VAR, <your key>, %s, or text already redacted
-# ([REDACTED:...]) or masked (***).
-_NOT_PLACEHOLDER = r"(?![{$<%\[*])"
+# A value that is a placeholder, not a secret: {var}, ${VAR}, $VAR, <your key>, %s, "...", code ((?P<...>, `x`),
+# or text already redacted ([REDACTED:...]) or masked (***).
+_NOT_PLACEHOLDER = r"(?![{$<%\[*(`]|\.\.\.)"
 # A KEY=value value: quoted, or bare up to the end of the word (a bare value followed by "," or ")" is a keyword
 # argument in code, ``f(password=password)``, and is left alone).
 _ASSIGNED = (
     r'"' + _NOT_PLACEHOLDER + r'[^"\n]+"'
     r"|'" + _NOT_PLACEHOLDER + r"(?:[^'\\\n]|\\.)+'"
-    r"|" + _NOT_PLACEHOLDER + r"[^\s'\",()\[\]{}]+(?=[\s;&|]|$)"
+    r"|" + _NOT_PLACEHOLDER + r"[^\s'\"`,()\[\]{}]+(?=[\s;&|]|$)"
 )
 # Names of variables and fields that hold a credential: *PASSWORD, *PASSWD, *SECRET, *TOKEN (and *_KEY of each).
 _SECRET_NAME = r"(?:(?:ssl)?password|passwd|secret|token)(?:_?key)?"
+_SECRET_NAMES = [
+    word + key for word in ("password", "passwd", "secret", "token") for key in ("", "_key", "key")
+]
+# The same as lookbehinds at the "=" of an upper-case KEY=value (not preceded by a lower-case letter: fooTOKEN=)
+# and at the closing quote of a field name: anchored on a rarer character than the name's first letter.
+_ENV_NAME_BEFORE = "|".join(f"(?<![a-z]{name.upper()}=)(?<={name.upper()}=)" for name in _SECRET_NAMES)
+_FIELD_NAME_BEFORE = "|".join(f"(?<={name}[\"']:)" for name in _SECRET_NAMES)
 
 # (kind, pattern): the whole match is replaced, or only its group ``s`` when it has one (a quoted value keeps its
-# quotes). Each pattern starts with a literal (or a small set of characters) and checks the word boundary before
-# it with a lookbehind: the same matches as a leading \b, but the regex engine can jump to the literal (20-40x
-# faster on source code, which the indexer redacts whole). One pass per pattern: Python's re finds no such
-# literal in an alternation of named groups, and one combined pattern was 4-8x slower (bench/bench_redact.py).
+# quotes). Each pattern starts with a literal (or a rarer character than the name it looks for, checked behind
+# it) and checks the word boundary before it with a lookbehind: the same matches as a leading \b, but the regex
+# engine can jump to the literal (20-40x faster on source code, which the indexer redacts whole). One pass per
+# rule: Python's re finds no literal to jump to in an alternation of named groups, and one combined pattern was
+# 5-30x slower (bench/bench_redact.py).
 _RULES: tuple[tuple[str, str], ...] = (
     (
         "private-key",
@@ -106,18 +122,15 @@ _RULES: tuple[tuple[str, str], ...] = (
     ("password", r"://[^\s/@:]*:(?P<s>" + _NOT_PLACEHOLDER + r"[^\s/@]+)@"),
     ("secret", r"[?&][\w.\-]*?(?i:" + _SECRET_NAME + r")=(?P<s>" + _NOT_PLACEHOLDER + r"[^&\s#'\"<>]+)"),
     # KEY=value lines of env output, .env files and `export` (upper-case names, as environment variables are).
-    (
-        "secret",
-        r"(?:P(?<![a-z]P)ASSW(?:OR)?D|S(?<![a-z]S)ECRET|T(?<![a-z]T)OKEN)(?:_?KEY)?=(?P<s>" + _ASSIGNED + r")",
-    ),
+    ("secret", r"=(?<=[DTNY]=)(?:" + _ENV_NAME_BEFORE + r")(?P<s>" + _ASSIGNED + r")"),
     # password= in libpq key=value strings (password='a b'), INI files and command lines.
     ("password", r"password=(?<![\w.\-]password=)(?P<s>" + _ASSIGNED + r")"),
     ("password", r"passwd=(?<![\w.\-]passwd=)(?P<s>" + _ASSIGNED + r")"),
     ("password", r"sslpassword=(?<![\w.\-]sslpassword=)(?P<s>" + _ASSIGNED + r")"),
-    # JSON and Python dict fields: "db_password": "...", 'access_token': '...'.
+    # JSON and Python dict fields: "db_password": "...", 'access_token': '...' (the colon right after the name).
     (
         "secret",
-        r"[\"'][\w\-]*?(?i:" + _SECRET_NAME + r")[\"']\s*:\s*(?P<s>"
+        r":(?<=[\"']:)(?i:" + _FIELD_NAME_BEFORE + r")\s*(?P<s>"
         r'"' + _NOT_PLACEHOLDER + r'[^"\n]+"|' + r"'" + _NOT_PLACEHOLDER + r"[^'\n]+')",
     ),
 )
@@ -154,9 +167,23 @@ def redact(text: str, environ: Mapping[str, str] | None = None) -> str:
     for value in _secret_values(os.environ if environ is None else environ):
         if value in text:
             text = text.replace(value, "[REDACTED:env]")
-    for kind, pattern in _PATTERNS:
-        text = pattern.sub(partial(_replacement, kind), text)
-    return text
+    # Every rule's matches on the same text, then one rebuild: a pass that only finds is cheap, while each sub()
+    # that replaced something would copy the whole text again. Where matches overlap, the leftmost one wins
+    # (at the same start, the earlier rule): a private-key block whole, GITHUB_TOKEN=<key> as the assignment.
+    found = sorted(
+        (match.start(), rule, match.end(), _replacement(kind, match))
+        for rule, (kind, pattern) in enumerate(_PATTERNS)
+        for match in pattern.finditer(text)
+    )
+    if not found:
+        return text
+    parts, done = [], 0
+    for start, _, end, replacement in found:
+        if start >= done:
+            parts += [text[done:start], replacement]
+            done = end
+    parts.append(text[done:])
+    return "".join(parts)
 
 
 def _replacement(kind: str, match: re.Match[str]) -> str:

@@ -10,9 +10,12 @@ Two backends, one code path of SQLAlchemy Core queries (tables and migrations in
   like FTS5's, times ``ts_rank`` of that term, with FTS5's column weights 4/2/1). Writers take a transaction
   advisory lock, which serializes them exactly like ``BEGIN IMMEDIATE``. While the server is away (restarted,
   unreachable) every read and write waits and retries with backoff for ``retry_seconds``, logging once what is
-  wrong (the URL's password never shown), then raises :class:`VaultUnavailableError`. Credentials come only
-  from the URL the user gave, the ``PG*`` environment or ``~/.pgpass`` (libpq reads both); aries-kernel never
-  writes them anywhere.
+  wrong, then raises :class:`VaultUnavailableError`; a server that refuses the login or the database raises it
+  at once. Credentials come only from the URL the user gave, the ``PG*`` environment or ``~/.pgpass`` (libpq
+  reads both); aries-kernel never writes them anywhere. libpq itself parses the URL (or key=value string,
+  :func:`server_parameters`); its parameters, password included, go only to the engine's connect arguments,
+  and :attr:`VaultIndex.url`, every message, log line and error show it with its passwords as ``***``
+  (:func:`aries_kernel.redact.mask_url`).
 
 The schema is built by named, append-only migrations recorded in ``_vault_migrations``. A SQLite file that is
 not a database, is damaged, has another schema or is a symlink is moved aside (kept for inspection, named in

@@ -62,8 +62,8 @@ class AriesVault(Configurable):
     url = Unicode(
         "",
         help="Database of the global vault's index: empty for SQLite in <path>/.aries/index.db, or a PostgreSQL "
-        "URL (postgresql://user@host:5432/db) for a team vault. Give no password here: libpq reads PGPASSWORD "
-        "or ~/.pgpass.",
+        "URL (postgresql://user@host:5432/db) or libpq key=value string (host=db dbname=aries) for a team vault. "
+        "Best give no password here: libpq reads PGPASSWORD or ~/.pgpass; one given is shown as ***.",
     ).tag(config=True)
     schema = Unicode(
         "aries_vault", help="PostgreSQL schema of the team vault (one database, many vaults)."
