@@ -112,10 +112,12 @@ def test_manifests_over_the_size_limit_are_named_with_what_is_lost(tmp_path: Pat
     codebase = indexed(root)
     found = reasons(codebase)
     assert found["go.mod"] == (
-        f"go.mod unreadable (too large: over {CONFIG_MAX_BYTES:,} bytes); imports of its packages are not resolved"
+        f"go.mod unreadable (too large: over the limit of {CONFIG_MAX_BYTES:,} bytes); "
+        "imports of its packages are not resolved"
     )
     assert found["crate/Cargo.toml"] == (
-        f"Cargo.toml unreadable (too large: over {CONFIG_MAX_BYTES:,} bytes); the crates it names are not resolved"
+        f"Cargo.toml unreadable (too large: over the limit of {CONFIG_MAX_BYTES:,} bytes); "
+        "the crates it names are not resolved"
     )
     assert_answers(codebase)
 
@@ -144,7 +146,7 @@ def test_bounded_readers_refuse_depth_and_size_and_skip_strings() -> None:
     assert load_json("[" * MAX_NESTING + "]" * MAX_NESTING) is not None
     with pytest.raises(ValueError, match=f"nested {MAX_NESTING + 1} deep"):
         load_json("[" * (MAX_NESTING + 1) + "]" * (MAX_NESTING + 1))
-    with pytest.raises(ValueError, match="over the limit of 1,048,576"):
+    with pytest.raises(ValueError, match="too large: 1,048,578 bytes, over the limit of 1,048,576"):
         load_json('"' + "x" * (1 << 20) + '"')
     # An unterminated string runs to the end: each quote is scanned once (no quadratic rescans).
     assert nesting('{"a": "' + '\\" ' * 100_000) == 1

@@ -46,7 +46,7 @@ def nesting(text: str, toml: bool = False) -> int:
 def _check(text: str, toml: bool) -> None:
     size = len(text.encode("utf-8", "surrogatepass"))
     if size > MAX_BYTES:
-        raise ValueError(f"{size:,} bytes, over the limit of {MAX_BYTES:,}")
+        raise ValueError(f"too large: {size:,} bytes, over the limit of {MAX_BYTES:,}")
     depth = nesting(text, toml)
     if depth > MAX_NESTING:
         raise ValueError(f"brackets nested {depth} deep, over the limit of {MAX_NESTING}")

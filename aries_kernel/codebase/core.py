@@ -391,7 +391,7 @@ class Codebase(QueryMixin, JudgmentMixin):
         at most :data:`.bounded.MAX_BYTES`."""
         data, _ = read_regular(self.root, rel, bounded.MAX_BYTES, walked=True)
         if len(data) > bounded.MAX_BYTES:
-            raise RefusedPathError(f"too large: over {bounded.MAX_BYTES:,} bytes")
+            raise RefusedPathError(f"too large: over the limit of {bounded.MAX_BYTES:,} bytes")
         return data.decode("utf-8")
 
     # incremental

@@ -241,7 +241,8 @@ def read_gitignore(root: Path, rel: str) -> tuple[Ignores | None, list[Problem]]
         reason = str(exc) if isinstance(exc, RefusedPathError) else f"unreadable: {exc.strerror or exc}"
         return None, [Problem(rel, f"{reason}; its rules are ignored")]
     if len(data) > GITIGNORE_MAX_BYTES:
-        return None, [Problem(rel, f"too large (over {GITIGNORE_MAX_BYTES:,} bytes); its rules are ignored")]
+        reason = f"too large: over the limit of {GITIGNORE_MAX_BYTES:,} bytes; its rules are ignored"
+        return None, [Problem(rel, reason)]
     lines = data.decode("utf-8", "replace").splitlines()
     patterns = sum(1 for line in lines if line.strip() and not line.startswith("#"))
     if patterns > GITIGNORE_MAX_PATTERNS:

@@ -41,7 +41,7 @@ def too_large(source: SourceFile, max_bytes: int) -> Record:
         "file": source.rel,
         "language": source.language,
         "status": "skipped",
-        "reason": f"too large: {source.size:,} bytes (limit {max_bytes:,})",
+        "reason": f"too large: {source.size:,} bytes, over the limit of {max_bytes:,}",
         "hash": "",
         "size": source.size,
         "loc": 0,
