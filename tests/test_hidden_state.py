@@ -100,6 +100,10 @@ def test_magics_and_shell_lines_are_transformed_and_cell_magics_skipped() -> Non
     )
     assert [c.needs for c in analysed] == [["compute"], [], []]
     assert analysed[1].note == "a %%bash cell (not Python)"
+    timed = analyse_cells(
+        ["%%time\nmodel = fit(data)", "%%capture --no-stderr log\nprint(model)", "log, model"], fresh_names()
+    )
+    assert [c.needs for c in timed] == [["fit", "data"], [], []]
 
 
 def test_a_star_import_hides_what_it_may_define_and_says_so() -> None:

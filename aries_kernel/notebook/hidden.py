@@ -3,8 +3,9 @@
 A notebook that works in the kernel that ran it may fail in a fresh one: a cell uses a name that a deleted cell
 defined, or one a later cell defines (the cells ran out of order). Nothing is executed here. Each code cell, in
 file order, goes through IPython's input transforms (``%magic`` and ``!cmd`` lines become calls, so they parse;
-``%%`` cells are not Python and are skipped) and then :mod:`ast`, and the names it needs from before it are those
-it reads before anything earlier in the notebook, or earlier in the cell, binds them.
+``%%time`` and ``%%capture`` cells are read as their body, other ``%%`` cells are not Python and are skipped)
+and then :mod:`ast`, and the names it needs from before it are those it reads before anything earlier in the
+notebook, or earlier in the cell, binds them.
 
 What binds a name: assignment (augmented and annotated ones included), ``for`` and ``with`` targets, imports,
 ``def`` and ``class``, ``except ... as`` (until the handler ends), the walrus, ``match`` captures; ``del``
@@ -64,6 +65,8 @@ _IPYTHON_NAMES = frozenset(
     }
 )
 _HISTORY = re.compile(r"_i{0,3}\d+|__\w+__")
+# Cell magics whose body is Python run in the user's namespace.
+_PYTHON_CELL_MAGICS = ("%%time", "%%capture")
 
 
 def fresh_names(shell: Any = None) -> frozenset[str]:
@@ -491,7 +494,13 @@ def _python(source: str, transform: Callable[[str], str]) -> tuple[ast.Module | 
     if len(source) > MAX_CELL_CHARS:
         return None, f"{len(source):,} characters, over the {MAX_CELL_CHARS:,} the check reads"
     if source.lstrip().startswith("%%"):
-        return None, f"a {source.lstrip().split(None, 1)[0]} cell (not Python)"
+        first, _, body = source.lstrip().partition("\n")
+        magic, *words = first.split()
+        if magic not in _PYTHON_CELL_MAGICS:
+            return None, f"a {magic} cell (not Python)"
+        # %%time and %%capture run their body in the namespace; `%%capture out` then binds out.
+        names = [word for word in words if word.isidentifier()][:1] if magic == "%%capture" else []
+        source = body + "".join(f"\n{name} = None" for name in names)
     try:
         code = transform(source)
         with warnings.catch_warnings():

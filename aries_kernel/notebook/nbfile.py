@@ -107,12 +107,12 @@ def read_notebook(root: str | os.PathLike[str], path: str | os.PathLike[str]) ->
         if not isinstance(raw, dict):
             raise NotebookError(f"Notebook {shown}: cell {index} is not a JSON object.")
         outputs = raw.get("outputs")
-        count = raw.get("execution_count")
+        count, kind = raw.get("execution_count"), raw.get("cell_type")
         cells.append(
             Cell(
                 index=index,
                 id=raw["id"] if isinstance(raw.get("id"), str) and raw["id"] else f"cell-{index}",
-                kind=raw.get("cell_type") if isinstance(raw.get("cell_type"), str) else "unknown",
+                kind=kind if isinstance(kind, str) else "unknown",
                 source=_text(raw.get("source")),
                 outputs=tuple(o for o in outputs if isinstance(o, dict)) if isinstance(outputs, list) else (),
                 execution_count=count if isinstance(count, int) else None,

@@ -23,7 +23,7 @@ import re
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -279,20 +279,18 @@ def run_cells(
     env: dict[str, str],
     cell_timeout: float,
     timeout: float,
-    progress: Callable[[int, CellOutcome], None] | None = None,
 ) -> list[CellOutcome]:
     """Run ``cells`` ((source, reason to skip it or "") in order) in a fresh ``kernel_name`` kernel.
 
     Each cell is bounded by ``cell_timeout`` and all of them, with the kernel's start, by ``timeout`` (seconds).
-    ``progress(position, outcome)`` is called as each cell ends. The kernel is shut down before this returns or
-    raises. Raises :class:`ReplayError` when the kernel does not start.
+    The kernel is shut down before this returns or raises. Raises :class:`ReplayError` when the kernel does not start.
     """
     start = time.monotonic()
     end = start + timeout
     outcomes: list[CellOutcome] = []
     with _Kernel(kernel_name, cwd, env, max(1.0, min(START_TIMEOUT, timeout))) as kernel:
         stopped = ""
-        for position, (source, skip) in enumerate(cells):
+        for source, skip in cells:
             if stopped or skip:
                 outcomes.append(CellOutcome("skipped", stopped or skip))
                 continue
@@ -311,7 +309,7 @@ def run_cells(
                     else f"c.AriesReplay.cell_timeout = {cell_timeout:g} s"
                 )
                 outcome.status = "timeout"
-                outcome.error = f"still running after {bound - began:.3g} s ({setting}): interrupted"
+                outcome.error = f"still running after {round(bound - began, 1):g} s ({setting}): interrupted"
                 if state != "idle":
                     outcome.error += (
                         f", and killed with its kernel when it did not stop within {INTERRUPT_GRACE:g} s"
@@ -320,16 +318,14 @@ def run_cells(
                     stopped = "not run: the replay kernel was killed at an earlier cell that did not stop"
                 elif total:
                     stopped = "not run: the replay's total time (c.AriesReplay.timeout) ran out"
-            if state == "dead":
+            elif state == "dead":
                 outcome.status = "failed"
                 outcome.error = outcome.error or f"the kernel died while the cell ran{kernel.stderr_tail()}"
                 stopped = stopped or "not run: the replay kernel died at an earlier cell"
-            elif state == "idle":
+            if state == "idle":
                 kernel.reply(msg_id)
             outcome.seconds = time.monotonic() - began
             outcomes.append(outcome)
-            if progress is not None:
-                progress(position, outcome)
     return outcomes
 
 

@@ -48,7 +48,7 @@ class HiddenStateHook(AgentHook):
         """The Notice's text for the notebook of ``agent``'s shell, or "" (nothing found, or nothing new)."""
         shell = agent.shell
         path = notebook_path(shell) if shell is not None else None
-        if path is None:
+        if shell is None or path is None:
             return ""
         notebook = read_notebook(agent.root, path)
         findings, _ = hidden_state(
