@@ -7,14 +7,15 @@ import argparse
 import os
 import sys
 
-from aries_kernel.agent.permissions import MODES
-
 __all__ = ["main"]
 
 _COMMANDS = ("install", "uninstall", "console", "mcp")
 
 
 def _parser() -> argparse.ArgumentParser:
+    # Imported here: the kernel's launch path (main) imports as little as it can.
+    from aries_kernel.agent.permissions import MODES
+
     parser = argparse.ArgumentParser(
         prog="aries-kernel",
         description="The Aries Jupyter kernel. With no command (or -f CONNECTION_FILE) it runs the kernel.",
