@@ -241,6 +241,20 @@ def test_a_python3_kernel_replays_in_a_fresh_python3_kernel(project: Path) -> No
         stop_kernel(km, kc)
 
 
+def test_the_agents_code_cannot_start_a_replay_but_may_check(kernel: Any, project: Path) -> None:
+    _, kc = kernel
+    as_agent = (
+        "from aries_kernel.context import get_context\n"
+        "with get_context(get_ipython()).settings_owner.untrusted('the agent'):\n"
+        "    get_ipython().run_line_magic('aries', {!r})"
+    )
+    refused = run_cell(kc, as_agent.format("replay --yes"))
+    assert "is not started while an agent run is in progress" in error_of(refused)
+    assert not (project / "notebooks" / "replay.pid").exists()
+    checked = run_cell(kc, as_agent.format("replay --static"))
+    assert checked.status == "ok" and "1 of them only this kernel has" in checked.stdout
+
+
 def test_without_a_notebook_replay_says_to_name_one(kernel: Any) -> None:
     _, kc = kernel
     hide = "import os; _saved = (os.environ.pop('JPY_SESSION_NAME'), __session__); del __session__"
