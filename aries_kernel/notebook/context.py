@@ -39,6 +39,8 @@ __all__ = [
 CONTEXT_TOKENS = 1500  # the section's budget
 _CHARS_PER_TOKEN = 4  # to turn the token budget into the parts' character budgets
 _TOOL_CHARS = 8000  # one cell's source or output in a Notebook tool answer
+_USE_CELLS = 20  # the latest cells whose names put their variables first
+_USE_SOURCE_CHARS = 20_000  # of each such cell's source, parsed for the names it reads
 _OFF = "c.AriesAgent.notebook_context is 'off': the notebook and the kernel's state are kept out of requests."
 
 
@@ -141,10 +143,10 @@ def _error_part(log: CellLog | None, values: bool, chars: int) -> str:
 
 
 def _variables_part(shell: Any, log: CellLog | None, values: bool, chars: int) -> str:
-    variables = user_variables(shell)
+    variables = _by_use(user_variables(shell), log, shell)
     if not variables:
         return ""
-    lines = [f"Variables ({len(variables)}, newest first):"]
+    lines = [f"Variables ({len(variables)}; those the latest cells read first, then the newest):"]
     used = len(lines[0])
     brief: list[str] = []
     for index, (name, value) in enumerate(variables):
@@ -163,6 +165,17 @@ def _variables_part(shell: Any, log: CellLog | None, values: bool, chars: int) -
     if brief:
         lines.append(("Also: " if values else "") + ", ".join(brief))
     return "\n".join(lines)
+
+
+def _by_use(variables: list[tuple[str, Any]], log: CellLog | None, shell: Any) -> list[tuple[str, Any]]:
+    """``variables`` with the names the latest :data:`_USE_CELLS` cells read first, the latest cell's first."""
+    order: dict[str, int] = {}
+    runs = list(log.runs)[-_USE_CELLS:] if log is not None else []
+    for rank, run in enumerate(reversed(runs)):
+        for name in names_read(run.source[:_USE_SOURCE_CHARS], shell):
+            order.setdefault(name, rank)
+    last = len(runs)
+    return sorted(variables, key=lambda pair: order.get(pair[0], last))  # stable: the newest first otherwise
 
 
 def _cells_part(log: CellLog | None, values: bool, chars: int) -> str:

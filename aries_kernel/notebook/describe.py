@@ -63,10 +63,11 @@ class Limits:
     items: int = 3  # items of a container, values of a column
     columns: int = 8  # columns of a DataFrame
     depth: int = 2  # containers inside containers
+    digits: int = 6  # significant digits of a float (0: all of them, as repr shows)
 
 
 BRIEF = Limits()  # a line of the context section
-FULL = Limits(chars=6000, text=1000, items=10, columns=100, depth=3)  # one variable, on request
+FULL = Limits(chars=6000, text=1000, items=10, columns=100, depth=3, digits=0)  # one variable, on request
 
 _SECRET_NAME = re.compile(r"key|token|secret|passw(or)?d|credential", re.IGNORECASE)
 # IPython's and ipykernel's own names, besides the underscore ones and shell.user_ns_hidden.
@@ -161,7 +162,7 @@ def _cut(text: str, limit: int) -> str:
 
 def _describe(value: Any, limits: Limits, depth: int, seen: set[int]) -> str:
     kind = type_name(value)
-    scalar = _scalar(value, limits.text)
+    scalar = _scalar(value, limits)
     if scalar is not None:
         return scalar
     if id(value) in seen:
@@ -185,10 +186,11 @@ def _one_of(cls: type, types_: tuple[type, ...]) -> bool:
     return any(cls is item for item in types_)
 
 
-def _scalar(value: Any, text_chars: int) -> str | None:
+def _scalar(value: Any, limits: Limits) -> str | None:
     """The repr of a value whose type's repr is trusted and bounded, else None. Subclasses of str, bytes, int
     and float (enums, numpy's str_) are read through the built-in type's own slots, their type named."""
     cls = type(value)
+    text_chars = limits.text
     named = "" if _one_of(cls, (str, bytes, bytearray, int, bool, float)) else f"{type_name(value)} "
     if _is(value, str):
         text = str.__str__(value)
@@ -210,14 +212,18 @@ def _scalar(value: Any, text_chars: int) -> str | None:
             return f"{named or 'int '}of {number.bit_length():,} bits"
         return f"{named}{number!r}" if cls is not bool else repr(value)
     if _is(value, float):
-        return f"{named}{float.__repr__(value)}"
+        number = float.__float__(value)
+        text = format(number, f".{limits.digits}g") if limits.digits else repr(number)
+        return f"{named}{text if any(c in text for c in '.en') else text + '.0'}"  # 2.0, not 2
     if _one_of(cls, _SCALARS):
         return repr(value)
     numpy = sys.modules.get("numpy")
     if numpy is not None and _is(value, numpy.generic) and _type_module(cls).startswith("numpy"):
         if _is(value, (numpy.void, numpy.object_)):
             return None
-        return f"{type_name(value)}({value!r})" if _is(value, numpy.datetime64) else repr(value.item())
+        if _is(value, numpy.datetime64):
+            return f"{type_name(value)}({value!r})"
+        return _scalar(value.item(), limits) or repr(value.item())
     pandas = sys.modules.get("pandas")
     if pandas is not None and _one_of(
         cls, (pandas.Timestamp, pandas.Timedelta, pandas.Period, type(pandas.NaT))
@@ -289,7 +295,7 @@ def _frame(frame: Any, kind: str, limits: Limits, seen: set[int]) -> str:
 
 
 def _values(items: list[Any], limits: Limits, seen: set[int]) -> str:
-    small = Limits(chars=_CELL_TEXT, text=min(limits.text, _CELL_TEXT), items=limits.items, depth=0)
+    small = Limits(_CELL_TEXT, min(limits.text, _CELL_TEXT), limits.items, depth=0, digits=limits.digits)
     return ", ".join(_cut(_describe(item, small, 0, seen), _CELL_TEXT) for item in items)
 
 
