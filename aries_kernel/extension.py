@@ -16,6 +16,7 @@ from typing import Any
 from aries_kernel.context import AriesContext, set_context
 from aries_kernel.diagnostics import install_stack_dump, stack_dump_problem
 from aries_kernel.lazy import LazyName
+from aries_kernel.notebook.executed import CellLog
 from aries_kernel.pillars import VaultUnavailable, shared_models, shared_vault
 from aries_kernel.settings_owner import ONLY_YOU
 
@@ -108,7 +109,14 @@ def install(shell: Any, root: str | None = None, index_delay: float = 0.0) -> Ar
     def end_execution(result: Any = None) -> None:
         context.settings_owner.settle("user")  # what the user's cell changed is theirs (see settle)
 
-    for event, hook in (("pre_run_cell", start_execution), ("post_run_cell", end_execution)):
+    # The record of executed cells and the last error, for the agent's notebook context (aries_kernel.notebook).
+    cells = context.lazy("cells", lambda _: CellLog(shell))
+    for event, hook in (
+        ("pre_run_cell", start_execution),
+        ("post_run_cell", end_execution),
+        ("pre_run_cell", cells.pre_run_cell),
+        ("post_run_cell", cells.post_run_cell),
+    ):
         shell.events.register(event, hook)
         context.hooks.append((event, hook))
 

@@ -49,4 +49,9 @@ def describe_call(name: str, arguments: dict[str, object]) -> str:
         mode = arguments.get("edit_mode", "replace")
         where = f"{arguments.get('notebook_path', '')} cell {arguments.get('cell_index', '')}"
         return f"NotebookEdit {where} ({mode})"
+    if name == "CellEdit":
+        lines = str(arguments.get("new_source", "")).splitlines()
+        shown = "\n".join(f"    {line}" for line in lines[:20]) + ("\n    ..." if len(lines) > 20 else "")
+        cell = arguments.get("cell") or "the failing cell"
+        return f"CellEdit {cell}: this code in a new cell below\n{shown}"
     return name

@@ -635,6 +635,41 @@ def notebook_edit(
     return f"{done} cell {cell_index} of {rel}; it now has {len(cells)} cells."
 
 
+@tool(
+    "Notebook",
+    "The user's notebook and kernel beyond the request's notebook section: one cell run in this kernel with its "
+    "output, one variable described in full, or the last error's whole traceback; with no argument, every "
+    "variable's name and type and every cell run.",
+    effect="read",
+    cell="A cell: In[n] (or n) for one run here, or a cell id.",
+    variable="A variable's name.",
+    traceback="true: the last error's whole traceback and its cell.",
+)
+def notebook(env: ToolEnv, cell: str = "", variable: str = "", traceback: bool = False) -> str:
+    from aries_kernel.notebook.context import notebook_answer
+
+    if env.shell is None:
+        raise ToolError("No kernel is attached to this agent: there is no notebook to look at.")
+    return notebook_answer(env.shell, env.context, env.settings.notebook_context, cell, variable, traceback)
+
+
+@tool(
+    "CellEdit",
+    "Offer new code for a cell of the user's notebook (the fix of a failing cell): once the user approves, it "
+    "goes into a new cell below the running one for them to run; the notebook file is not written.",
+    effect="edit",
+    new_source="The cell's complete new code.",
+    cell="The cell it replaces: In[n] or a cell id (default: the cell of the last error).",
+)
+def cell_edit(env: ToolEnv, new_source: str, cell: str = "") -> str:
+    from aries_kernel.notebook.context import offer_cell
+
+    try:
+        return offer_cell(env.shell, env.context, new_source, cell)
+    except RuntimeError as exc:
+        raise ToolError(str(exc)) from None
+
+
 # ------------------------------------------------------------------------------------------------ processes
 
 
