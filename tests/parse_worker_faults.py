@@ -1,5 +1,6 @@
 """A parse worker that fails on purpose, by file name: ``crash.py`` kills it with SIGSEGV, ``abort.py`` with
-``os.abort()``, ``hang.py`` never answers; every other file is parsed as the real worker does.
+``os.abort()``, ``hang.py`` never answers, ``hog.py`` aborts unless a 2 GiB allocation is refused (the memory
+bound); every other file is parsed as the real worker does.
 
 Run as ``python -m tests.parse_worker_faults`` in place of :data:`aries_kernel.codebase.parse_workers.WORKER_COMMAND`.
 """
@@ -22,6 +23,12 @@ def _faulty(rel: str, *args: Any) -> Any:
         os.abort()
     if name == "hang.py":
         threading.Event().wait()
+    if name == "hog.py":  # 2 GiB: refused under the worker's memory bound, else granted (untouched pages)
+        try:
+            bytearray(2 << 30)
+        except MemoryError:
+            return _real(rel, *args)
+        os.abort()
     return _real(rel, *args)
 
 

@@ -197,6 +197,29 @@ def test_a_parser_crash_loses_that_file_only(
     assert reasons(indexed(root, workers=workers))["crash.py"].startswith("the parser crashed")
 
 
+def test_a_worker_may_not_take_the_machines_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # tree-sitter does not check its allocations: a 50 MB one-line Go list took 18.5 GB, then crashed (SIGSEGV).
+    monkeypatch.setattr(parse_workers, "WORKER_COMMAND", _FAULTY_WORKER)
+    root = repo(tmp_path)
+    write(root, "hog.py", "def hog():\n    pass\n")  # aborts if a 2 GiB allocation is granted
+    codebase = indexed(root)
+    assert reasons(codebase) == {}
+    assert "hog" in set(codebase.symbol_table(hashes=False)["name"])
+    assert 2 << 30 > parse_workers.MEMORY_BASE + parse_workers.MEMORY_PER_BYTE * (
+        1 << 20
+    )  # the default size limit
+
+
+def test_a_one_line_go_list_that_exhausts_the_parser_loses_that_file_only(tmp_path: Path) -> None:
+    # The real crash, at a tenth of the reported 50 MB: tree-sitter needs ~370 bytes per byte of this file and
+    # does not check its allocations, so it crashes (SIGSEGV) at the worker's memory bound.
+    root = repo(tmp_path)
+    write(root, "big.go", "package a; var x = []int{" + "1," * 2_500_000 + "}")
+    codebase = indexed(root, max_file_size=1 << 23, parse_timeout=300.0)
+    assert reasons(codebase) == {"big.go": "the parser crashed (SIGSEGV); the file is not indexed"}
+    assert_answers(codebase)
+
+
 def test_a_parse_past_the_time_budget_is_killed_and_the_file_listed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

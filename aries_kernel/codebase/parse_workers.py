@@ -7,7 +7,10 @@ in a worker process (``python -m aries_kernel.codebase.parse_workers``), one fil
 - a worker that dies (a signal, an abort, a stack overflow) loses the one file it was parsing, listed in
   ``skipped()`` as "the parser crashed"; a new worker takes the rest;
 - a worker still busy with one file after ``AriesCodebase.parse_timeout`` seconds (parse and extraction) is
-  killed and the file listed as "parse took longer than N s".
+  killed and the file listed as "parse took longer than N s";
+- a worker's memory may grow by :data:`MEMORY_BASE` plus :data:`MEMORY_PER_BYTE` per byte of the file
+  (``RLIMIT_AS``): past it the parse fails (a ``MemoryError``, or the crash tree-sitter makes of a failed
+  allocation), and the file is listed, rather than the machine's memory taken.
 
 The budget is kept from here rather than by tree-sitter's progress callback: in py-tree-sitter 0.26 that
 callback comes only with a read callback, and a tree parsed from one has no source of its own (``Node.text``
@@ -24,6 +27,7 @@ import atexit
 import marshal
 import os
 import queue
+import resource
 import select
 import signal
 import struct
@@ -36,10 +40,15 @@ from pathlib import Path
 
 from aries_kernel.codebase.extract import Record, extract_source, read_checked, skipped_record
 
-__all__ = ["WORKER_COMMAND", "parse_files"]
+__all__ = ["MEMORY_BASE", "MEMORY_PER_BYTE", "WORKER_COMMAND", "parse_files"]
 
 # A worker's command line (a seam: tests run a worker that crashes on purpose).
 WORKER_COMMAND = [sys.executable, "-m", "aries_kernel.codebase.parse_workers"]
+# How much a worker's memory may grow for one file: tree-sitter does not check its allocations, so running out
+# is a SIGSEGV, after taking all the machine has (18.5 GB for a 50 MB one-line Go list `[]int{1,1,...}`, about
+# 370 bytes per byte; ordinary code takes about 25). The bound makes it a crash of one file, early.
+MEMORY_BASE = 512 << 20
+MEMORY_PER_BYTE = 64
 # Seconds a worker is given to exit once its input is closed, before it is killed.
 _EXIT_WAIT = 5.0
 _HEADER = struct.Struct("<Q")
@@ -252,12 +261,28 @@ def _requests(stream: int) -> Iterator[tuple[str, str, bytes, bool]]:
         yield rel, language, data, hashes
 
 
+def _limit_memory(size: int) -> None:
+    """Let the worker's address space grow by at most :data:`MEMORY_BASE` plus :data:`MEMORY_PER_BYTE` per
+    byte of the file about to be parsed (nothing on a system without ``/proc``)."""
+    try:
+        with open("/proc/self/statm", "rb") as statm:
+            used = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError):
+        return
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    limit = used + MEMORY_BASE + MEMORY_PER_BYTE * size
+    resource.setrlimit(
+        resource.RLIMIT_AS, (limit if hard == resource.RLIM_INFINITY else min(limit, hard), hard)
+    )
+
+
 def main() -> None:
     """The worker: parse each request from stdin and answer its record on stdout, until stdin closes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # an interrupt is the kernel's to handle, not a parse's
     stdin, stdout = sys.stdin.fileno(), os.dup(sys.stdout.fileno())
     os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # a stray print cannot corrupt an answer
     for rel, language, data, hashes in _requests(stdin):
+        _limit_memory(len(data))
         payload = marshal.dumps(extract_source(rel, language, data, hashes))
         _write_all(stdout, _HEADER.pack(len(payload)) + payload)
 
