@@ -49,7 +49,7 @@ class _Hangup(Exception):
 
 
 class _Reader:
-    """Buffered reads from a socket; ``before_wait`` runs before each blocking read."""
+    """Buffered reads from a socket; ``wait`` (if any) runs before each read that may block."""
 
     def __init__(self, sock: socket.socket, wait: Any = None) -> None:
         self.sock = sock
@@ -79,6 +79,8 @@ class _Reader:
 
 
 def _headers(head: bytes) -> tuple[list[bytes], dict[bytes, bytes], list[tuple[bytes, bytes]]]:
+    """A message head's first line split in three, its header values by lower-case name, and its header
+    lines (name, line) in order."""
     lines = head[:-4].split(b"\r\n")
     fields = []
     for line in lines[1:]:
@@ -89,6 +91,8 @@ def _headers(head: bytes) -> tuple[list[bytes], dict[bytes, bytes], list[tuple[b
 
 
 class _Key:
+    """One key and the base URLs it may go to."""
+
     def __init__(self, value: str, urls: set[str]) -> None:
         self.value = value
         self.urls = urls
