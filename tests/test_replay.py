@@ -295,3 +295,52 @@ def test_an_interrupt_stops_the_replay_and_kills_its_kernel(kernel: Any, project
     pid = int((folder / "looping.pid").read_text())
     assert not Path(f"/proc/{pid}").exists()
     still_answers(kc)
+
+
+def test_a_cell_that_ignores_the_interrupt_is_killed_with_its_kernel(kernel: Any, project: Path) -> None:
+    _, kc = kernel
+    folder = project / "notebooks"
+    stubborn = write_notebook(
+        folder / "stubborn.ipynb",
+        [
+            code("pid", "import os, signal\nopen('stubborn.pid', 'w').write(str(os.getpid()))"),
+            code("ignores", "signal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass"),
+            code("never", "print('never')", "never\n"),
+        ],
+    )
+    result = run_cell(kc, f"%aries replay {stubborn} --yes --cell-timeout 2")
+    assert result.status == "ok", result.error
+    rows = records(kc)
+    assert [(r["id"], r["status"]) for r in rows] == [
+        ("pid", "ran"),
+        ("ignores", "timeout"),
+        ("never", "skipped"),
+    ]
+    assert rows[1]["error"].endswith("and killed with its kernel when it did not stop within 5 s")
+    assert rows[2]["error"] == "not run: the replay kernel was killed at an earlier cell that did not stop"
+    assert rows[2]["output_differs"] is None
+    assert not Path(f"/proc/{int((folder / 'stubborn.pid').read_text())}").exists()
+    still_answers(kc)
+
+
+def test_the_total_bound_stops_the_replay_and_skips_the_rest(kernel: Any, project: Path) -> None:
+    _, kc = kernel
+    folder = project / "notebooks"
+    endless = write_notebook(
+        folder / "endless.ipynb",
+        [
+            code("first", "print(1)", "1\n"),
+            code("spin", "while True:\n    pass"),
+            code("last", "print(2)", "2\n"),
+        ],
+    )
+    result = run_cell(kc, f"%aries replay {endless} --yes --cell-timeout 3600 --timeout 15")
+    assert result.status == "ok", result.error
+    rows = records(kc)
+    assert [(r["id"], r["status"]) for r in rows] == [
+        ("first", "ran"),
+        ("spin", "timeout"),
+        ("last", "skipped"),
+    ]
+    assert "(c.AriesReplay.timeout = 15 s for the whole replay): interrupted" in rows[1]["error"]
+    assert rows[2]["error"] == "not run: the replay's total time (c.AriesReplay.timeout) ran out"
