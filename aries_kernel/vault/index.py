@@ -251,7 +251,10 @@ class VaultIndex:
         self.db_path = Path(db_path) if db_path is not None else Path()
         self.retry_seconds = retry_seconds
         # The server as messages show it (passwords masked); the password itself goes only to the engine.
-        self.url, server = server_parameters(url) if url else (None, {})
+        self.url: str | None = None
+        server: dict[str, str] = {}
+        if url:
+            self.url, server = server_parameters(url)
         self.backend = "postgresql" if self.url else "sqlite"
         self.schema_name = schema_name
         self.user = user or schema.current_user()
