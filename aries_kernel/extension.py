@@ -120,6 +120,9 @@ def install(shell: Any, root: str | None = None, index_delay: float = 0.0) -> Ar
         shell.events.register(event, hook)
         context.hooks.append((event, hook))
 
+    from aries_kernel.notebook.frontend import register
+
+    register(context)  # the comm of aries-kernel's JupyterLab extension: the agent's steps as cells
     from aries_kernel.key_broker import watch_cells
 
     watch_cells(shell, context)  # with a key broker: keys set in a cell go to it, out of this process

@@ -34,6 +34,7 @@ _MODULE_OF = {
     "checkpoints": "rewind",
     "replay": "replay",
     "hidden": "replay",
+    "cells": "cells",
     **dict.fromkeys(["", "fix", "tools", "compact", "reset", "resume", "history", "cost", "config"], "agent"),
 }
 

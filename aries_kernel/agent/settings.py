@@ -102,6 +102,13 @@ class AriesAgent(Configurable):
         "output; %aries fix still sends the failing cell and its traceback, which it is asked for), off (nothing; the "
         "Notebook tool and %aries fix refuse).",
     ).tag(config=True)
+    steps_as_cells = Enum(
+        ["ask", "always", "never"],
+        "ask",
+        help="What becomes of a run's Repl steps that succeeded: always (code cells below the %aries cell, tagged "
+        "in their metadata, through aries-kernel's JupyterLab extension; else one new cell), ask (an \"Insert steps "
+        "as cells\" button on the run's record; %aries cells where the extension is not there), never.",
+    ).tag(config=True)
     mcp_servers = Dict(
         value_trait=Union([Unicode(), Dict()]),
         help="MCP servers whose tools join the agent's (named mcp__<server>__<tool>, asked for like Bash unless the "

@@ -1,0 +1,101 @@
+"""A run's Repl steps as notebook cells: through the JupyterLab extension, or IPython's ``set_next_input``.
+
+When a ``%aries`` run ends, the Repl steps that succeeded become code cells below the ``%aries`` cell, each
+tagged in its metadata (``aries``: session, turn, step), as ``c.AriesAgent.steps_as_cells`` says: ``always``
+inserts them at once, ``ask`` leaves a steps output in the run's record (the extension renders it as an "Insert
+steps as cells" button; the output holds the steps, so the button works after a reload), ``never`` does
+neither. Without the extension the steps go into one new cell through ``set_next_input`` (``%aries cells``,
+or at once with ``always``); a console shows them at its next prompt.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from aries_kernel.notebook.frontend import PROTOCOL, STEPS_MIME, BridgeError, bridge_of
+
+__all__ = ["RunSteps", "after_run", "run_steps", "write_steps"]
+
+# How a Repl step's output says its code raised (aries_kernel.agent.repl formats the error last, so it survives
+# the tool layer's cut in the middle); the tool call itself is not an error for the model.
+_RAISED = "Traceback (most recent call last):\n"
+
+
+@dataclass(frozen=True)
+class RunSteps:
+    """The Repl steps of one run that succeeded: (turn, step, code) each, step numbered in the session."""
+
+    session: str
+    steps: tuple[tuple[int, int, str], ...]
+
+    def cells(self) -> list[dict[str, Any]]:
+        """One code cell per step, tagged with the session, turn and step."""
+        return [
+            {
+                "cell_type": "code",
+                "source": code,
+                "metadata": {"aries": {"session": self.session, "turn": turn, "step": step}},
+            }
+            for turn, step, code in self.steps
+        ]
+
+    def code(self) -> str:
+        """Every step in one cell's code, each under a comment naming it."""
+        return "\n\n".join(
+            f"# aries step {step} (turn {turn})\n{code.rstrip()}" for turn, step, code in self.steps
+        )
+
+    def data(self) -> dict[str, Any]:
+        """The steps output's JSON (the extension's ``parseSteps`` reads it)."""
+        steps = [{"turn": turn, "step": step, "code": code} for turn, step, code in self.steps]
+        return {"protocol": PROTOCOL, "session": self.session, "steps": steps, "answer": None}
+
+
+def run_steps(session: Any, first_call: int) -> RunSteps:
+    """The Repl steps that succeeded among ``session``'s tool calls from index ``first_call`` on."""
+    steps = []
+    number = 0
+    for index, call in enumerate(session.tool_calls):
+        if call.get("name") != "Repl":
+            continue
+        number += 1
+        code = str((call.get("arguments") or {}).get("code", ""))
+        failed = call.get("is_error") or _RAISED in str(call.get("output", ""))
+        if index >= first_call and not failed and code.strip():
+            steps.append((int(call.get("turn") or 0), number, code))
+    return RunSteps(session.id, tuple(steps))
+
+
+def write_steps(shell: Any, context: Any, steps: RunSteps) -> str:
+    """Insert ``steps`` as cells below the running cell through the extension, else put them into the next
+    cell (``set_next_input``); says which was done."""
+    bridge = bridge_of(context)
+    reason = ""
+    if bridge is not None and bridge.available():
+        try:
+            bridge.insert_cells(steps.cells())
+            return f"{len(steps.steps)} step(s) inserted as cells below this one."
+        except BridgeError as exc:
+            reason = f" ({exc})"
+    shell.set_next_input(steps.code(), replace=False)
+    return f"{len(steps.steps)} step(s) put into the next cell{reason}."
+
+
+def after_run(shell: Any, context: Any, session: Any, first_call: int, mode: str) -> None:
+    """At a run's end: offer, write or leave its steps as ``mode`` (``steps_as_cells``) says."""
+    if session is None or mode == "never":
+        return
+    steps = run_steps(session, first_call)
+    context.lazy("run_steps", lambda _: [])[:] = [steps]  # what `%aries cells` writes
+    if not steps.steps:
+        return
+    from IPython.display import display
+
+    if mode == "always":
+        print(write_steps(shell, context, steps))
+        return
+    text = (
+        f"{len(steps.steps)} Repl step(s) from this run: %aries cells puts them into the notebook as cells."
+    )
+    display({STEPS_MIME: steps.data(), "text/plain": text}, raw=True)
