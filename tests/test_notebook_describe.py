@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.machinery
+import sys
 import threading
+import types
 from typing import Any
 
 import numpy as np
@@ -63,6 +66,9 @@ class SlowList(list[int]):
     def __iter__(self) -> Any:
         _NEVER.set()
         raise RuntimeError("iterated")
+
+
+PROBE = SlowRepr()  # a default value whose repr must not be called
 
 
 @pytest.fixture(autouse=True)
@@ -136,7 +142,7 @@ def test_generators_are_not_iterated() -> None:
 
 
 def test_functions_and_classes_by_signature_and_docstring_defaults_not_repr_ed() -> None:
-    def scale(frame: Any, factor: float = 2.0, *rest: Any, probe: Any = SlowRepr(), **options: Any) -> None:
+    def scale(frame: Any, factor: float = 2.0, *rest: Any, probe: Any = PROBE, **options: Any) -> None:
         """Scale a frame.
 
         More text."""
@@ -151,7 +157,10 @@ def test_functions_and_classes_by_signature_and_docstring_defaults_not_repr_ed()
 
 def test_secrets_are_listed_by_name_and_type_only() -> None:
     planted = "sk-ant-api03-" + "Q" * 40
-    assert describe_variable("config", planted) == "config: str (value withheld: it looks like a key or password)"
+    assert (
+        describe_variable("config", planted)
+        == "config: str (value withheld: it looks like a key or password)"
+    )
     assert describe_variable("settings", {"anthropic": planted}) == (
         "settings: dict (value withheld: it looks like a key or password)"
     )
@@ -186,5 +195,18 @@ def test_error_messages_are_read_without_running_the_exceptions_code() -> None:
             return "loud"
 
     assert error_message(KeyError("revenue_q3")) == "'revenue_q3'"
-    assert error_message(ValueError(SlowRepr())) == "tests.test_notebook_describe.SlowRepr object (repr not called)"
+    assert (
+        error_message(ValueError(SlowRepr()))
+        == "tests.test_notebook_describe.SlowRepr object (repr not called)"
+    )
     assert error_message(Loud("quiet", 2)) == "'quiet', 2"
+
+
+def test_a_module_a_thread_is_still_importing_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The warm-up thread may be importing numpy while a cell ends: its half-made module has no types yet."""
+    half = types.ModuleType("numpy")
+    half.__spec__ = importlib.machinery.ModuleSpec("numpy", None)
+    half.__spec__._initializing = True  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "numpy", half)
+    assert describe([1, "a"]) == "list of 2: [1, 'a']"
+    assert describe(np.arange(3)) == "numpy.ndarray object (repr not called)"

@@ -98,6 +98,7 @@ def test_fix_sends_the_failing_cell_traceback_and_columns_not_the_secret_and_off
     assert "Cell In[4], line 1" in text  # the cell's frame, named as IPython names it
     assert "'revenue_q1' float64 [1.5, 2.5]" in text and "'revenue_q2' float64" in text  # the columns
     assert "Notebook: analysis.ipynb" in text and "cell id cell-fail" in text
+    assert "output: built 2 rows" in text  # what a cell printed
     assert "# Quarterly sales" in text and "sales.plot(x='region')" in text  # the file's other cells
     assert "__main__.Slow object (repr not called)" in text
     assert SECRET not in text and "Z" * 40 not in text  # neither the variable nor the cell that set it
@@ -123,7 +124,9 @@ def test_the_section_follows_the_setting_and_repeats_unchanged_for_the_cached_pr
     first, second = (request.body for request in server.requests[:2])
     assert user_texts(first)[0].endswith("</notebook_context>\n\nfirst")
     assert "'revenue_q1' float64 [1.5, 2.5]" in user_texts(first)[0]
-    assert user_texts(second)[0] == user_texts(first)[0]  # the earlier prompt as it was sent: the prefix holds
+    assert (
+        user_texts(second)[0] == user_texts(first)[0]
+    )  # the earlier prompt as it was sent: the prefix holds
     assert user_texts(second)[-1] == (
         "<notebook_context>\nUnchanged since the previous prompt.\n</notebook_context>\n\nsecond"
     )
@@ -132,7 +135,10 @@ def test_the_section_follows_the_setting_and_repeats_unchanged_for_the_cached_pr
     server.script(Reply(tool_calls=[("Notebook", {"variable": "sales"})]), Reply(text="names"))
     run_cell(kc, "%aries what is sales")
     named = user_texts(server.requests[2].body)[-1]
-    assert "sales (pandas.DataFrame)" in named and "Cells run in this kernel: In[1] (cell id cell-build)" in named
+    assert (
+        "sales (pandas.DataFrame)" in named
+        and "Cells run in this kernel: In[1] (cell id cell-build)" in named
+    )
     assert "revenue_q1" not in named and "built 2 rows" not in named
     assert "sales: pandas.DataFrame" in request_text(server.requests[3].body)
     assert "revenue_q1" not in json.dumps(server.requests[3].body["messages"][-1])

@@ -100,6 +100,7 @@ _type_module = type.__dict__["__module__"].__get__
 _type_qualname = type.__dict__["__qualname__"].__get__
 _type_mro = type.__dict__["__mro__"].__get__
 _class_dict = type.__dict__["__dict__"].__get__
+_module_dict = vars(types.ModuleType)["__dict__"].__get__
 
 
 def is_secret_name(name: str) -> bool:
@@ -153,7 +154,19 @@ def describe_variable(name: str, value: Any, limits: Limits = BRIEF, values: boo
 
 def describe(value: Any, limits: Limits = BRIEF) -> str:
     """What ``value`` is, within ``limits``, without running any of its code (see the module docstring)."""
-    return _cut(_describe(value, limits, limits.depth, set()), limits.chars)
+    try:
+        return _cut(_describe(value, limits, limits.depth, set()), limits.chars)
+    except Exception as exc:  # numpy's or pandas' own code on an odd value: the type still says something
+        return f"{type_name(value)} (not described: {type(exc).__name__})"
+
+
+def _imported(name: str) -> Any:
+    """The module ``name`` if it has been imported completely (not one a thread is importing now), else None:
+    a value of its types can exist only once it has."""
+    module = sys.modules.get(name)
+    if module is None or getattr(getattr(module, "__spec__", None), "_initializing", False):
+        return None
+    return module
 
 
 def _cut(text: str, limit: int) -> str:
@@ -198,7 +211,7 @@ def _scalar(value: Any, limits: Limits) -> str | None:
         if len(text) <= text_chars:
             return f"{named}{shown}"
         return f"{named or 'str '}of {len(text):,} chars: {shown[:-1]}...{shown[-1]}"
-    if _is(value, bytes | bytearray):
+    if _is(value, (bytes, bytearray)):
         data = bytes(memoryview(value)[:text_chars])
         size = memoryview(value).nbytes
         return (
@@ -212,19 +225,19 @@ def _scalar(value: Any, limits: Limits) -> str | None:
             return f"{named or 'int '}of {number.bit_length():,} bits"
         return f"{named}{number!r}" if cls is not bool else repr(value)
     if _is(value, float):
-        number = float.__float__(value)
-        text = format(number, f".{limits.digits}g") if limits.digits else repr(number)
+        real = float.__float__(value)
+        text = format(real, f".{limits.digits}g") if limits.digits else repr(real)
         return f"{named}{text if any(c in text for c in '.en') else text + '.0'}"  # 2.0, not 2
     if _one_of(cls, _SCALARS):
         return repr(value)
-    numpy = sys.modules.get("numpy")
+    numpy = _imported("numpy")
     if numpy is not None and _is(value, numpy.generic) and _type_module(cls).startswith("numpy"):
         if _is(value, (numpy.void, numpy.object_)):
             return None
         if _is(value, numpy.datetime64):
             return f"{type_name(value)}({value!r})"
         return _scalar(value.item(), limits) or repr(value.item())
-    pandas = sys.modules.get("pandas")
+    pandas = _imported("pandas")
     if pandas is not None and _one_of(
         cls, (pandas.Timestamp, pandas.Timedelta, pandas.Period, type(pandas.NaT))
     ):
@@ -258,7 +271,7 @@ def _container(value: Any, kind: str, limits: Limits, depth: int, seen: set[int]
 
 
 def _array_like(value: Any, kind: str, limits: Limits, depth: int, seen: set[int]) -> str | None:
-    numpy = sys.modules.get("numpy")
+    numpy = _imported("numpy")
     if numpy is not None and _is(value, numpy.ndarray):
         shape = "×".join(f"{n:,}" for n in numpy.ndarray.shape.__get__(value)) or "scalar"
         dtype = numpy.ndarray.dtype.__get__(value)
@@ -267,18 +280,20 @@ def _array_like(value: Any, kind: str, limits: Limits, depth: int, seen: set[int
             sample = [_describe(item, limits, 0, seen) for item in value.flat[: limits.items].tolist()]
             text += f": [{', '.join(sample)}{', ...' if value.size > len(sample) else ''}]"
         return text
-    pandas = sys.modules.get("pandas")
+    pandas = _imported("pandas")
     if pandas is None or not _type_module(type(value)).startswith("pandas"):
         return None
     if _is(value, pandas.DataFrame):
         return _frame(value, kind, limits, seen)
     if _is(value, pandas.Series):
         name = "" if value.name is None else f" {_describe(value.name, limits, 0, seen)}"
-        sample = _values(value.iloc[: limits.items].tolist(), limits, seen)
-        return f"{kind}{name} of {len(value):,} {value.dtype}: [{sample}{', ...' if len(value) > limits.items else ''}]"
+        shown = _values(value.iloc[: limits.items].tolist(), limits, seen)
+        more = ", ..." if len(value) > limits.items else ""
+        return f"{kind}{name} of {len(value):,} {value.dtype}: [{shown}{more}]"
     if _is(value, pandas.Index):
-        sample = _values(value[: limits.items].tolist(), limits, seen)
-        return f"{kind} of {len(value):,} {value.dtype}: [{sample}{', ...' if len(value) > limits.items else ''}]"
+        shown = _values(value[: limits.items].tolist(), limits, seen)
+        more = ", ..." if len(value) > limits.items else ""
+        return f"{kind} of {len(value):,} {value.dtype}: [{shown}{more}]"
     return None
 
 
@@ -301,11 +316,11 @@ def _values(items: list[Any], limits: Limits, seen: set[int]) -> str:
 
 def _callable(value: Any, kind: str, limits: Limits, depth: int, seen: set[int]) -> str | None:
     if _is(value, types.ModuleType):
-        name = types.ModuleType.__dict__["__dict__"].__get__(value).get("__name__")
+        name = _module_dict(value).get("__name__")
         return f"module {name if type(name) is str else '?'}"
     if _is(value, type):
         init = next((d["__init__"] for d in map(_class_dict, _type_mro(value)) if "__init__" in d), None)
-        signature = _signature(init, skip_first=True) if _is(init, types.FunctionType) else "(...)"
+        signature = _signature(init, skip_first=True) if type(init) is types.FunctionType else "(...)"
         doc = _class_dict(value).get("__doc__")
         return f"class {_type_qualname(value)}{signature}{_first_line(doc)}"
     function = value.__func__ if _is(value, types.MethodType) else value

@@ -130,8 +130,10 @@ class CellLog:
             return
         # IPython has counted the cell by now (post_run_cell's result says its count for sure).
         count = getattr(self.shell, "execution_count", None)
-        stored = getattr(info, "store_history", True) and isinstance(count, int)
-        run = CellRun(count - 1 if stored else None, self.current_id, source[:_SOURCE_CHARS])
+        stored = getattr(info, "store_history", True)
+        run = CellRun(
+            count - 1 if stored and isinstance(count, int) else None, self.current_id, source[:_SOURCE_CHARS]
+        )
         self.current = run
         self.runs.append(run)
         self._start_capture()
@@ -154,7 +156,13 @@ class CellLog:
             run.result = describe(value)
         exc = getattr(result, "error_in_exec", None) or getattr(result, "error_before_exec", None)
         if isinstance(exc, BaseException):
-            self.last_error = self._error(exc, run)
+            try:
+                self.last_error = self._error(exc, run)
+            except Exception as failure:  # a traceback that cannot be read: the error is still recorded
+                problem = f"(its traceback could not be read: {type(failure).__name__})"
+                self.last_error = ErrorRecord(
+                    type(exc).__qualname__, "", [problem], run.count, run.cell_id, run.source
+                )
             run.error = self.last_error.headline()
 
     # -------------------------------------------------------------------------------------------- queries
@@ -196,7 +204,7 @@ class CellLog:
                 return _original(text)
 
             try:
-                stream.write = write  # an instance attribute: the stream object itself stays as it was
+                stream.write = write  # type: ignore[method-assign]  # on the instance: the stream stays itself
             except (AttributeError, TypeError):  # a plain TextIOWrapper (a terminal IPython): not captured
                 continue
             self._wrapped.append(stream)
