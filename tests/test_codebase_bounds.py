@@ -210,13 +210,22 @@ def test_a_worker_may_not_take_the_machines_memory(tmp_path: Path, monkeypatch: 
     )  # the default size limit
 
 
-def test_a_one_line_go_list_that_exhausts_the_parser_loses_that_file_only(tmp_path: Path) -> None:
-    # The real crash, at a tenth of the reported 50 MB: tree-sitter needs ~370 bytes per byte of this file and
-    # does not check its allocations, so it crashes (SIGSEGV) at the worker's memory bound.
+def test_a_one_line_go_list_that_exhausts_the_parser_loses_that_file_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The reported crash: a 50 MB one-line Go list took 18.5 GB (tree-sitter needs ~195 bytes per byte of it),
+    # then tree-sitter crashed on an allocation it does not check. Here a 2 MB one under a worker bound of 128 MB.
+    tight = (
+        "from aries_kernel.codebase import parse_workers as p; "
+        "p.MEMORY_BASE, p.MEMORY_PER_BYTE = 128 << 20, 0; p.main()"
+    )
+    monkeypatch.setattr(parse_workers, "WORKER_COMMAND", [sys.executable, "-c", tight])
     root = repo(tmp_path)
-    write(root, "big.go", "package a; var x = []int{" + "1," * 2_500_000 + "}")
-    codebase = indexed(root, max_file_size=1 << 23, parse_timeout=300.0)
+    write(root, "big.go", "package a; var x = []int{" + "1," * 1_000_000 + "}")
+    write(root, "small.go", "package a\n\nfunc Small() {}\n")
+    codebase = indexed(root, max_file_size=1 << 22)
     assert reasons(codebase) == {"big.go": "the parser crashed (SIGSEGV); the file is not indexed"}
+    assert "small.go" in set(codebase.list_files()["file"])
     assert_answers(codebase)
 
 

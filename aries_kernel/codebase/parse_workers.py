@@ -46,9 +46,10 @@ __all__ = ["MEMORY_BASE", "MEMORY_PER_BYTE", "WORKER_COMMAND", "parse_files"]
 WORKER_COMMAND = [sys.executable, "-m", "aries_kernel.codebase.parse_workers"]
 # How much a worker's memory may grow for one file: tree-sitter does not check its allocations, so running out
 # is a SIGSEGV, after taking all the machine has (18.5 GB for a 50 MB one-line Go list `[]int{1,1,...}`, about
-# 370 bytes per byte; ordinary code takes about 25). The bound makes it a crash of one file, early.
+# 370 bytes per byte; ordinary code takes about 25, a minified bundle about 60). The bound makes it a crash of
+# one file, early.
 MEMORY_BASE = 512 << 20
-MEMORY_PER_BYTE = 64
+MEMORY_PER_BYTE = 128
 # Seconds a worker is given to exit once its input is closed, before it is killed.
 _EXIT_WAIT = 5.0
 _HEADER = struct.Struct("<Q")
