@@ -45,9 +45,9 @@ __all__ = ["MEMORY_BASE", "MEMORY_PER_BYTE", "WORKER_COMMAND", "parse_files"]
 # A worker's command line (a seam: tests run a worker that crashes on purpose).
 WORKER_COMMAND = [sys.executable, "-m", "aries_kernel.codebase.parse_workers"]
 # How much a worker's memory may grow for one file: tree-sitter does not check its allocations, so running out
-# is a SIGSEGV, after taking all the machine has (18.5 GB for a 50 MB one-line Go list `[]int{1,1,...}`, about
-# 370 bytes per byte; ordinary code takes about 25, a minified bundle about 60). The bound makes it a crash of
-# one file, early.
+# is a SIGSEGV, after taking what the machine has (a one-line Go list `[]int{1,1,...}` takes about 195 bytes per
+# byte, 10 GB for 50 MB; ordinary code about 25, a minified bundle about 60). The bound makes it a crash of one
+# file, early.
 MEMORY_BASE = 512 << 20
 MEMORY_PER_BYTE = 128
 # Seconds a worker is given to exit once its input is closed, before it is killed.
