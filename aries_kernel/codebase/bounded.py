@@ -23,7 +23,9 @@ MAX_NESTING = 64
 
 # Tokens that may hold a bracket that is not one: strings (and, for TOML, comments), then the brackets. An
 # unterminated string runs to the end of the text (or line), so no string is scanned twice: linear in the text.
-_JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[\]{}]', re.DOTALL)
+# (Strings as runs of plain characters between escapes: the same tokens as ``"(?:[^"\\]|\\.)*"?``, matched about
+# 30 times faster on long strings such as a notebook's base64 images.)
+_JSON_TOKENS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?|[\[\]{}]', re.DOTALL)
 _TOML_TOKENS = re.compile(
     r'"""(?:[^\\]|\\.)*?(?:"""|\Z)|\'\'\'.*?(?:\'\'\'|\Z)|"(?:[^"\\\n]|\\.)*"?|\'[^\'\n]*\'?|#[^\n]*|[\[\]{}]',
     re.DOTALL,
