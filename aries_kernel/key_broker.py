@@ -338,9 +338,10 @@ def where_keys_live() -> str:
     except OSError as exc:
         return f"Provider keys: the key broker (pid {_LINK.pid}) does not answer ({exc}). {in_kernel}".strip()
     held = "; ".join(f"{name} for {', '.join(urls)}" for name, urls in sorted(routes.items()))
-    text = f"Provider keys: held by the key broker (pid {_LINK.pid}), not in the kernel process: {held or 'none'}"
-    return (
-        text
-        + (f"; {in_kernel} (set in a cell while c.AriesAgent.pass_env_keys names it)" if here else "")
-        + "."
-    )
+    if held:
+        text = f"Provider keys: held by the key broker (pid {_LINK.pid}), not in the kernel process: {held}"
+    else:
+        text = f"Provider keys: none set; one set in a cell goes to the key broker (pid {_LINK.pid})"
+    if here:
+        text += f"; {in_kernel} (set in a cell while c.AriesAgent.pass_env_keys names it)"
+    return text + "."
