@@ -77,6 +77,7 @@ def test_fix_sends_the_failing_cell_traceback_and_columns_not_the_secret_and_off
     failed = run_cell(kc, FAIL, cell_id="cell-fail")
     assert failed.error is not None and failed.error[:2] == ("KeyError", "'revenue_q3'")
 
+    assert "%aries fix" in (run_cell(kc, "%aries help").result or "")
     status = run_cell(kc, "%aries status", cell_id="cell-status")
     assert "Notebook: analysis.ipynb" in (status.result or ""), status
     assert "Running cell: id cell-status" in (status.result or "")
