@@ -57,6 +57,10 @@ def request_text(body: dict[str, Any]) -> str:
     return json.dumps(body, ensure_ascii=False)
 
 
+def text_of(body: dict[str, Any]) -> str:
+    return "\n".join(user_texts(body))
+
+
 def user_texts(body: dict[str, Any]) -> list[str]:
     texts = []
     for message in body["messages"]:
@@ -120,11 +124,13 @@ def test_the_section_follows_the_setting_and_repeats_unchanged_for_the_cached_pr
     kc = notebook_kernel
     run_cell(kc, BUILD, cell_id="cell-build")
     server.script(Reply(text="one"), Reply(text="two"))
-    run_cell(kc, "%aries first")
-    run_cell(kc, "%aries second")
+    run_cell(kc, "%aries first", cell_id="cell-ask-1")
+    run_cell(kc, "%aries second", cell_id="cell-ask-2")  # another cell, nothing else changed
     first, second = (request.body for request in server.requests[:2])
     assert user_texts(first)[0].endswith("</notebook_context>\n\nfirst")
-    assert "'revenue_q1' float64 [1.5, 2.5]" in user_texts(first)[0]
+    assert "'revenue_q1' float64 [1.5, 2.5]" in user_texts(first)[
+        0
+    ] and "Running cell id: cell-ask-1" in text_of(first)
     assert (
         user_texts(second)[0] == user_texts(first)[0]
     )  # the earlier prompt as it was sent: the prefix holds

@@ -308,8 +308,8 @@ class Agent:
         """Give the run's prompt the notebook section (:func:`aries_kernel.notebook.context.section`: variables,
         cells run, the last error, ``c.AriesAgent.notebook_context``). It is built once, as the prompt is given,
         and kept with that message for the session (not in its file), so every later request repeats it byte for
-        byte and the cached prompt prefix holds; one equal to the last is not sent again."""
-        from aries_kernel.notebook.context import section
+        byte and the cached prompt prefix holds; one that repeats the last is not sent again."""
+        from aries_kernel.notebook.context import UNCHANGED, repeated, section
 
         try:
             text = section(self.shell, self.context, self.settings.notebook_context)
@@ -319,8 +319,8 @@ class Agent:
             text = f"<notebook_context>\n(Not available: {type(exc).__name__}: {exc})\n</notebook_context>"
         if not text:
             return
-        if text == self._last_section:
-            text = "<notebook_context>\nUnchanged since the previous prompt.\n</notebook_context>"
+        if repeated(self._last_section, text):
+            text = UNCHANGED
         else:
             self._last_section = text
         self._sections.append((prompt, text))

@@ -28,10 +28,12 @@ from aries_kernel.redact import redact
 
 __all__ = [
     "CONTEXT_TOKENS",
+    "UNCHANGED",
     "cell_log",
     "fix_prompt",
     "notebook_answer",
     "offer_cell",
+    "repeated",
     "section",
     "status",
 ]
@@ -41,7 +43,19 @@ _CHARS_PER_TOKEN = 4  # to turn the token budget into the parts' character budge
 _TOOL_CHARS = 8000  # one cell's source or output in a Notebook tool answer
 _USE_CELLS = 20  # the latest cells whose names put their variables first
 _USE_SOURCE_CHARS = 20_000  # of each such cell's source, parsed for the names it reads
+_RUNNING = "Running cell id: "
+UNCHANGED = "<notebook_context>\nUnchanged since the previous prompt.\n</notebook_context>"
 _OFF = "c.AriesAgent.notebook_context is 'off': the notebook and the kernel's state are kept out of requests."
+
+
+def repeated(previous: str, text: str) -> bool:
+    """Whether section ``text`` says nothing ``previous`` did not: equal but for the running cell's id (each
+    ``%aries`` cell has its own)."""
+
+    def state(section_text: str) -> list[str]:
+        return [line for line in section_text.splitlines() if not line.startswith(_RUNNING)]
+
+    return bool(previous) and state(previous) == state(text)
 
 
 def cell_log(context: Any) -> CellLog | None:
@@ -104,7 +118,7 @@ def section(shell: Any, context: Any, mode: str = "full", tokens: int = CONTEXT_
         head.append(f"Notebook: {_shown_path(path, context)}{counted}")
     current_id = log.current_id if log is not None else None
     if current_id:
-        head.append(f"Running cell id: {current_id}")
+        head.append(f"{_RUNNING}{current_id}")
     parts = ["\n".join(head)] if head else []
     left = budget - sum(map(len, parts))
     error = _error_part(log, values, min(left // 4, 1600))
