@@ -144,16 +144,28 @@ class Bridge {
     void panel.sessionContext.ready.then(() => this.connect());
   }
 
-  /** Open the comm when the panel's kernel is aries-kernel (other kernels have no such target). */
-  async connect(): Promise<void> {
+  /** Open the comm when the panel's kernel is aries-kernel (other kernels have no such target); one attempt at
+   * a time, since the kernel and the session become ready in either order. */
+  connect(): Promise<void> {
+    if (this.connecting === null) {
+      this.connecting = this.open().finally(() => {
+        this.connecting = null;
+      });
+    }
+    return this.connecting;
+  }
+
+  private async open(): Promise<void> {
+    await this.panel.context.ready; // the hello carries the notebook's cells
     const kernel = this.panel.sessionContext.session?.kernel ?? null;
-    if (kernel === null || this.panel.isDisposed || this.kernel === kernel && this.comm !== null) {
+    if (kernel === null || this.panel.isDisposed || (this.kernel === kernel && this.comm !== null)) {
       return;
     }
     const info = await kernel.info;
     if (info.implementation !== KERNEL_IMPLEMENTATION || this.panel.isDisposed) {
       return;
     }
+    this.close(); // a comm with the panel's previous kernel
     this.kernel = kernel;
     const comm = kernel.createComm(COMM_TARGET);
     comm.onMsg = msg => this.handle(msg);
@@ -225,6 +237,7 @@ class Bridge {
 
   readonly panel: NotebookPanel;
   private kernel: Kernel.IKernelConnection | null = null;
+  private connecting: Promise<void> | null = null;
   private comm: Kernel.IComm | null = null;
 }
 

@@ -1,0 +1,248 @@
+"""Issue 24 in a real browser: the agent's Repl steps become cells of the live notebook through aries-kernel's
+JupyterLab extension, as installed from the wheel (.ci/run builds the wheel and installs its labextension).
+
+A scripted run with three Repl steps inserts three tagged code cells below the prompt cell, with no "file
+changed" dialog and the user's cell below untouched; one undo removes them all; the "ask" button of a run's
+record inserts its steps too, after a reload of the page, where the saved agent cells are still marked. For 20
+steps, the time from the run's record appearing (the run has ended) to its cells appearing is printed, and the
+time from the model's last reply (the agent's own end-of-run work included)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+from jupyter_core.paths import jupyter_path
+from playwright.sync_api import Browser, Page, sync_playwright
+
+from tests.browser_support import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    Lab,
+    Notebook,
+    copy_tracked,
+    environment_for_kernels,
+    start_lab,
+)
+from tests.loopback import Reply, ScriptedModelServer, echo_responder
+
+pytestmark = [pytest.mark.browser, pytest.mark.kernel]
+
+REPO = Path(__file__).resolve().parents[1]
+BOOK = "notebooks/steps-as-cells.ipynb"
+THREE = "set a, b and c"
+TWENTY = "set twenty names"
+ASKED = "set d"
+USER_CELL = "user_cell = 'mine'"
+AGENT_CELL = ".jp-Cell.aries-agent-cell"
+
+
+class Script:
+    """The scripted model: the runs come in the order of ``steps``; each gets its Repl steps in one reply, then
+    a closing line, whose time is noted (the run ends right after it). The prompts cannot tell the runs apart:
+    each request's notebook context holds every cell of the notebook."""
+
+    steps = {
+        THREE: ["a = 1", "b = a + 1", "c = a + b"],
+        TWENTY: [f"n{number} = {number}" for number in range(20)],
+        ASKED: ["d = 4"],
+    }
+
+    def __init__(self) -> None:
+        self.runs = list(self.steps)
+        self.closed_at: dict[str, float] = {}
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        if not body.get("tools"):
+            return echo_responder(body)
+        task = self.runs[0]
+        last = body["messages"][-1]
+        blocks = last["content"] if isinstance(last["content"], list) else []
+        if any(isinstance(block, dict) and block.get("type") == "tool_result" for block in blocks):
+            self.closed_at[self.runs.pop(0)] = time.time()
+            return Reply(text=f"Done: {task}.")
+        return Reply(tool_calls=[("Repl", {"code": code}) for code in self.steps[task]])
+
+
+@pytest.fixture(scope="module")
+def script() -> Script:
+    return Script()
+
+
+@pytest.fixture(scope="module")
+def model(script: Script) -> Iterator[ScriptedModelServer]:
+    with ScriptedModelServer() as server:
+        server.responder = script
+        yield server
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = copy_tracked(REPO, tmp_path_factory.mktemp("browser-cells") / "project")
+    book = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_code_cell("%aries config steps_as_cells=always"),
+            nbformat.v4.new_code_cell(f"%aries --yes {THREE}"),
+            nbformat.v4.new_code_cell(USER_CELL),
+            nbformat.v4.new_code_cell(f"%aries --yes {TWENTY}"),
+            nbformat.v4.new_code_cell("%aries config steps_as_cells=ask"),
+            nbformat.v4.new_code_cell(f"%aries --yes {ASKED}"),
+        ],
+        metadata={"kernelspec": {"name": "aries", "display_name": "Aries", "language": "python"}},
+    )
+    nbformat.write(book, root / BOOK)
+    return root
+
+
+@pytest.fixture(scope="module")
+def lab(project: Path, model: ScriptedModelServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    installed = [Path(folder) / "aries-kernel" for folder in jupyter_path("labextensions")]
+    if not any((folder / "package.json").exists() for folder in installed):
+        pytest.fail(
+            "aries-kernel's JupyterLab extension is not installed in this environment (looked in "
+            f"{', '.join(map(str, installed))}): .ci/run builds the wheel and installs its labextension; by hand, "
+            "`pip install` a wheel built with `pip wheel .` (README, The JupyterLab extension)."
+        )
+    home = tmp_path_factory.mktemp("lab-home-cells")
+    running = start_lab(project, home, environment_for_kernels(model.anthropic_url, home))
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (`apt-get install -y chromium`)")
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+@pytest.fixture
+def page(browser: Browser, lab: Lab) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    try:
+        yield context.new_page()
+    finally:
+        context.close()
+        lab.shut_down_kernels()
+
+
+def cell_sources(book: Notebook) -> list[str]:
+    """The source of each cell in the live notebook, in order, as its editor shows it."""
+    return [text.strip() for text in book.panel.locator(".jp-Cell .jp-InputArea-editor").all_inner_texts()]
+
+
+def watch_agent_cells(book: Notebook, count: int) -> None:
+    """Note in the page the wall-clock times (ms) at which a run's record first shows its closing line (the run
+    has ended) and at which ``count`` agent cells are first in the notebook."""
+    book.page.evaluate(
+        """(arg) => {
+            window.__ariesEndedAt = null;
+            window.__ariesCellsAt = null;
+            const check = () => {
+                const now = Date.now();
+                const footers = [...document.querySelectorAll('.aries-transcript')].filter(
+                    node => node.textContent.includes(arg.footer));
+                if (window.__ariesEndedAt === null && footers.length > 0) {
+                    window.__ariesEndedAt = now;
+                }
+                if (window.__ariesCellsAt === null && document.querySelectorAll(arg.selector).length >= arg.count) {
+                    window.__ariesCellsAt = now;
+                }
+            };
+            new MutationObserver(check).observe(document.body, {subtree: true, childList: true, attributes: true});
+        }""",
+        {"selector": AGENT_CELL, "count": count, "footer": f"Done: {TWENTY}."},
+    )
+
+
+def test_a_runs_steps_become_tagged_cells_below_its_prompt_and_one_undo_removes_them(
+    lab: Lab, page: Page, tmp_path: Path, script: Script
+) -> None:
+    book = Notebook(page, lab, BOOK, tmp_path)
+    book.open()
+    book.run_cell(0)
+    book.wait_cell_done(0)
+
+    book.run_cell(1)
+    book.wait_cell_done(1)
+    book.wait(
+        f"() => document.querySelectorAll({AGENT_CELL!r}).length === 3", "three agent cells", timeout=30
+    )
+    sources = cell_sources(book)
+    assert sources[:6] == [
+        "%aries config steps_as_cells=always",
+        f"%aries --yes {THREE}",
+        "a = 1",
+        "b = a + 1",
+        "c = a + b",
+        USER_CELL,
+    ]
+    assert page.locator(".jp-Dialog").count() == 0  # no "file changed on disk": nothing was written to it
+    book.screenshot("three-steps-inserted")
+
+    # Saved, the cells carry their tags; the user's cell is as it was.
+    book.save()
+    saved = book.saved_book()["cells"]
+    tags = [cell["metadata"].get("aries") for cell in saved[2:5]]
+    assert [(tag["turn"], tag["step"]) for tag in tags] == [(1, 1), (1, 2), (1, 3)]
+    assert "".join(saved[5]["source"]) == USER_CELL and "aries" not in saved[5]["metadata"]
+
+    # Twenty steps: the time from the run's last model reply to the cells in the page.
+    watch_agent_cells(book, 23)
+    book.run_cell(6)  # the twenty-steps prompt, below the three cells and the user's cell
+    book.wait_cell_done(6)
+    book.wait("() => window.__ariesCellsAt !== null", "twenty more agent cells", timeout=30)
+    ended, appeared = page.evaluate("() => [window.__ariesEndedAt, window.__ariesCellsAt]")
+    print(
+        f"20 steps: the run's record shown to its cells shown {(appeared - ended) / 1000:.3f} s; the last model "
+        f"reply to the cells shown {appeared / 1000 - script.closed_at[TWENTY]:.3f} s"
+    )
+
+    # One undo (command mode, z) takes the twenty cells out at once; the three stay.
+    book.code_cell(6).locator(".jp-InputArea-prompt").click()
+    page.keyboard.press("Escape")
+    page.keyboard.press("z")
+    book.wait(f"() => document.querySelectorAll({AGENT_CELL!r}).length === 3", "the undo of one insert", 30)
+    assert cell_sources(book)[2:7] == ["a = 1", "b = a + 1", "c = a + b", USER_CELL, f"%aries --yes {TWENTY}"]
+    book.screenshot("undone")
+
+
+def test_the_ask_button_of_a_runs_record_inserts_its_steps_after_a_reload(
+    lab: Lab, page: Page, tmp_path: Path
+) -> None:
+    book = Notebook(page, lab, BOOK, tmp_path)
+    book.open()
+    prompts = cell_sources(book)
+    asked = prompts.index(f"%aries --yes {ASKED}")
+    code_index = asked  # every cell of this notebook is a code cell
+    book.run_cell(code_index - 1)  # steps_as_cells=ask
+    book.wait_cell_done(code_index - 1)
+    book.run_cell(code_index)
+    book.wait_cell_done(code_index)
+    button = book.code_cell(code_index).get_by_role("button", name="Insert steps as cells (1)")
+    book.wait_visible(button, "the Insert steps as cells button", timeout=30)
+    book.save()
+    page.reload()
+    book.open()
+    assert page.locator(AGENT_CELL).count() == 3  # the saved cells of the first test, tagged and marked
+    button = book.code_cell(code_index).get_by_role("button", name="Insert steps as cells (1)")
+    book.wait_visible(button, "the button again after a reload", timeout=60).click()
+    book.wait(
+        "(panel, arg) => panel.querySelectorAll('.jp-Cell')[arg.index + 1].classList.contains('aries-agent-cell')",
+        "the step inserted below the record",
+        timeout=30,
+        index=code_index,
+    )
+    assert cell_sources(book)[code_index + 1] == "d = 4"
+    assert page.locator(".jp-Dialog").count() == 0
