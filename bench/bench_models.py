@@ -1,8 +1,8 @@
 """The model harness's own cost per call: ``router.client(slot).complete`` / ``.stream`` against a bare SDK
 call to the same loopback server, in the same run, for both wire formats. Target: ratio at most 1.1. Then the
 key broker's (aries_kernel/key_broker.py): the same bare SDK call sent through a broker holding the key, against
-the bare call straight to the server, also with a server that takes ``--latency`` ms to answer as an API does.
-Target: at most 1.02.
+the bare call straight to the server, also with a server that takes ``--latency`` ms to answer as an API does,
+and the broker's own CPU time per call (Linux /proc). Target: at most 1.02.
 
     .venv/bin/python bench/bench_models.py [--calls 300] [--latency 100]
 
@@ -156,6 +156,12 @@ def main() -> None:
         broker_cases(server, args.calls, args.latency / 1000)
 
 
+def broker_cpu(pid: int) -> float:
+    """CPU seconds the broker has used (user and system, from /proc: a figure the machine's load leaves alone)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def broker_cases(server: ScriptedModelServer, calls: int, latency: float) -> None:
     """The bare SDK call through the key broker against the same call straight to the server."""
     link, watch = start_broker(os.environ)  # holds the bench keys, bound to the loopback server's URLs
@@ -174,7 +180,10 @@ def broker_cases(server: ScriptedModelServer, calls: int, latency: float) -> Non
             via(api_key="bench", base_url=url, max_retries=0),
         )
     bare_calls = {"anthropic": bare_anthropic, "openai": bare_openai}
-    print(f"\n{'case':<28}{'via broker ms/call':>19}{'bare SDK ms/call':>18}{'ratio':>8}{'added ms':>10}")
+    header = (
+        f"{'via broker ms/call':>19}{'bare SDK ms/call':>18}{'ratio':>8}{'added ms':>10}{'broker CPU ms':>15}"
+    )
+    print(f"\n{'case':<28}{header}")
     worst = {0.0: 0.0, latency: 0.0}
     for wait in (0.0, latency):
         slow = dataclasses.replace(ANSWER, delay=wait)
@@ -187,12 +196,15 @@ def broker_cases(server: ScriptedModelServer, calls: int, latency: float) -> Non
         for wire, (brokered, direct) in clients.items():
             for mode, stream in (("complete", False), ("stream", True)):
                 bare = bare_calls[wire]
+                cpu = broker_cpu(link.pid)
                 ours, theirs = compare(bare(brokered, stream), bare(direct, stream), rounds)  # type: ignore[operator]
+                cpu_per_call = (broker_cpu(link.pid) - cpu) / (20 + 10 * max(1, rounds // 10))  # see compare
                 ratio = ours / theirs
                 worst[wait] = max(worst[wait], ratio)
                 case = f"{wire} {mode}" + (f" ({wait * 1e3:g} ms)" if wait else "")
                 print(
                     f"{case:<28}{ours * 1e3:>19.3f}{theirs * 1e3:>18.3f}{ratio:>8.3f}{(ours - theirs) * 1e3:>10.3f}"
+                    f"{cpu_per_call * 1e3:>15.3f}"
                 )
     for wait, ratio in worst.items():
         server_kind = f"a server answering in {wait * 1e3:g} ms" if wait else "an instant loopback server"
