@@ -8,6 +8,7 @@ well.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -239,3 +240,16 @@ def test_two_hundred_steps_are_one_insert_in_order(
     (insert,) = [data for data in frontend.received if data.get("type") == "insert"]
     assert [cell["source"] for cell in insert["cells"]] == [f"x{number} = {number}" for number in range(200)]
     assert [cell["metadata"]["aries"]["step"] for cell in insert["cells"]] == list(range(1, 201))
+
+
+def test_the_notebook_context_reads_the_live_notebook_unsaved_edits_included(
+    kernel: BlockingKernelClient, server: ScriptedModelServer
+) -> None:
+    frontend = ScriptedFrontend(kernel)
+    live = snapshot(ids=(PROMPT_CELL, "unsaved-cell"))
+    live["cells"][1]["source"] = "UNSAVED_ONLY_IN_THE_BROWSER = 1"
+    frontend.hello(live)
+    server.script(Reply(text="Seen."))
+    frontend.execute("%aries what is in the notebook", PROMPT_CELL)
+    (request,) = [request for request in server.requests if request.body.get("tools")]
+    assert "UNSAVED_ONLY_IN_THE_BROWSER" in json.dumps(request.body)

@@ -66,8 +66,13 @@ def cell_log(context: Any) -> CellLog | None:
 
 
 def _notebook(shell: Any, context: Any) -> tuple[Path | None, list[Cell], str]:
-    """The notebook file the kernel serves, its cells read through the root reader, and why they were not."""
+    """The notebook file the kernel serves, its cells read through the root reader, and why they were not; with
+    aries-kernel's JupyterLab extension, the live notebook's cells instead (unsaved edits included)."""
+    from aries_kernel.notebook.frontend import live_cells
+
     path = notebook_path(shell)
+    if (live := live_cells(context)) is not None:
+        return path, live, ""
     root = getattr(context, "root", None)
     if path is None or root is None:
         return path, [], ""

@@ -21,6 +21,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from aries_kernel.notebook.nbfile import Cell
+
 __all__ = [
     "PROTOCOL",
     "STEPS_MIME",
@@ -29,6 +31,7 @@ __all__ = [
     "NotebookBridge",
     "NotebookLink",
     "bridge_of",
+    "live_cells",
     "register",
 ]
 
@@ -288,3 +291,29 @@ def bridge_of(context: Any) -> NotebookBridge | None:
     built = getattr(context, "built", None)
     bridge = built("notebook_bridge") if built is not None else None
     return bridge if isinstance(bridge, NotebookBridge) else None
+
+
+def live_cells(context: Any) -> list[Cell] | None:
+    """The cells of the live notebook the running cell belongs to, as the extension last sent them (unsaved
+    edits included; text outputs as stdout streams), or None without the extension."""
+    bridge = bridge_of(context)
+    snapshot = bridge.live_notebook() if bridge is not None else None
+    if snapshot is None:
+        return None
+    cells = []
+    for index, cell in enumerate(snapshot["cells"]):
+        outputs = tuple(
+            {"output_type": "stream", "name": "stdout", "text": text} for text in cell.get("outputs", [])
+        )
+        count = cell.get("execution_count")
+        cells.append(
+            Cell(
+                index,
+                cell["id"],
+                cell["cell_type"],
+                cell["source"],
+                outputs,
+                count if isinstance(count, int) else None,
+            )
+        )
+    return cells
