@@ -101,8 +101,9 @@ _ARIES_OWN = tuple(
     [str(_ARIES / part) + os.sep for part in ("vault", "codebase", "models")]
     + [str(_ARIES / name) for name in ("context.py", "lazy.py")]
 )
-# The shared file layer: whoever called it (a store, or the agent's own code) decides, as for a library.
-_ARIES_PASS_THROUGH = (str(_ARIES / "rootfs.py"),)
+# The shared file layer, and the guard's own wrappers (sqlite3.connect, os.mkfifo): whoever called them (a
+# store, or the agent's own code) decides, as for a library.
+_ARIES_PASS_THROUGH = (str(_ARIES / "rootfs.py"), str(Path(__file__).resolve()))
 
 
 def _library_prefixes() -> tuple[str, ...]:
