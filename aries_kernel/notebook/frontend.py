@@ -112,7 +112,8 @@ class NotebookBridge:
         """The comm target's handler: a frontend opened a comm with its ``hello``."""
         data = (message.get("content") or {}).get("data")
         problem = self._hello_error(data)
-        if problem is not None:
+        if problem is not None or not isinstance(data, dict):
+            problem = problem or "the message is not a JSON object"
             self._problem(f"a frontend's hello was refused: {problem}")
             comm.send({"protocol": PROTOCOL, "type": "error", "error": problem})
             comm.close()
