@@ -94,7 +94,10 @@ def test_communities_are_connected_and_labelled(codebase: Codebase) -> None:
 
 def test_find_symbol(codebase: Codebase) -> None:
     found = codebase.find_symbol("fmt")
-    assert columns(found) == ["name", "kind", "file", "line", "end_line", "signature", "parent", "score"]
+    assert columns(found) == [
+        "name", "kind", "file", "line", "end_line", "signature", "parent", "cell", "cell_id", "score"
+    ]  # fmt: skip
+    assert found["cell"].isna().all() and set(found["cell_id"]) == {""}  # no notebook here
     assert set(found["file"]) == {"app/helpers/text.py", "web/plugins/format.mjs"}
     method = codebase.find_symbol("Engine.greet")
     assert method[["kind", "file", "line", "signature"]].values.tolist() == [

@@ -1,7 +1,8 @@
-"""File roles (source, test, example, fixture, generated) and the rankings that list the product first."""
+"""File roles (source, test, example, notebook, fixture, generated) and the rankings that list the product first."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -43,6 +44,10 @@ from aries_kernel.codebase.roles import HEADER_LINES, ROLES, file_role, read_hea
         ("src/schema.generated.ts", "generated"),
         ("src/__generated__/types.ts", "generated"),
         ("tests/api_pb2.py", "generated"),  # generated beats test
+        ("notebooks/explore.ipynb", "notebook"),  # notebook beats example
+        ("tests/check.IPYNB", "notebook"),  # and test
+        ("generated/report.ipynb", "notebook"),  # and generated
+        ("tests/fixtures/sample.ipynb", "fixture"),  # fixture beats notebook
     ],
 )
 def test_role_by_path(path: str, role: str) -> None:
@@ -118,6 +123,11 @@ REPO = {
     "tests/conftest.py": "from tests.fixtures.sample import make\n\n\ndef widget():\n    return make()\n",
     "tests/fixtures/sample.py": "from app.helpers import shape\n\n\ndef make():\n    return shape('widget')\n",
     "examples/demo.py": "from app.hub import run\n\nrun()  # draws a widget\n",
+    "notebooks/explore.ipynb": json.dumps(
+        {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
+            {"cell_type": "code", "id": "c1", "source": "from app.hub import run\nrun()", "outputs": []}
+        ]}
+    ),  # fmt: skip
     **{
         f"tests/test_{n}.py": (
             "from tests.conftest import widget\nfrom tests.fixtures.sample import make\n"
@@ -148,6 +158,7 @@ def test_every_listing_has_the_role_column(codebase: Codebase) -> None:
         "app/schema.py": "generated",
         "tests/fixtures/sample.py": "fixture",
         "examples/demo.py": "example",
+        "notebooks/explore.ipynb": "notebook",
     }
     assert codebase.file_roles() == roles
     assert set(codebase.list_files(roles="test")["file"]) == {f for f, r in roles.items() if r == "test"}

@@ -45,21 +45,22 @@ def nesting(text: str, toml: bool = False) -> int:
     return deepest
 
 
-def _check(text: str, toml: bool) -> None:
+def _check(text: str, toml: bool, max_bytes: int = MAX_BYTES) -> None:
     size = len(text.encode("utf-8", "surrogatepass"))
-    if size > MAX_BYTES:
-        raise ValueError(f"too large: {size:,} bytes, over the limit of {MAX_BYTES:,}")
+    if size > max_bytes:
+        raise ValueError(f"too large: {size:,} bytes, over the limit of {max_bytes:,}")
     depth = nesting(text, toml)
     if depth > MAX_NESTING:
         raise ValueError(f"brackets nested {depth} deep, over the limit of {MAX_NESTING}")
 
 
-def load_json(text: str) -> Any:
-    """Parse JSON text, refusing text over :data:`MAX_BYTES` or nested past :data:`MAX_NESTING`.
+def load_json(text: str, max_bytes: int = MAX_BYTES) -> Any:
+    """Parse JSON text, refusing text over ``max_bytes`` (:data:`MAX_BYTES`: a config's) or nested past
+    :data:`MAX_NESTING`.
 
     Raises :class:`ValueError` (:class:`json.JSONDecodeError` for text that is not JSON) saying what is wrong.
     """
-    _check(text, toml=False)
+    _check(text, False, max_bytes)
     return json.loads(text)
 
 

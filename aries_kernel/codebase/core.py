@@ -26,6 +26,7 @@ from aries_kernel.codebase.indexer import default_workers, plan, run_plan, too_l
 from aries_kernel.codebase.judgment import JudgmentMixin
 from aries_kernel.codebase.languages import language_for_path
 from aries_kernel.codebase.languages import parse as parse_source
+from aries_kernel.codebase.notebooks import file_cap, is_notebook, notebook_source
 from aries_kernel.codebase.progress import Progress
 from aries_kernel.codebase.queries import QueryMixin
 from aries_kernel.codebase.ranking import Rankings, from_stored, stored_form
@@ -494,11 +495,11 @@ class Codebase(QueryMixin, JudgmentMixin):
                 continue
             if old is not None and self._stat.get(rel) == (source.size, source.mtime_ns) and _cacheable(old):
                 continue
-            if source.size > max_bytes:
-                record = too_large(source, max_bytes)
+            if source.size > (cap := file_cap(rel, max_bytes)):
+                record = too_large(source, cap)
             else:
                 try:
-                    data = extract.read_source(str(self.root), rel, max_bytes)
+                    data = extract.read_source(str(self.root), rel, cap)
                 except OSError:
                     data = None
                 if old is not None and data is not None and old["hash"] == content_hash(data):
@@ -669,16 +670,19 @@ class Codebase(QueryMixin, JudgmentMixin):
             return self._table("symbols", build).copy()
 
     def source(self, file: Any) -> str:
-        """The text of an indexed file."""
+        """The text of an indexed file; of a notebook, its code cells' Python as indexed (one text, cell after
+        cell, lines as ``find_symbol`` and ``get_context`` number them)."""
         self.wait_ready()
         with self._lock:
             rel = self._file(file)
             text = self._texts.get(rel)
         if text is None:
             try:
-                data = extract.read_source(str(self.root), rel, self.settings.max_file_size)
+                data = extract.read_source(str(self.root), rel, file_cap(rel, self.settings.max_file_size))
                 text = extract.decode_source(data, self._records[rel]["language"])
-            except (OSError, UnicodeError, LookupError) as exc:
+                if is_notebook(rel):  # the worker read it already: bounded, and known to be a notebook
+                    text = notebook_source(text, len(data)).text
+            except (OSError, UnicodeError, LookupError, ValueError) as exc:
                 raise CodebaseError(
                     f"Cannot read {rel}: {exc}. Run codebase.reindex() if it changed."
                 ) from exc

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aries_kernel.codebase.languages import get_parser, get_query
+from aries_kernel.codebase.notebooks import cell_label, file_cap, is_notebook, notebook_source
 from aries_kernel.codebase.syntax import enclosing
 from aries_kernel.redact import redact
 from aries_kernel.rootfs import RefusedPathError, read_regular
@@ -47,6 +48,9 @@ __all__ = [
 Record = dict[str, Any]
 
 _BINARY_PROBE = 8192
+# A notebook's kernelspec languages read as Python; other notebooks are skipped.
+_PYTHON_KERNELS = frozenset({"python", "python3", "ipython", "ipython3"})
+_ERROR_LINE = re.compile(r"syntax error at line (\d+),")
 # Names a file mentions, for reference edges. Words in comments and strings count too: a file that names
 # another's symbol in prose still points at it, and this costs a fraction of capturing every identifier node.
 _IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
@@ -143,7 +147,9 @@ def needs_hashes(record: Record) -> bool:
 
 def read_checked(root: str, rel: str, language: str, max_bytes: int) -> bytes | Record:
     """The content of the file ``rel`` under ``root``, or the skipped record saying why it cannot be read
-    (refused, unreadable, over ``max_bytes``), never an exception."""
+    (refused, unreadable, over ``max_bytes``, or for a notebook its :func:`.notebooks.file_cap`), never an
+    exception."""
+    max_bytes = file_cap(rel, max_bytes)
     try:
         data = read_source(root, rel, max_bytes)
     except RefusedPathError as exc:
@@ -161,15 +167,21 @@ def extract_file(root: str, rel: str, language: str, max_bytes: int, hashes: boo
     """Read and extract the file ``rel`` under ``root`` in this process (the index parses in worker processes,
     see :mod:`.parse_workers`); problems become a skipped record, never an exception."""
     data = read_checked(root, rel, language, max_bytes)
-    return extract_source(rel, language, data, hashes) if isinstance(data, bytes) else data
+    return extract_source(rel, language, data, hashes, max_bytes) if isinstance(data, bytes) else data
 
 
-def extract_source(rel: str, language: str, data: bytes, hashes: bool = False) -> Record:
-    """Check and extract already-read content.
+def extract_source(
+    rel: str, language: str, data: bytes, hashes: bool = False, max_bytes: int | None = None
+) -> Record:
+    """Check and extract already-read content; a notebook (``.ipynb``) is read as its code cells' Python, whose
+    size is held to ``max_bytes`` (None: no limit), and its record also has ``cells``: ``(index, cell id,
+    first line, last line)`` of each code cell in that text.
 
     The shape and exact hashes of definitions serve only the judgment operations and cost half as much as
     parsing, so by default they are left pending (None) and computed on first need with ``hashes=True``.
     """
+    if is_notebook(rel):
+        return _notebook_record(rel, data, hashes, max_bytes)
     if b"\0" in data[:_BINARY_PROBE]:
         return skipped_record(rel, language, "binary file (contains NUL bytes)", data)
     try:
@@ -185,14 +197,51 @@ def extract_source(rel: str, language: str, data: bytes, hashes: bool = False) -
         )
     except (LookupError, UnicodeError, ValueError) as exc:
         return skipped_record(rel, language, f"not decodable: {exc}", data)
+    return _parsed(rel, language, data, text, utf8, hashes)
+
+
+def _parsed(rel: str, language: str, raw: bytes, text: str, utf8: bytes, hashes: bool) -> Record:
+    """:func:`_extract`, a failure of the parse made a skipped record."""
     try:
-        return _extract(rel, language, data, text, utf8, hashes)
+        return _extract(rel, language, raw, text, utf8, hashes)
     except (RecursionError, MemoryError) as exc:
         return skipped_record(
-            rel, language, f"not parsed: {type(exc).__name__} (nested too deeply or too big)", data
+            rel, language, f"not parsed: {type(exc).__name__} (nested too deeply or too big)", raw
         )
     except Exception as exc:  # one file's parse failure must not stop the index
-        return skipped_record(rel, language, f"not parsed: {type(exc).__name__}: {exc}", data)
+        return skipped_record(rel, language, f"not parsed: {type(exc).__name__}: {exc}", raw)
+
+
+def _notebook_record(rel: str, raw: bytes, hashes: bool, max_bytes: int | None) -> Record:
+    """The record of a notebook: its code cells' Python text extracted as a Python file's, lines mapped to cells
+    by ``cells``; a notebook that cannot be read, or is not Python, is skipped with the reason."""
+    try:
+        notebook = notebook_source(raw.decode("utf-8"), len(raw))
+    except UnicodeDecodeError as exc:
+        line = exc.object.count(b"\n", 0, exc.start) + 1
+        reason = f"not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at line {line}); re-save it as UTF-8"
+        return skipped_record(rel, "python", reason, raw)
+    except (ValueError, RecursionError) as exc:
+        return skipped_record(rel, "python", f"not a readable notebook: {exc}", raw)
+    if notebook.language not in _PYTHON_KERNELS:
+        reason = f"a {notebook.language} notebook (its kernelspec); only Python notebooks are indexed"
+        return skipped_record(rel, "python", reason, raw)
+    text = notebook.text
+    if max_bytes is not None and len(text) > max_bytes and len(code := text.encode()) > max_bytes:
+        reason = f"too large: its code cells hold {len(code):,} bytes, over the limit of {max_bytes:,}"
+        return skipped_record(rel, "python", reason, raw)
+    record = _parsed(rel, "python", raw, text, text.encode("utf-8"), hashes)
+    if record["status"] == "skipped":
+        return record
+    record["cells"] = tuple((c.index, c.cell_id, c.first_line, c.last_line) for c in notebook.cells)
+    found = _ERROR_LINE.match(record["reason"]) if record["status"] == "partial" else None
+    cell = notebook.cell_at(int(found.group(1))) if found else None
+    if found and cell is not None:  # the line of the cell, not of the notebook's code as one text
+        line = int(found.group(1)) - cell.first_line + 1
+        record["reason"] = (
+            f"syntax error in cell {cell_label(cell)} at line {line}{record['reason'][found.end(1) :]}"
+        )
+    return record
 
 
 def _extract(rel: str, language: str, raw: bytes, text: str, data: bytes, hashes: bool) -> Record:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from aries_kernel.codebase.languages import family
+from aries_kernel.codebase.notebooks import is_notebook
 from aries_kernel.codebase.resolve import ImportConfig, Resolver
 from aries_kernel.codebase.snapshot import Snapshot
 
@@ -160,6 +161,12 @@ def _holds(vocabulary: tuple[str, ...], groups: list[list[str]]) -> bool:
 def _family(language: str) -> str:
     """Languages whose files can use each other's names (see :func:`.languages.family`)."""
     return family(language)
+
+
+def _definers_key(rel: str, language: str) -> str:
+    """The table of definers a file's names join: its family's, but a notebook's own table, as no file can
+    import a notebook (its definitions are the notebook's alone; the names it uses point at other files)."""
+    return "notebook" if is_notebook(rel) else family(language)
 
 
 def name_weight(name: str) -> float:
@@ -331,7 +338,9 @@ class FileGraph:
         self = cls(root_name)
         arrays = snapshot.arrays
         self.language = dict(zip(snapshot.files, snapshot.languages, strict=True))
-        self.node_of = dict(zip(snapshot.files, self._graph.add_nodes_from(list(snapshot.files)), strict=True))
+        self.node_of = dict(
+            zip(snapshot.files, self._graph.add_nodes_from(list(snapshot.files)), strict=True)
+        )
         self.tsconfigs = tsconfigs
         self._pending = (snapshot, records)
         payloads = np.empty(len(snapshot.payloads), dtype=object)
@@ -359,7 +368,9 @@ class FileGraph:
             if self._stored_edges is None:  # another thread added them meanwhile
                 return
             arrays, payloads = self._stored_edges
-            step = 1 << 18  # bounded batches: one list of 2 million edge tuples would cost hundreds of MB at once
+            step = (
+                1 << 18
+            )  # bounded batches: one list of 2 million edge tuples would cost hundreds of MB at once
             for start in range(0, len(arrays["source"]), step):
                 part = slice(start, start + step)
                 # The payloads gathered by numpy and the edges added without returning their indexes: the
@@ -391,7 +402,7 @@ class FileGraph:
             else:
                 self.imports[rel], self.uses[rel] = (), ""
             defines = self.defines[rel] = frozenset(map(vocabulary.__getitem__, names[cuts[i] : cuts[i + 1]]))
-            definers = self.definers.setdefault(_family(self.language[rel]), {})
+            definers = self.definers.setdefault(_definers_key(rel, self.language[rel]), {})
             for name in defines:
                 definers.setdefault(name, set()).add(rel)
         self.resolver = Resolver(self.node_of, self.root_name, self.tsconfigs)
@@ -458,7 +469,7 @@ class FileGraph:
         self.uses[rel] = record["uses"]
         names = top_level_names(record["symbols"])
         self.defines[rel] = names
-        definers = self.definers.setdefault(_family(record["language"]), {})
+        definers = self.definers.setdefault(_definers_key(rel, record["language"]), {})
         for name in names:
             definers.setdefault(name, set()).add(rel)
         if self._users is not None:
@@ -466,7 +477,7 @@ class FileGraph:
 
     def _forget_names(self, rel: str, removed: bool = False) -> None:
         """Drop ``rel``'s names; ``removed``: the file is gone (else its new record is learned next)."""
-        definers = self.definers[_family(self.language[rel])]
+        definers = self.definers[_definers_key(rel, self.language[rel])]
         for name in self.defines.pop(rel):
             found = definers[name]
             found.discard(rel)

@@ -15,6 +15,7 @@ from pathlib import Path
 from aries_kernel.codebase import extract
 from aries_kernel.codebase.extract import Record, content_hash
 from aries_kernel.codebase.files import SourceFile
+from aries_kernel.codebase.notebooks import file_cap
 from aries_kernel.codebase.parse_workers import parse_files
 from aries_kernel.codebase.store import Pending, StoredFile, compact
 
@@ -55,8 +56,8 @@ def plan(root: Path, sources: list[SourceFile], stored: dict[str, StoredFile], m
     """Split ``sources`` into reusable records and files to parse."""
     result = Plan()
     for source in sources:
-        if source.size > max_bytes:
-            result.reused[source.rel] = too_large(source, max_bytes)
+        if source.size > (cap := file_cap(source.rel, max_bytes)):
+            result.reused[source.rel] = too_large(source, cap)
             continue
         known = stored.get(source.rel)
         if known is None:
@@ -67,9 +68,7 @@ def plan(root: Path, sources: list[SourceFile], stored: dict[str, StoredFile], m
             result.reused[source.rel] = record
             continue
         try:
-            unchanged = (
-                digest and content_hash(extract.read_source(str(root), source.rel, max_bytes)) == digest
-            )
+            unchanged = digest and content_hash(extract.read_source(str(root), source.rel, cap)) == digest
         except OSError:
             unchanged = False
         if unchanged:

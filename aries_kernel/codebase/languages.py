@@ -36,6 +36,7 @@ EXTENSIONS: dict[str, str] = {
     ".go": "go",
     ".rs": "rust",
     ".java": "java",
+    ".ipynb": "python",  # a notebook's code cells, read as Python (see .notebooks)
 }
 LANGUAGES = ("python", "javascript", "typescript", "tsx", "go", "rust", "java")
 # Grammars whose extraction lives in a module of its own (lang_go, lang_rust, lang_java), by their wheel.

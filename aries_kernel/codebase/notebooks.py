@@ -7,8 +7,9 @@ transformer, so line numbers stay those of the cell; a cell magic (``%%bash``) i
 out as blank lines, except the ones whose body is Python (``%%time``, ``%%capture``). Each code cell occupies
 its own lines of the text, so a definition's line maps back to a cell (:meth:`NotebookSource.cell_at`).
 
-The JSON is read with the bounds of :mod:`~aries_kernel.codebase.bounded`; what is not a notebook raises
-:class:`ValueError` saying why.
+The JSON is read with the bounds of :mod:`~aries_kernel.codebase.bounded` (the file itself may be up to
+:data:`NOTEBOOK_MAX_BYTES`, as saved outputs make notebooks large; its code is held to the index's file size
+limit); what is not a notebook raises :class:`ValueError` saying why.
 """
 
 from __future__ import annotations
@@ -18,9 +19,21 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from aries_kernel.codebase.bounded import load_json
+from aries_kernel.codebase.bounded import MAX_BYTES, load_json
 
-__all__ = ["CellSpan", "NotebookSource", "notebook_source"]
+__all__ = [
+    "NOTEBOOK_MAX_BYTES",
+    "CellSpan",
+    "NotebookSource",
+    "cell_label",
+    "file_cap",
+    "is_notebook",
+    "notebook_source",
+]
+
+# A notebook file is read up to this size, or the index's file size limit if larger: its saved outputs (plots
+# as base64) make it far larger than its code, which alone is held to that limit.
+NOTEBOOK_MAX_BYTES = 32 << 20
 
 # Cell magics whose body runs as Python in the user's namespace, so its definitions are the notebook's.
 _PYTHON_CELL_MAGICS = frozenset({"time", "capture"})
@@ -55,9 +68,25 @@ class NotebookSource:
         return self.cells[position]
 
 
-def notebook_source(text: str) -> NotebookSource:
-    """Read notebook JSON ``text`` into its Python source; :class:`ValueError` when it is not a notebook."""
-    data = load_json(text)
+def cell_label(cell: CellSpan) -> str:
+    """How a cell is named to people: its index, and its id when it has one (``3 (id a1b2)``)."""
+    return f"{cell.index} (id {cell.cell_id})" if cell.cell_id else str(cell.index)
+
+
+def is_notebook(rel: str) -> bool:
+    """Whether the path names a Jupyter notebook (``.ipynb``)."""
+    return rel[-6:].lower() == ".ipynb"
+
+
+def file_cap(rel: str, max_bytes: int) -> int:
+    """How many bytes of the file ``rel`` are read when other files are read up to ``max_bytes``."""
+    return max(max_bytes, NOTEBOOK_MAX_BYTES) if is_notebook(rel) else max_bytes
+
+
+def notebook_source(text: str, max_bytes: int = MAX_BYTES) -> NotebookSource:
+    """Read notebook JSON ``text`` (at most ``max_bytes`` of it) into its Python source; :class:`ValueError`
+    when it is not a notebook."""
+    data = load_json(text, max_bytes)
     if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
         raise ValueError("not a Jupyter notebook (no list of cells)")
     if not isinstance(data.get("nbformat", 4), int) or data.get("nbformat", 4) < 4:

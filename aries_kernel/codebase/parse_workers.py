@@ -75,7 +75,7 @@ class _Worker:
         self._in = self.process.stdin.fileno()
         self._out = self.process.stdout.fileno()
 
-    def parse(self, request: tuple[str, str, bytes, bool], deadline: float) -> Record | str:
+    def parse(self, request: tuple[str, str, bytes, bool, int], deadline: float) -> Record | str:
         """The record of one request, or why there is none: "crashed (SIGSEGV)", "timed out"."""
         payload = marshal.dumps(request)
         try:
@@ -196,7 +196,7 @@ def parse_files(
                     worker = _take(command)
                     with lock:
                         used.append(worker)
-                answer = worker.parse((rel, language, data, hashes), time.monotonic() + budget)
+                answer = worker.parse((rel, language, data, hashes, max_bytes), time.monotonic() + budget)
                 if isinstance(answer, str):
                     results.put(_failed(rel, language, data, answer, budget))
                 else:
@@ -253,13 +253,13 @@ def _read_exactly(stream: int, size: int) -> bytes | None:
     return bytes(parts)
 
 
-def _requests(stream: int) -> Iterator[tuple[str, str, bytes, bool]]:
+def _requests(stream: int) -> Iterator[tuple[str, str, bytes, bool, int]]:
     while (header := _read_exactly(stream, _HEADER.size)) is not None:
         payload = _read_exactly(stream, _HEADER.unpack(header)[0])
         if payload is None:
             return
-        rel, language, data, hashes = marshal.loads(payload)
-        yield rel, language, data, hashes
+        rel, language, data, hashes, max_bytes = marshal.loads(payload)
+        yield rel, language, data, hashes, max_bytes
 
 
 def _limit_memory(size: int) -> None:
@@ -282,9 +282,9 @@ def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # an interrupt is the kernel's to handle, not a parse's
     stdin, stdout = sys.stdin.fileno(), os.dup(sys.stdout.fileno())
     os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # a stray print cannot corrupt an answer
-    for rel, language, data, hashes in _requests(stdin):
+    for rel, language, data, hashes, max_bytes in _requests(stdin):
         _limit_memory(len(data))
-        payload = marshal.dumps(extract_source(rel, language, data, hashes))
+        payload = marshal.dumps(extract_source(rel, language, data, hashes, max_bytes))
         _write_all(stdout, _HEADER.pack(len(payload)) + payload)
 
 

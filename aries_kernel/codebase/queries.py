@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from aries_kernel.codebase.notebooks import CellSpan, NotebookSource, cell_label
 from aries_kernel.codebase.roles import file_role, read_header, select_roles
 
 if TYPE_CHECKING:
@@ -157,7 +158,15 @@ class QueryMixin:
     # symbols and search
 
     def find_symbol(self, name: str) -> pd.DataFrame:
-        """Definitions of ``name`` (``Class.method`` allowed): exact matches, else case-insensitive, else substring."""
+        """Definitions of ``name`` (``Class.method`` allowed): exact matches, else case-insensitive, else substring.
+
+        Columns: name, kind, file, line, end_line, signature, parent, cell, cell_id, score. In a notebook,
+        ``line`` counts the lines of its code cells as one text (as ``get_context`` numbers them) and ``cell`` is
+        the cell's index among all its cells (markdown included), ``cell_id`` its id ("" before nbformat 4.5);
+        for other files ``cell`` is empty (<NA>) and ``cell_id`` "".
+        """
+        import pandas as pd
+
         self.wait_ready()
         table = self.symbol_table(hashes=False)
         parent, _, short = name.rpartition(".")
@@ -175,8 +184,28 @@ class QueryMixin:
             if len(found):
                 score = weight
                 break
-        found = found.assign(score=score, pagerank=found["file"].map(self._rankings.pagerank()))
-        columns = ["name", "kind", "file", "line", "end_line", "signature", "parent", "score"]
+        with self._lock:
+            cells = [
+                self._cell_at(file, line) for file, line in zip(found["file"], found["line"], strict=True)
+            ]
+        found = found.assign(
+            cell=pd.array([c.index if c else None for c in cells], dtype="Int64"),
+            cell_id=[c.cell_id if c else "" for c in cells],
+            score=score,
+            pagerank=found["file"].map(self._rankings.pagerank()),
+        )
+        columns = [
+            "name",
+            "kind",
+            "file",
+            "line",
+            "end_line",
+            "signature",
+            "parent",
+            "cell",
+            "cell_id",
+            "score",
+        ]
         return _top(found, ["score", "pagerank", "file", "line"], [False, False, True, True], None)[columns]
 
     def search(
@@ -352,10 +381,27 @@ class QueryMixin:
                 else:
                     ranges.append((lo, hi))
         width = len(str(count))
+        with self._lock:
+            record = self._records.get(rel)
+            cells = record.get("cells", ()) if record is not None else ()
         parts = []
         for lo, hi in ranges:
-            parts.append("\n".join(f"{n:>{width}} | {text_lines[n - 1]}" for n in range(lo, hi + 1)))
+            shown = []
+            for n in range(lo, hi + 1):
+                cell = _cell_starting(cells, n, first=n == lo)
+                if cell is not None:  # a notebook: each cell's lines under a marker naming it
+                    shown.append(f"{'':>{width}} # cell {cell_label(CellSpan(*cell))}")
+                shown.append(f"{n:>{width}} | {text_lines[n - 1]}")
+            parts.append("\n".join(shown))
         return SourceSlice(f"{rel}\n" + "\n...\n".join(parts))
+
+    def _cell_at(self, rel: str, line: int) -> CellSpan | None:
+        """The notebook cell holding ``line`` of the notebook ``rel``'s code, None for other files."""
+        record = self._records.get(rel)
+        cells = record.get("cells") if record is not None else None
+        return (
+            NotebookSource("", tuple(CellSpan(*c) for c in cells), "python").cell_at(line) if cells else None
+        )
 
     # listings
 
@@ -420,6 +466,16 @@ class QueryMixin:
                 ("files from index.db", self.last_run.get("reused", 0)),
             ]
         return pd.DataFrame(rows, columns=["metric", "value"])
+
+
+def _cell_starting(
+    cells: Iterable[tuple[int, str, int, int]], line: int, first: bool
+) -> tuple[Any, ...] | None:
+    """The cell that starts at ``line`` (or, when ``first``, that holds it), to mark in a numbered slice."""
+    for cell in cells:
+        if cell[2] == line or (first and cell[2] <= line <= cell[3]):
+            return cell
+    return None
 
 
 def _top(frame: pd.DataFrame, by: list[str], ascending: list[bool], limit: int | None) -> pd.DataFrame:

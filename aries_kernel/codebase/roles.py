@@ -1,4 +1,5 @@
-"""The role of each file in a repository: ``source``, ``test``, ``example``, ``fixture`` or ``generated``.
+"""The role of each file in a repository: ``source``, ``test``, ``example``, ``notebook``, ``fixture`` or
+``generated``.
 
 Rankings put the product first: ``top_files()``, ``hits()`` and ``search()`` list ``source`` files unless asked
 for more (``roles="all"``, one role, or a list). A role comes from the root-relative path, and for
@@ -8,6 +9,9 @@ for more (``roles="all"``, one role, or a list). A role comes from the root-rela
     Data for tests: anything under a folder named ``fixtures``, ``fixture``, ``__fixtures__``, ``testdata``,
     ``test_data``, ``test-data``, ``__snapshots__``, ``snapshots`` or ``__mocks__``. It comes first because
     ``tests/fixtures/app/models.py`` is sample code, not a test.
+``notebook``
+    A Jupyter notebook (``*.ipynb``) anywhere else: exploration and reports built on the product, whose
+    imports show what it offers (``show_dependents``) but which would crowd the product's rankings.
 ``generated``
     Written by a tool: protobuf and gRPC output (``*_pb2.py``, ``*_pb2_grpc.py``, ``*.pb.go``, ``*_pb.js``),
     minified or bundled JavaScript (``*.min.js``, ``*.bundle.js``), ``*.generated.*`` and ``*_generated.*``
@@ -39,12 +43,13 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal
 
+from aries_kernel.codebase.notebooks import is_notebook
 from aries_kernel.rootfs import read_regular
 
 __all__ = ["HEADER_BYTES", "HEADER_LINES", "ROLES", "Role", "file_role", "read_header", "select_roles"]
 
-Role = Literal["source", "test", "example", "fixture", "generated"]
-ROLES: tuple[Role, ...] = ("source", "test", "example", "fixture", "generated")
+Role = Literal["source", "test", "example", "notebook", "fixture", "generated"]
+ROLES: tuple[Role, ...] = ("source", "test", "example", "notebook", "fixture", "generated")
 
 HEADER_LINES = 5
 HEADER_BYTES = 1024
@@ -84,6 +89,8 @@ def file_role(rel: str, header: str = "") -> Role:
     lowered = {folder.lower() for folder in folders}
     if lowered & _FIXTURE_DIRS:
         return "fixture"
+    if is_notebook(name):
+        return "notebook"
     if lowered & _GENERATED_DIRS or _GENERATED_NAME.search(name) or _marked_generated(header):
         return "generated"
     if lowered & _TEST_DIRS or _TEST_NAME.match(name):

@@ -51,7 +51,9 @@ __all__ = [
     "ensure_aries_dir",
 ]
 
-SCHEMA_VERSION = "9"  # bump when extraction, the symbol hashes or the record format change: old rows go stale
+SCHEMA_VERSION = (
+    "10"  # bump when extraction, the symbol hashes or the record format change: old rows go stale
+)
 log = logging.getLogger(__name__)
 
 # The index and sessions stay out of version control; the project brain (memory/) travels with the repository.
@@ -236,7 +238,9 @@ class IndexStore:
         try:
             with self._lock:
                 rows = self._conn.execute("SELECT path, size, mtime_ns, hash FROM files").fetchall()
-                first = self._conn.execute("SELECT path, size, mtime_ns, hash, record FROM files LIMIT 1").fetchone()
+                first = self._conn.execute(
+                    "SELECT path, size, mtime_ns, hash, record FROM files LIMIT 1"
+                ).fetchone()
             if rows:
                 paths, sizes, mtimes, digests = zip(*rows, strict=True)
                 if not (_of(paths, str) and _of(sizes, int) and _of(mtimes, int) and _of(digests, str)):
@@ -273,7 +277,11 @@ class IndexStore:
                     ).fetchall()
                 for path, size, mtime_ns, digest, blob in rows:
                     known = wanted.get(path)
-                    if known is None or (known.size, known.mtime_ns, known.digest) != (size, mtime_ns, digest):
+                    if known is None or (known.size, known.mtime_ns, known.digest) != (
+                        size,
+                        mtime_ns,
+                        digest,
+                    ):
                         continue
                     try:
                         found[path] = self._decode_row(path, size, mtime_ns, digest, blob)
@@ -497,8 +505,19 @@ def _well_formed(record: Any, path: str, digest: str) -> bool:
     if record["status"] not in _STATUSES or not all(type(record.get(key)) is int for key in _INT_KEYS):
         return False
     symbols, imports, uses = record.get("symbols"), record.get("imports"), record.get("uses")
+    if "cells" in record and not _cells_ok(record["cells"]):
+        return False
     # The definitions and imports inside are checked for all records at once, by load.
     return isinstance(symbols, tuple) and isinstance(imports, tuple) and isinstance(uses, str)
+
+
+def _cells_ok(cells: Any) -> bool:
+    # A notebook's code cells: (index, cell id, first line, last line).
+    if not isinstance(cells, tuple):
+        return False
+    types = _field_types(cells, 4)
+    allowed: tuple[set[type], ...] = ({int}, {str}, {int}, {int})
+    return types is not None and all(found <= kinds for found, kinds in zip(types, allowed, strict=True))
 
 
 def _of(values: Iterable[Any], *kinds: type) -> bool:
