@@ -151,7 +151,8 @@ def run_prompt(magics: Any, text: str, cell: str | None) -> None:
     if args.model:
         agent.router.set_slot("primary", args.model)
     renderer = _renderer(magics, agent)
-    session, first_call = agent.session, len(agent.session.tool_calls) if agent.session else 0
+    session = agent.session
+    first = (len(session.tool_calls), len(session.messages)) if session is not None else (0, 0)
     run = agent.run(
         prompt,
         max_turns=args.max_turns,
@@ -181,8 +182,8 @@ def run_prompt(magics: Any, text: str, cell: str | None) -> None:
         from aries_kernel.notebook.steps import after_run
 
         if agent.session is not session:
-            session, first_call = agent.session, 0  # the run opened the session
-        after_run(magics.shell, magics.context, session, first_call, agent.settings.steps_as_cells)
+            session, first = agent.session, (0, 0)  # the run opened the session
+        after_run(magics.shell, magics.context, session, first, agent.settings.steps_as_cells)
 
 
 @subcommand("fix", "fix the last error (its cell, traceback, variables); the fix offered as a new cell")

@@ -2,10 +2,11 @@
 JupyterLab extension, as installed from the wheel (.ci/run builds the wheel and installs its labextension).
 
 A scripted run with three Repl steps inserts three tagged code cells below the prompt cell, with no "file
-changed" dialog and the user's cell below untouched; one undo removes them all; the "ask" button of a run's
-record inserts its steps too, after a reload of the page, where the saved agent cells are still marked. For 20
-steps, the time from the run's record appearing (the run has ended) to its cells appearing is printed, and the
-time from the model's last reply (the agent's own end-of-run work included)."""
+changed" dialog and the user's cell below untouched; one undo removes the 20 cells of another run at once; the
+"ask" button of a run's record inserts its steps (and its answer as markdown) too, after a reload of the page,
+where the saved agent cells are still marked. For 20 steps, the time from the run's record appearing (the run
+has ended) to its cells appearing is printed, and the time from the model's last reply (the agent's own
+end-of-run work included)."""
 
 from __future__ import annotations
 
@@ -237,12 +238,18 @@ def test_the_ask_button_of_a_runs_record_inserts_its_steps_after_a_reload(
     book.open()
     assert page.locator(AGENT_CELL).count() == 3  # the saved cells of the first test, tagged and marked
     button = book.code_cell(code_index).get_by_role("button", name="Insert steps as cells (1)")
-    book.wait_visible(button, "the button again after a reload", timeout=60).click()
+    book.wait_visible(button, "the button again after a reload", timeout=60)
+    book.code_cell(code_index).get_by_label("and the answer as a markdown cell").check()
+    button.click()
     book.wait(
-        "(panel, arg) => panel.querySelectorAll('.jp-Cell')[arg.index + 1].classList.contains('aries-agent-cell')",
-        "the step inserted below the record",
+        "(panel, arg) => [...panel.querySelectorAll('.jp-Cell')].slice(arg.index + 1, arg.index + 3)"
+        ".every(cell => cell.classList.contains('aries-agent-cell'))",
+        "the step and the answer inserted below the record",
         timeout=30,
         index=code_index,
     )
     assert cell_sources(book)[code_index + 1] == "d = 4"
+    answer = book.panel.locator(".jp-Cell").nth(code_index + 2)
+    assert "jp-MarkdownCell" in (answer.get_attribute("class") or "")
+    assert f"Done: {ASKED}." in answer.inner_text()
     assert page.locator(".jp-Dialog").count() == 0

@@ -104,6 +104,10 @@ class ScriptedFrontend:
             reply = self.kc.get_shell_msg(timeout=120)
         assert reply["content"]["status"] == "ok", reply["content"]
 
+    def close_comm(self) -> None:
+        """Close the comm, as the extension does when its notebook is closed."""
+        self._send("comm_close", {"comm_id": self.comm_id, "data": {}})
+
     def errors(self) -> list[str]:
         return [data["error"] for data in self.received if data.get("type") == "error"]
 
@@ -143,6 +147,7 @@ def test_ask_leaves_the_steps_in_the_record_and_aries_cells_writes_them(
     steps = record[STEPS_MIME]["steps"]
     assert [step["code"] for step in steps] == ["a = 1", "b = a + 1", "c = a + b"]
     assert [step["step"] for step in steps] == [1, 2, 4] and [step["turn"] for step in steps] == [1, 2, 3]
+    assert record[STEPS_MIME]["answer"] == "a, b and c are set."
     assert "%aries cells" in record["text/plain"]
     written = run_cell(kernel, "%aries cells")
     (payload,) = written.payload
@@ -253,3 +258,27 @@ def test_the_notebook_context_reads_the_live_notebook_unsaved_edits_included(
     frontend.execute("%aries what is in the notebook", PROMPT_CELL)
     (request,) = [request for request in server.requests if request.body.get("tools")]
     assert "UNSAVED_ONLY_IN_THE_BROWSER" in json.dumps(request.body)
+
+
+def test_run_cell_is_a_request_to_the_notebook_holding_the_cell(kernel: BlockingKernelClient) -> None:
+    frontend = ScriptedFrontend(kernel)
+    frontend.hello(snapshot(ids=(PROMPT_CELL, "agent-cell")))
+    code = (
+        "from aries_kernel.context import get_context\n"
+        "from aries_kernel.notebook.frontend import bridge_of\n"
+        "bridge = bridge_of(get_context(get_ipython()))\n"
+        "request = bridge.run_cell('agent-cell')"
+    )
+    frontend.execute(code, PROMPT_CELL)
+    (run,) = [data for data in frontend.received if data.get("type") == "run"]
+    assert run["cell_id"] == "agent-cell" and run["protocol"] == 1
+    error = "cell agent-cell is not a code cell the agent wrote: only those are run on its behalf"
+    frontend.send({"protocol": 1, "type": "reply", "request": run["request"], "ok": False, "error": error})
+    assert run_cell(kernel, "bridge.reply(request)['error']").result == repr(error)
+    refused = run_cell(kernel, "bridge.run_cell('no-such-cell')")
+    assert refused.error is None  # one notebook linked: the frontend is asked, and says the cell is not there
+    frontend.close_comm()
+    gone = run_cell(kernel, "bridge.run_cell('agent-cell')")
+    assert (
+        gone.error is not None and gone.error[0] == "BridgeError" and "No notebook is linked" in gone.error[1]
+    )

@@ -24,14 +24,16 @@ _RAISED = "Traceback (most recent call last):\n"
 
 @dataclass(frozen=True)
 class RunSteps:
-    """The Repl steps of one run that succeeded: (turn, step, code) each, step numbered in the session."""
+    """The Repl steps of one run that succeeded: (turn, step, code) each, step numbered in the session; and the
+    run's answer (its last text), if it gave one."""
 
     session: str
     steps: tuple[tuple[int, int, str], ...]
+    answer: str | None = None
 
-    def cells(self) -> list[dict[str, Any]]:
-        """One code cell per step, tagged with the session, turn and step."""
-        return [
+    def cells(self, with_answer: bool = False) -> list[dict[str, Any]]:
+        """One code cell per step, tagged with the session, turn and step; then the answer as a markdown cell."""
+        cells = [
             {
                 "cell_type": "code",
                 "source": code,
@@ -39,6 +41,11 @@ class RunSteps:
             }
             for turn, step, code in self.steps
         ]
+        if with_answer and self.answer:
+            turn = self.steps[-1][0] if self.steps else 0
+            tag = {"session": self.session, "turn": turn, "answer": True}
+            cells.append({"cell_type": "markdown", "source": self.answer, "metadata": {"aries": tag}})
+        return cells
 
     def code(self) -> str:
         """Every step in one cell's code, each under a comment naming it."""
@@ -49,11 +56,12 @@ class RunSteps:
     def data(self) -> dict[str, Any]:
         """The steps output's JSON (the extension's ``parseSteps`` reads it)."""
         steps = [{"turn": turn, "step": step, "code": code} for turn, step, code in self.steps]
-        return {"protocol": PROTOCOL, "session": self.session, "steps": steps, "answer": None}
+        return {"protocol": PROTOCOL, "session": self.session, "steps": steps, "answer": self.answer}
 
 
-def run_steps(session: Any, first_call: int) -> RunSteps:
-    """The Repl steps that succeeded among ``session``'s tool calls from index ``first_call`` on."""
+def run_steps(session: Any, first_call: int, first_message: int = 0) -> RunSteps:
+    """The Repl steps that succeeded among ``session``'s tool calls from index ``first_call`` on, and the last
+    text the model gave among its messages from index ``first_message`` on."""
     steps = []
     number = 0
     for index, call in enumerate(session.tool_calls):
@@ -64,7 +72,10 @@ def run_steps(session: Any, first_call: int) -> RunSteps:
         failed = call.get("is_error") or _RAISED in str(call.get("output", ""))
         if index >= first_call and not failed and code.strip():
             steps.append((int(call.get("turn") or 0), number, code))
-    return RunSteps(session.id, tuple(steps))
+    said = [
+        m.content for m in session.messages[first_message:] if m.role == "assistant" and m.content.strip()
+    ]
+    return RunSteps(session.id, tuple(steps), said[-1].strip() if said else None)
 
 
 def write_steps(shell: Any, context: Any, steps: RunSteps) -> str:
@@ -82,11 +93,12 @@ def write_steps(shell: Any, context: Any, steps: RunSteps) -> str:
     return f"{len(steps.steps)} step(s) put into the next cell{reason}."
 
 
-def after_run(shell: Any, context: Any, session: Any, first_call: int, mode: str) -> None:
-    """At a run's end: offer, write or leave its steps as ``mode`` (``steps_as_cells``) says."""
+def after_run(shell: Any, context: Any, session: Any, first: tuple[int, int], mode: str) -> None:
+    """At a run's end: offer, write or leave its steps as ``mode`` (``steps_as_cells``) says; ``first`` is the
+    number of tool calls and of messages the session had before the run."""
     if session is None or mode == "never":
         return
-    steps = run_steps(session, first_call)
+    steps = run_steps(session, *first)
     context.lazy("run_steps", lambda _: [])[:] = [steps]  # what `%aries cells` writes
     if not steps.steps:
         return

@@ -286,16 +286,21 @@ class StepsRenderer extends Widget implements IRenderMime.IRenderer {
     button.textContent = `Insert steps as cells (${data.steps.length})`;
     const note = document.createElement('span');
     note.className = 'aries-steps-note';
+    const withAnswer = document.createElement('input');
+    withAnswer.type = 'checkbox';
+    const label = document.createElement('label');
+    label.className = 'aries-steps-answer';
+    label.append(withAnswer, ' and the answer as a markdown cell');
     button.onclick = () => {
       const where = cellOf(this.tracker, this.node);
       if (where === null) {
         note.textContent = ' Open this notebook in JupyterLab to insert the steps.';
         return;
       }
-      const result = insertCells(where.panel, where.cell.model.id, stepCells(data, false));
+      const result = insertCells(where.panel, where.cell.model.id, stepCells(data, withAnswer.checked));
       note.textContent = result.ok ? ` Inserted ${result.ids.length} cell(s) below.` : ` ${result.error}`;
     };
-    this.node.append(button, note);
+    this.node.append(button, ...(data.answer ? [label] : []), note);
   }
 }
 
