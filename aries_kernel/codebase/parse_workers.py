@@ -70,6 +70,11 @@ class _Worker:
             stderr=subprocess.DEVNULL,
             env=env,
             close_fds=True,
+            # Out of the kernel's process group: ipykernel's shutdown signals the group's children and waits
+            # until none is left, and an idle worker it cannot reap would hold the shutdown past the client's
+            # patience (the kernel is then killed before its exit handlers run). A worker ends when its input
+            # closes, which the kernel's exit does whatever the way it goes.
+            start_new_session=True,
         )
         assert self.process.stdin is not None and self.process.stdout is not None
         self._in = self.process.stdin.fileno()
