@@ -25,7 +25,8 @@ MAX_NESTING = 64
 # unterminated string runs to the end of the text (or line), so no string is scanned twice: linear in the text.
 # (Strings as runs of plain characters between escapes: the same tokens as ``"(?:[^"\\]|\\.)*"?``, matched about
 # 30 times faster on long strings such as a notebook's base64 images.)
-_JSON_TOKENS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?|[\[\]{}]', re.DOTALL)
+_JSON_STRINGS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?', re.DOTALL)
+_BRACKETS = re.compile(r"[\[\]{}]")
 _TOML_TOKENS = re.compile(
     r'"""(?:[^\\]|\\.)*?(?:"""|\Z)|\'\'\'.*?(?:\'\'\'|\Z)|"(?:[^"\\\n]|\\.)*"?|\'[^\'\n]*\'?|#[^\n]*|[\[\]{}]',
     re.DOTALL,
@@ -35,7 +36,10 @@ _TOML_TOKENS = re.compile(
 def nesting(text: str, toml: bool = False) -> int:
     """How deep brackets nest in ``text`` (JSON, or TOML with ``toml``), strings and comments left out."""
     depth = deepest = 0
-    for match in (_TOML_TOKENS if toml else _JSON_TOKENS).finditer(text):
+    # JSON: the strings are cut out in one pass in C first, so only the brackets are looped over here (a
+    # notebook is mostly strings: one per line of each cell).
+    tokens = _TOML_TOKENS.finditer(text) if toml else _BRACKETS.finditer(_JSON_STRINGS.sub("", text))
+    for match in tokens:
         char = match.group()
         if char in "[{":
             depth += 1

@@ -134,7 +134,7 @@ def _python_of(source: str) -> str:
             return "\n" + _python_of(body)
         lines = source.count("\n") + (not source.endswith("\n"))
         return "\n" * lines  # another language (bash, html, sql...): its lines stay, blank
-    if not _IPYTHON_SYNTAX.search(source):
+    if not _IPYTHON_SYNTAX.search(source) or _plain_python(source):
         return source
     from IPython.core.inputtransformer2 import TransformerManager
 
@@ -144,6 +144,14 @@ def _python_of(source: str) -> str:
         return source
     # The transformer keeps one line for one line here (no cell magic); if it did not, keep the cell as typed.
     return transformed if transformed.count("\n") <= source.count("\n") + 1 else source
+
+
+def _plain_python(source: str) -> bool:
+    """Whether a cell parses as Python as it is: what looked like IPython syntax is in a string or a comment (a
+    docstring line ending in ``?``), so IPython's transformer (which tokenizes the cell in Python) is not run."""
+    from aries_kernel.codebase.languages import parse
+
+    return not parse(source.encode("utf-8", "surrogatepass"), "python").root_node.has_error
 
 
 def _language(data: dict[str, Any]) -> str:

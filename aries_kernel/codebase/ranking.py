@@ -4,6 +4,11 @@ All three are computed on demand and cached by :class:`Rankings` against the gra
 nothing until a score is asked for again. Scores of a graph that has not changed since it was stored are handed
 to ``on_computed`` (which stores them) and come back as ``known`` on the next start: :func:`stored_form` and
 :func:`from_stored` are that form, aligned to the graph's file order.
+
+Notebooks are left out of the graph the scores are computed over, so adding them changes no other file's
+score: nothing imports a notebook (its PageRank would be the floor every file gets), and its imports say what
+an analysis uses, not what the product is built on. Their PageRank and HITS scores are 0.0; each joins the
+community of the files it uses most.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from aries_kernel.codebase.graph import FileGraph
+from aries_kernel.codebase.notebooks import is_notebook
 
 __all__ = ["Rankings", "community_label", "from_stored", "stored_form"]
 
@@ -96,19 +102,30 @@ class Rankings:
         """File -> (community id, label); ids are numbered by community size, largest first."""
         return self._cached("communities", self._communities)
 
+    def _ranked(self) -> tuple[Any, list[str]]:
+        """The graph the scores are computed over, and the notebooks left out of it (scored apart)."""
+        g = self._graph.graph
+        notebooks = [rel for rel in self._graph.node_of if is_notebook(rel)]
+        if not notebooks:
+            return g, []
+        left_out = set(notebooks)
+        return g.subgraph([n for rel, n in self._graph.node_of.items() if rel not in left_out]), notebooks
+
     def _pagerank(self) -> dict[str, float]:
         import rustworkx
 
-        g = self._graph.graph
-        if g.num_nodes() == 0:
-            return {}
-        scores = rustworkx.pagerank(g, weight_fn=_weight, max_iter=200, tol=1e-8)
-        return {g[node]: score for node, score in scores.items()}
+        g, notebooks = self._ranked()
+        scores = rustworkx.pagerank(g, weight_fn=_weight, max_iter=200, tol=1e-8) if g.num_nodes() else {}
+        return {**{g[node]: score for node, score in scores.items()}, **dict.fromkeys(notebooks, 0.0)}
 
     def _hits(self) -> tuple[dict[str, float], dict[str, float]]:
+        g, notebooks = self._ranked()
+        hubs, authorities = self._hits_of(g)
+        return {**hubs, **dict.fromkeys(notebooks, 0.0)}, {**authorities, **dict.fromkeys(notebooks, 0.0)}
+
+    def _hits_of(self, g: Any) -> tuple[dict[str, float], dict[str, float]]:
         import rustworkx
 
-        g = self._graph.graph
         if g.num_edges() == 0:
             return {g[n]: 0.0 for n in g.node_indices()}, {g[n]: 0.0 for n in g.node_indices()}
         try:
@@ -121,10 +138,31 @@ class Rankings:
         return {g[n]: s for n, s in hubs.items()}, {g[n]: s for n, s in authorities.items()}
 
     def _communities(self) -> dict[str, tuple[int, str]]:
+        g, notebooks = self._ranked()
+        out = self._communities_of(g)
+        # A notebook joins the community it imports and names most (by edge weight); one that uses no file
+        # of the repository is a community of its own, after the others.
+        known = self._graph.graph
+        community = {value[0]: value for value in out.values()}
+        extra = max(community, default=-1)
+        for rel in sorted(notebooks):
+            weights: dict[int, float] = {}
+            for _, target, data in known.out_edges(self._graph.node_of[rel]):
+                member = out.get(known[target])
+                if member is not None:
+                    weights[member[0]] = weights.get(member[0], 0.0) + data[1]
+            if weights:
+                best = min(weights, key=lambda number: (-weights[number], number))
+                out[rel] = community[best]
+            else:
+                extra += 1
+                out[rel] = (extra, rel)
+        return out
+
+    def _communities_of(self, g: Any) -> dict[str, tuple[int, str]]:
         import igraph
 
-        g = self._graph.graph
-        files = sorted(self._graph.node_of)
+        files = sorted(g[n] for n in g.node_indices())
         if not files:
             return {}
         position = {rel: i for i, rel in enumerate(files)}
