@@ -91,37 +91,35 @@ def notebook_source(text: str, max_bytes: int = MAX_BYTES) -> NotebookSource:
         raise ValueError("not a Jupyter notebook (no list of cells)")
     if not isinstance(data.get("nbformat", 4), int) or data.get("nbformat", 4) < 4:
         raise ValueError(f"nbformat {data.get('nbformat')!r} is not read (only version 4 notebooks)")
-    lines: list[str] = []
+    pieces: list[str] = []
     spans: list[CellSpan] = []
+    last = 0  # the last line of the text so far
     for index, cell in enumerate(data["cells"]):
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
         source = _joined(cell.get("source", ""))
         if source is None:
             raise ValueError(f"cell {index}: its source is neither text nor a list of text")
-        cell_lines = _python_of(source).split("\n")
-        if cell_lines and cell_lines[-1] == "":
-            cell_lines.pop()
-        if not cell_lines:
+        if not source:
             continue
+        python = _python_of(source)
+        python = python[:-1] if python.endswith("\n") else python  # the cell's lines, without a final newline
+        count = python.count("\n") + 1
         cell_id = cell.get("id")
-        spans.append(
-            CellSpan(
-                index,
-                cell_id if isinstance(cell_id, str) else "",
-                len(lines) + 1,
-                len(lines) + len(cell_lines),
-            )
-        )
-        lines.extend(cell_lines)
-    return NotebookSource("\n".join(lines) + ("\n" if lines else ""), tuple(spans), _language(data))
+        spans.append(CellSpan(index, cell_id if isinstance(cell_id, str) else "", last + 1, last + count))
+        pieces.append(python)
+        last += count
+    return NotebookSource("\n".join(pieces) + ("\n" if pieces else ""), tuple(spans), _language(data))
 
 
 def _joined(source: Any) -> str | None:
     if isinstance(source, str):
         return source
-    if isinstance(source, list) and all(isinstance(part, str) for part in source):
-        return "".join(source)
+    if isinstance(source, list):
+        try:
+            return "".join(source)
+        except TypeError:  # a part that is not text
+            return None
     return None
 
 
