@@ -48,9 +48,13 @@ def rewind_command(magics: Any, args: str, cell: str | None) -> HelpText:
 def rewind_text(context: Any, turn: int | None, *, force: bool = False, keep: bool = False) -> str:
     """Rewind the agent of ``context`` and say what happened (the panel's Rewind button calls this too)."""
     try:
-        return agent_for(context).rewind(turn, force=force, keep=keep).text()
+        report = agent_for(context).rewind(turn, force=force, keep=keep)
     except (LookupError, RunInProgressError) as exc:
         raise UsageError(str(exc)) from exc
+    from .cells import offer_removal  # the cells those turns inserted into the live notebook
+
+    offer = offer_removal(context, turn) if report.done and turn is not None else ""
+    return report.text() + (f"\n{offer}" if offer else "")
 
 
 def panel_rewinder(context: Any) -> Callable[[int, bool, bool], str]:

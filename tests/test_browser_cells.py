@@ -2,10 +2,11 @@
 JupyterLab extension, as installed from the wheel (.ci/run builds the wheel and installs its labextension).
 
 A scripted run with three Repl steps inserts three tagged code cells below the prompt cell, with no "file
-changed" dialog and the user's cell below untouched; one undo removes the 20 cells of another run at once; the
-"ask" button of a run's record inserts its steps (and its answer as markdown) too, after a reload of the page,
-where the saved agent cells are still marked. For 20 steps, the time from the run's record appearing (the run
-has ended) to its cells appearing is printed, and the time from the model's last reply (the agent's own
+changed" dialog and the user's cell below untouched; one undo removes the 20 cells of another run at once;
+removing the cells of turns 1 on (as a rewind offers) takes the three out in one step, which one undo restores;
+the "ask" button of a run's record inserts its steps (and its answer as markdown) too, after a reload of the
+page, where the saved agent cells are still marked. For 20 steps, the time from the run's record appearing (the
+run has ended) to its cells appearing is printed, and the time from the model's last reply (the agent's own
 end-of-run work included)."""
 
 from __future__ import annotations
@@ -92,6 +93,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
             nbformat.v4.new_code_cell(f"%aries --yes {TWENTY}"),
             nbformat.v4.new_code_cell("%aries config steps_as_cells=ask"),
             nbformat.v4.new_code_cell(f"%aries --yes {ASKED}"),
+            nbformat.v4.new_code_cell("%aries cells --remove 1"),
         ],
         metadata={"kernelspec": {"name": "aries", "display_name": "Aries", "language": "python"}},
     )
@@ -217,6 +219,19 @@ def test_a_runs_steps_become_tagged_cells_below_its_prompt_and_one_undo_removes_
     book.wait(f"() => document.querySelectorAll({AGENT_CELL!r}).length === 3", "the undo of one insert", 30)
     assert cell_sources(book)[2:7] == ["a = 1", "b = a + 1", "c = a + b", USER_CELL, f"%aries --yes {TWENTY}"]
     book.screenshot("undone")
+
+    # Removing the cells of turns 1 on (as a rewind offers) takes the three out in one step, which undo restores.
+    remove = cell_sources(book).index("%aries cells --remove 1")
+    book.run_cell(remove)
+    book.wait(
+        f"() => document.querySelectorAll({AGENT_CELL!r}).length === 0", "the agent's cells removed", 30
+    )
+    book.wait_idle()
+    assert cell_sources(book)[2] == USER_CELL
+    book.code_cell(2).locator(".jp-InputArea-prompt").click()
+    page.keyboard.press("Escape")
+    page.keyboard.press("z")
+    book.wait(f"() => document.querySelectorAll({AGENT_CELL!r}).length === 3", "the removal undone", 30)
 
 
 def test_the_ask_button_of_a_runs_record_inserts_its_steps_after_a_reload(

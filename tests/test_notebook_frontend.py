@@ -282,3 +282,26 @@ def test_run_cell_is_a_request_to_the_notebook_holding_the_cell(kernel: Blocking
     assert (
         gone.error is not None and gone.error[0] == "BridgeError" and "No notebook is linked" in gone.error[1]
     )
+
+
+def test_a_rewind_offers_to_remove_the_cells_its_turns_inserted_unless_edited(
+    kernel: BlockingKernelClient, server: ScriptedModelServer
+) -> None:
+    frontend = ScriptedFrontend(kernel)
+    frontend.hello(snapshot())
+    frontend.execute("%aries config steps_as_cells=always", PROMPT_CELL)
+    three_steps(server)
+    frontend.execute("%aries set a, b and c", PROMPT_CELL)
+    (insert,) = [data for data in frontend.received if data.get("type") == "insert"]
+    live = snapshot(ids=(PROMPT_CELL, "cell-a", "cell-b", "cell-c", "rewind-cell", "remove-cell"))
+    for cell, new in zip(live["cells"][1:4], insert["cells"], strict=True):
+        cell["source"], cell["aries"] = new["source"], new["metadata"]["aries"]
+    live["cells"][3]["source"] = "c = a + b  # edited by the user"
+    frontend.send({"protocol": 1, "type": "snapshot", "notebook": live, "cell_id": "rewind-cell"})
+    rewound = run_cell(kernel, "%aries rewind 2", cell_id="rewind-cell").result or ""
+    assert rewound.startswith("Rewound to"), rewound
+    assert "The notebook holds 1 cell(s) the rewound turns inserted: %aries cells --remove 2" in rewound
+    frontend.send({"protocol": 1, "type": "snapshot", "notebook": live, "cell_id": "remove-cell"})
+    frontend.execute("%aries cells --remove 2", "remove-cell")
+    (remove,) = [data for data in frontend.received if data.get("type") == "remove"]
+    assert remove["cells"] == [{"id": "cell-b", "source": "b = a + 1"}]  # c was edited: it stays

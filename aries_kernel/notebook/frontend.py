@@ -5,7 +5,7 @@ target ``aries.notebook`` with a ``hello`` carrying a snapshot of the live noteb
 just before each execution it schedules. While a ``%aries`` cell runs, the kernel's shell channel is busy, so a
 message from the frontend waits until the cell ends, while what the kernel sends (IOPub) arrives at once: the
 snapshot sent before the running cell is the live notebook for the whole run, and the kernel's requests
-(``insert``, ``run``) are answered by a ``reply`` that arrives after the cell. A message of a wrong shape on
+(``insert``, ``run``, ``remove``) are answered by a ``reply`` that arrives after the cell. A message of a wrong shape on
 either side gets an error message back; nothing raises in a comm handler.
 
 :class:`NotebookBridge` holds one :class:`NotebookLink` per open notebook; :func:`bridge_of` finds it for a
@@ -241,6 +241,15 @@ class NotebookBridge:
         """Ask the frontend to run the agent's cell ``cell_id`` (it runs once the kernel is free); the request id."""
         link = self.link(cell_id)
         return self._send(link, {"type": "run", "cell_id": cell_id}, f"running cell {cell_id}")
+
+    def remove_cells(self, cells: list[dict[str, str]]) -> str:
+        """Ask the frontend to remove the agent's cells ``cells`` (``id``, ``source``) in one undoable action,
+        each only if its source is still ``source``; the request id (the reply lists ``removed`` and ``kept``)."""
+        if not cells or len(cells) > MAX_CELLS:
+            raise BridgeError(f"A removal takes 1 to {MAX_CELLS} cells, not {len(cells)}.")
+        link = self.link(cells[0]["id"])
+        shown = [{"id": cell["id"], "source": cell["source"]} for cell in cells]
+        return self._send(link, {"type": "remove", "cells": shown}, f"removing {len(shown)} cell(s)")
 
     def reply(self, request: str) -> dict[str, Any] | None:
         """The frontend's reply to ``request`` (ok, and ids or error), or None while none has arrived."""

@@ -15,7 +15,7 @@ from typing import Any
 
 from aries_kernel.notebook.frontend import PROTOCOL, STEPS_MIME, BridgeError, bridge_of
 
-__all__ = ["RunSteps", "after_run", "run_steps", "write_steps"]
+__all__ = ["RunSteps", "after_run", "inserted_cells", "run_steps", "write_steps"]
 
 # How a Repl step's output says its code raised (aries_kernel.agent.repl formats the error last, so it survives
 # the tool layer's cut in the middle); the tool call itself is not an error for the model.
@@ -111,3 +111,30 @@ def after_run(shell: Any, context: Any, session: Any, first: tuple[int, int], mo
         f"{len(steps.steps)} Repl step(s) from this run: %aries cells puts them into the notebook as cells."
     )
     display({STEPS_MIME: steps.data(), "text/plain": text}, raw=True)
+
+
+def inserted_cells(context: Any, session: Any, from_turn: int) -> list[dict[str, str]]:
+    """The cells of the live notebook (through the extension) that ``session``'s Repl steps of turn
+    ``from_turn`` on became and that still hold the step's code (``id``, ``source``); none without the
+    extension."""
+    from aries_kernel.notebook.frontend import bridge_of
+
+    bridge = bridge_of(context)
+    live = bridge.live_notebook() if bridge is not None and session is not None else None
+    if live is None:
+        return []
+    code = dict(enumerate(session.repl_steps(), 1))  # the step numbers of run_steps
+    found = []
+    for cell in live["cells"]:
+        tag = cell.get("aries")
+        if not isinstance(tag, dict) or tag.get("session") != session.id:
+            continue
+        turn, step = tag.get("turn"), tag.get("step")
+        if (
+            isinstance(turn, int)
+            and isinstance(step, int)
+            and turn >= from_turn
+            and code.get(step) == cell["source"]
+        ):
+            found.append({"id": cell["id"], "source": cell["source"]})
+    return found

@@ -2,8 +2,8 @@
  * aries-kernel's JupyterLab 4 / Notebook 7 extension: the agent's handle on the notebook that ran %aries.
  *
  * For each notebook whose kernel is aries-kernel it opens a comm (see protocol.ts) through which the kernel
- * inserts cells below a cell, reads the live notebook (sent before each execution, unsaved edits included) and
- * runs a cell the agent inserted. It marks the agent's cells (cell metadata "aries") with a CSS class, and
+ * inserts cells below a cell, reads the live notebook (sent before each execution, unsaved edits included),
+ * runs a cell the agent inserted and removes the agent's cells of rewound turns (unless edited since). It marks the agent's cells (cell metadata "aries") with a CSS class, and
  * renders the steps output of a run's record as an "Insert steps as cells" button, which works without the
  * kernel (after a reload too: the output holds the steps).
  */
@@ -76,6 +76,31 @@ export function insertCells(panel: NotebookPanel, after: string | null, cells: I
   });
   markAgentCells(panel.content);
   return { ok: true, ids };
+}
+
+/** Remove the agent's cells named in ``cells`` whose source is unchanged, in one undoable transaction; a cell
+ * the user wrote, edited or already deleted is kept (listed in ``kept``). */
+export function removeCells(panel: NotebookPanel, cells: { id: string; source: string }[]): Json {
+  const problem = notWritable(panel);
+  if (problem !== null) {
+    return { ok: false, error: problem };
+  }
+  const shared = panel.content.model!.sharedModel;
+  const wanted = new Map(cells.map(cell => [cell.id, cell.source]));
+  const indexes: number[] = [];
+  shared.cells.forEach((cell, index) => {
+    const tagged = (cell.toJSON().metadata as Json | undefined)?.aries !== undefined;
+    if (tagged && wanted.get(cell.id) === cell.getSource()) {
+      indexes.push(index);
+    }
+  });
+  const removed = indexes.map(index => shared.cells[index].id);
+  shared.transact(() => {
+    for (const index of [...indexes].reverse()) {
+      shared.deleteCell(index);
+    }
+  });
+  return { ok: true, removed, kept: cells.map(cell => cell.id).filter(id => !removed.includes(id)) };
 }
 
 /** Give every cell written by the agent (metadata "aries") the agent's CSS class. */
@@ -207,6 +232,8 @@ class Bridge {
     try {
       if (parsed.type === 'insert') {
         this.reply(parsed.request, insertCells(this.panel, parsed.after, parsed.cells));
+      } else if (parsed.type === 'remove') {
+        this.reply(parsed.request, removeCells(this.panel, parsed.cells));
       } else {
         this.reply(parsed.request, this.run(parsed.cell_id));
       }

@@ -5,7 +5,7 @@
  * The frontend opens one comm per notebook whose kernel is aries-kernel ("hello"), and sends a "snapshot" of
  * the live notebook just before each execution it schedules: while a %aries cell runs the kernel's shell
  * channel is busy, so what the frontend sends then waits until the cell ends, while what the kernel sends
- * (IOPub) arrives at once. The kernel asks ("insert", "run"); the frontend answers each with a "reply" naming the
+ * (IOPub) arrives at once. The kernel asks ("insert", "run", "remove"); the frontend answers each with a "reply" naming the
  * request. A message of a wrong shape is answered with a reply whose error says what is wrong; it never throws.
  */
 
@@ -41,7 +41,15 @@ export interface IRunRequest {
   cell_id: string;
 }
 
-export type KernelRequest = IInsertRequest | IRunRequest;
+/** Remove the agent's cells ``id`` if their source is still ``source`` (a cell edited since is kept). */
+export interface IRemoveRequest {
+  protocol: number;
+  type: 'remove';
+  request: string;
+  cells: { id: string; source: string }[];
+}
+
+export type KernelRequest = IInsertRequest | IRunRequest | IRemoveRequest;
 
 /** What the steps output (the run's record) holds: the run's Repl steps and, optionally, its answer. */
 export interface IStepsData {
@@ -114,7 +122,22 @@ export function parseKernelMessage(data: unknown): KernelRequest | { error: stri
     }
     return data as unknown as IRunRequest;
   }
-  return { error: `unknown message type ${JSON.stringify(data.type)} (expected "insert" or "run")`, request };
+  if (data.type === 'remove') {
+    if (!Array.isArray(data.cells) || data.cells.length === 0 || data.cells.length > MAX_CELLS) {
+      return { error: `cells must be a list of 1 to ${MAX_CELLS} cells`, request };
+    }
+    for (let index = 0; index < data.cells.length; index++) {
+      const cell = data.cells[index];
+      if (!isObject(cell) || typeof cell.id !== 'string' || typeof cell.source !== 'string') {
+        return { error: `cells[${index}] needs id and source (strings)`, request };
+      }
+    }
+    return data as unknown as IRemoveRequest;
+  }
+  return {
+    error: `unknown message type ${JSON.stringify(data.type)} (expected "insert", "run" or "remove")`,
+    request
+  };
 }
 
 /** The steps output's data, or null when it is not of the shape the kernel writes. */
