@@ -147,6 +147,8 @@ def test_definitions_in_cells_are_found_with_their_cell(codebase: Codebase) -> N
         10,
     )
     assert codebase.search("summarize").empty  # roles="source" by default
+    named = codebase.search("sales", roles="notebook").iloc[0]
+    assert (named["file"], named["kind"], named["name"]) == ("analysis/sales.ipynb", "notebook", "sales")
 
 
 def pd_na() -> Any:

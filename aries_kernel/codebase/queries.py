@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from aries_kernel.codebase.notebooks import CellSpan, NotebookSource, cell_label
+from aries_kernel.codebase.notebooks import CellSpan, NotebookSource, cell_label, is_notebook
 from aries_kernel.codebase.roles import file_role, read_header, select_roles
 
 if TYPE_CHECKING:
@@ -213,9 +213,10 @@ class QueryMixin:
     ) -> pd.DataFrame:
         """Ranked matches over definitions and file content: file, role, line, kind, name, snippet, score.
 
-        Definitions (symbols, and modules: ``kernel.py`` or ``kernel/__init__.py`` defines ``kernel``) named
-        exactly like the query score highest, then prefix, substring and shared word tokens; then content lines
-        that contain the whole query, then lines that contain all its words. Any definition whose name matches
+        Definitions (symbols, and modules: ``kernel.py`` or ``kernel/__init__.py`` defines ``kernel``; a notebook
+        ``sales.ipynb`` is ``sales`` of kind "notebook") named exactly like the query score highest, then prefix,
+        substring and shared word tokens; then content lines that contain the whole query, then lines that
+        contain all its words. Any definition whose name matches
         ranks above every mere mention; the file's PageRank orders matches within a tier. ``roles`` picks the
         files searched, as for :meth:`top_files`.
         """
@@ -250,7 +251,7 @@ class QueryMixin:
             module = _module_name(rel)
             score = _name_score(module.lower(), needle, words)
             if score:  # keyed at line 0 so that a definition on line 1 does not hide it; shown as line 1
-                keep(rel, 0, "module", module, rel, score)
+                keep(rel, 0, "notebook" if is_notebook(rel) else "module", module, rel, score)
             try:
                 text = self.source(rel)
             except CodebaseError:  # a file that vanished or changed since indexing: reindex will sort it out
