@@ -185,6 +185,8 @@ def test_get_context_shows_cells_not_json(codebase: Codebase) -> None:
     whole = codebase.get_context("analysis/sales.ipynb")
     assert '"cell_type"' not in whole and "outputs" not in whole and "Sales" not in whole
     assert "# cell 1 (id imports)" in whole and "# cell 4 (id summary)" in whole
+    assert "1 | %matplotlib inline" in whole and "6 | files = !ls" in whole and "get_ipython" not in whole
+    assert " 9 | echo hi" in whole  # the %%bash cell as typed too, though its body is not indexed
     around = codebase.get_context("analysis/sales.ipynb", lines=11, window=1)
     assert around.splitlines() == [
         "analysis/sales.ipynb",

@@ -67,3 +67,11 @@ def test_magics_inside_blocks_keep_the_block_valid() -> None:
 def test_what_is_not_a_notebook_says_why(text: str, reason: str) -> None:
     with pytest.raises(ValueError, match=reason):
         notebook_source(text)
+
+
+def test_the_cells_as_typed_line_for_line_with_the_python() -> None:
+    source = notebook_source(
+        notebook(code("a", "%matplotlib inline\nx = 1\n"), code("b", "%%bash\necho hi"), code("c", "df?"))
+    )
+    assert source.typed.splitlines() == ["%matplotlib inline", "x = 1", "%%bash", "echo hi", "df?"]
+    assert len(source.text.splitlines()) == 5 and "get_ipython()" in source.text

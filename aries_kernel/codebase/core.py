@@ -669,19 +669,23 @@ class Codebase(QueryMixin, JudgmentMixin):
         with self._lock:
             return self._table("symbols", build).copy()
 
-    def source(self, file: Any) -> str:
+    def source(self, file: Any, typed: bool = False) -> str:
         """The text of an indexed file; of a notebook, its code cells' Python as indexed (one text, cell after
-        cell, lines as ``find_symbol`` and ``get_context`` number them)."""
+        cell, lines as ``find_symbol`` and ``get_context`` number them), or with ``typed`` the cells as typed
+        (``%matplotlib inline`` rather than IPython's call), line for line with it."""
         self.wait_ready()
         with self._lock:
             rel = self._file(file)
-            text = self._texts.get(rel)
+            text = None if typed and is_notebook(rel) else self._texts.get(rel)
         if text is None:
             try:
                 data = extract.read_source(str(self.root), rel, file_cap(rel, self.settings.max_file_size))
                 text = extract.decode_source(data, self._records[rel]["language"])
                 if is_notebook(rel):  # the worker read it already: bounded, and known to be a notebook
-                    text = notebook_source(text, len(data)).text
+                    notebook = notebook_source(text, len(data))
+                    if typed:
+                        return notebook.typed
+                    text = notebook.text
             except (OSError, UnicodeError, LookupError, ValueError) as exc:
                 raise CodebaseError(
                     f"Cannot read {rel}: {exc}. Run codebase.reindex() if it changed."

@@ -58,6 +58,9 @@ class NotebookSource:
     text: str
     cells: tuple[CellSpan, ...]
     language: str  # the kernel's language (metadata.kernelspec / language_info), "python" when unsaid
+    # The cells as typed, line for line with ``text`` (``%matplotlib inline`` where ``text`` has IPython's call;
+    # a cell whose rewrite changed its number of lines is shown rewritten), to show people.
+    typed: str = ""
 
     def cell_at(self, line: int) -> CellSpan | None:
         """The code cell holding 1-based ``line`` of :attr:`text`, or None."""
@@ -92,6 +95,7 @@ def notebook_source(text: str, max_bytes: int = MAX_BYTES) -> NotebookSource:
     if not isinstance(data.get("nbformat", 4), int) or data.get("nbformat", 4) < 4:
         raise ValueError(f"nbformat {data.get('nbformat')!r} is not read (only version 4 notebooks)")
     pieces: list[str] = []
+    typed: list[str] = []
     spans: list[CellSpan] = []
     last = 0  # the last line of the text so far
     for index, cell in enumerate(data["cells"]):
@@ -108,8 +112,11 @@ def notebook_source(text: str, max_bytes: int = MAX_BYTES) -> NotebookSource:
         cell_id = cell.get("id")
         spans.append(CellSpan(index, cell_id if isinstance(cell_id, str) else "", last + 1, last + count))
         pieces.append(python)
+        as_typed = source[:-1] if source.endswith("\n") else source
+        typed.append(as_typed if as_typed.count("\n") + 1 == count else python)
         last += count
-    return NotebookSource("\n".join(pieces) + ("\n" if pieces else ""), tuple(spans), _language(data))
+    end = "\n" if pieces else ""
+    return NotebookSource("\n".join(pieces) + end, tuple(spans), _language(data), "\n".join(typed) + end)
 
 
 def _joined(source: Any) -> str | None:

@@ -67,7 +67,7 @@ class QueryMixin:
         def wait_ready(self, timeout: float | None = None) -> None: ...
         def _table(self, key: str, build: Any) -> Any: ...
         def _file(self, file: Any) -> str: ...
-        def source(self, file: Any) -> str: ...
+        def source(self, file: Any, typed: bool = False) -> str: ...
         def symbol_table(self, hashes: bool = True) -> pd.DataFrame: ...
 
     # ranking
@@ -361,11 +361,12 @@ class QueryMixin:
         self, file: Any, lines: int | Iterable[int] | None = None, window: int = 5
     ) -> SourceSlice:
         """Numbered source of ``file``: around ``lines`` (one or many, ``window`` lines each side, nearby ranges
-        merged, gaps shown as ``...``), or the whole file when ``lines`` is None."""
+        merged, gaps shown as ``...``), or the whole file when ``lines`` is None. A notebook shows its code
+        cells as typed, numbered as one text (as ``find_symbol`` gives lines), each under ``# cell N (id ...)``."""
         self.wait_ready()
         with self._lock:
             rel = self._file(file)
-        text_lines = self.source(rel).splitlines()
+        text_lines = self.source(rel, typed=True).splitlines()
         count = len(text_lines)
         if lines is None:
             ranges = [(1, count)]
