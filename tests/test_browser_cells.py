@@ -5,9 +5,9 @@ A scripted run with three Repl steps inserts three tagged code cells below the p
 changed" dialog and the user's cell below untouched; one undo removes the 20 cells of another run at once;
 removing the cells of turns 1 on (as a rewind offers) takes the three out in one step, which one undo restores;
 the "ask" button of a run's record inserts its steps (and its answer as markdown) too, after a reload of the
-page, where the saved agent cells are still marked. For 20 steps, the time from the run's record appearing (the
-run has ended) to its cells appearing is printed, and the time from the model's last reply (the agent's own
-end-of-run work included)."""
+page, where the saved agent cells are still marked and, re-run, reproduce the variables. For 20 steps, the time
+from the run's record appearing (the run has ended) to its cells appearing is printed, and the time from the
+model's last reply (the agent's own end-of-run work included)."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ BOOK = "notebooks/steps-as-cells.ipynb"
 THREE = "set a, b and c"
 TWENTY = "set twenty names"
 ASKED = "set d"
-USER_CELL = "user_cell = 'mine'"
+USER_CELL = "print('c is', c)"  # the user's cell, below the agent's: it reads what they define
 AGENT_CELL = ".jp-Cell.aries-agent-cell"
 
 
@@ -252,6 +252,10 @@ def test_the_ask_button_of_a_runs_record_inserts_its_steps_after_a_reload(
     page.reload()
     book.open()
     assert page.locator(AGENT_CELL).count() == 3  # the saved cells of the first test, tagged and marked
+    for index in (2, 3, 4, 5):  # re-run in the fresh kernel, the agent's cells give the user's cell its c
+        book.run_cell(index)
+        book.wait_cell_done(index)
+    assert book.output_text(5).strip() == "c is 3"
     button = book.code_cell(code_index).get_by_role("button", name="Insert steps as cells (1)")
     book.wait_visible(button, "the button again after a reload", timeout=60)
     book.code_cell(code_index).get_by_label("and the answer as a markdown cell").check()
