@@ -16,6 +16,7 @@ import pytest
 from traitlets.config import Config
 
 from aries_kernel.codebase import Codebase
+from aries_kernel.codebase.core import CodebaseError
 from tests.fs_support import write
 
 
@@ -271,6 +272,12 @@ def test_a_warm_start_keeps_notebook_records_and_a_reindex_reads_an_edit(tmp_pat
         code("summary", "def summarize(frame):\n    return draw(frame)\n"),
     )
     write(root, "analysis/sales.ipynb", edited)
+    with pytest.raises(
+        CodebaseError, match="the notebook changed since it was indexed. Run codebase.reindex"
+    ):
+        warm.get_context(
+            "analysis/sales.ipynb", lines=2
+        )  # never converted in the kernel unless indexed as is
     changes = warm.reindex()
     assert changes[["file", "change"]].values.tolist() == [["analysis/sales.ipynb", "modified"]]
     assert warm.find_symbol("summarize")[["line", "cell", "cell_id"]].values.tolist() == [[2, 2, "summary"]]

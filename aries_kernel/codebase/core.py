@@ -681,7 +681,10 @@ class Codebase(QueryMixin, JudgmentMixin):
             try:
                 data = extract.read_source(str(self.root), rel, file_cap(rel, self.settings.max_file_size))
                 text = extract.decode_source(data, self._records[rel]["language"])
-                if is_notebook(rel):  # the worker read it already: bounded, and known to be a notebook
+                if is_notebook(rel):
+                    # Converted here only as the worker converted it (bounded, in its time budget): the same bytes.
+                    if content_hash(data) != self._records[rel]["hash"]:
+                        raise ValueError("the notebook changed since it was indexed")
                     notebook = notebook_source(text, len(data))
                     if typed:
                         return notebook.typed
