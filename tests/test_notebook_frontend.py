@@ -55,6 +55,7 @@ class ScriptedFrontend:
         self.comm_id = uuid.uuid4().hex
         self.received: list[dict[str, Any]] = []  # comm_msg data sent to this comm
         self.closed = False
+        self.stdout = ""  # what the cells run by execute printed
 
     def _send(self, kind: str, content: dict[str, Any]) -> None:
         """Send a shell message and read IOPub until the kernel is idle after it (it is handled in order)."""
@@ -67,7 +68,9 @@ class ScriptedFrontend:
         while True:
             msg = self.kc.get_iopub_msg(timeout=120)
             kind, content = msg["msg_type"], msg["content"]
-            if kind == "comm_msg" and content["comm_id"] == self.comm_id:
+            if kind == "stream" and msg["parent_header"].get("msg_id") == parent:
+                self.stdout += content["text"]
+            elif kind == "comm_msg" and content["comm_id"] == self.comm_id:
                 self.received.append(content["data"])
             elif kind == "comm_close" and content["comm_id"] == self.comm_id:
                 self.closed = True
@@ -87,7 +90,7 @@ class ScriptedFrontend:
     def send(self, data: Any) -> None:
         self._send("comm_msg", {"comm_id": self.comm_id, "data": data})
 
-    def execute(self, code: str, cell_id: str) -> None:
+    def execute(self, code: str, cell_id: str) -> dict[str, Any]:
         """Run a cell as JupyterLab does (its id in the request), keeping this comm's messages meanwhile."""
         content = {
             "code": code,
@@ -103,6 +106,7 @@ class ScriptedFrontend:
         while reply["parent_header"].get("msg_id") != request["header"]["msg_id"]:
             reply = self.kc.get_shell_msg(timeout=120)
         assert reply["content"]["status"] == "ok", reply["content"]
+        return dict(reply["content"])
 
     def close_comm(self) -> None:
         """Close the comm, as the extension does when its notebook is closed."""
@@ -305,3 +309,16 @@ def test_a_rewind_offers_to_remove_the_cells_its_turns_inserted_unless_edited(
     frontend.execute("%aries cells --remove 2", "remove-cell")
     (remove,) = [data for data in frontend.received if data.get("type") == "remove"]
     assert remove["cells"] == [{"id": "cell-b", "source": "b = a + 1"}]  # c was edited: it stays
+
+
+def test_a_notebook_open_read_only_gets_no_insert_and_the_steps_go_to_the_next_cell(
+    kernel: BlockingKernelClient, server: ScriptedModelServer
+) -> None:
+    frontend = ScriptedFrontend(kernel)
+    frontend.hello({**snapshot(), "read_only": True})
+    frontend.execute("%aries config steps_as_cells=always", PROMPT_CELL)
+    server.script(Reply(tool_calls=[("Repl", {"code": "d = 4"})]), Reply(text="d."))
+    (payload,) = frontend.execute("%aries set d", PROMPT_CELL)["payload"]
+    assert payload["source"] == "set_next_input" and payload["text"].endswith("d = 4")
+    assert "work.ipynb is open read-only: no cell was inserted" in frontend.stdout
+    assert not [data for data in frontend.received if data.get("type") == "insert"]
