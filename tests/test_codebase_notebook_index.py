@@ -97,6 +97,7 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("notebooks") / "repo"
     for rel, text in {**PLAIN, **NOTEBOOKS}.items():
         write(root, rel, text)
+    write(root, "analysis/.ipynb_checkpoints/sales-checkpoint.ipynb", NOTEBOOKS["analysis/sales.ipynb"])
     return root
 
 
@@ -165,6 +166,10 @@ def test_notebooks_have_their_role_and_leave_the_default_rankings_alone(
     roles = dict(zip(files["file"], files["role"], strict=True))
     assert {rel for rel, role in roles.items() if role == "notebook"} == set(NOTEBOOKS)
     assert set(files[files["file"].isin(NOTEBOOKS)]["status"]) == {"indexed"}
+    # Jupyter's own copies are not the notebook: one row for the folder, nothing indexed in it.
+    assert _skipped(codebase) == {
+        "analysis/.ipynb_checkpoints": "folder skipped: notebook checkpoints (.ipynb_checkpoints)"
+    }
     for rel, text in PLAIN.items():
         write(tmp_path / "plain", rel, text)
     plain = _index(tmp_path / "plain")

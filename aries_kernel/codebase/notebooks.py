@@ -64,11 +64,14 @@ class NotebookSource:
 
     def cell_at(self, line: int) -> CellSpan | None:
         """The code cell holding 1-based ``line`` of :attr:`text`, or None."""
-        firsts = [cell.first_line for cell in self.cells]
-        position = bisect.bisect_right(firsts, line) - 1
+        position = bisect.bisect_right(self.cells, line, key=_first_line) - 1
         if position < 0 or line > self.cells[position].last_line:
             return None
         return self.cells[position]
+
+
+def _first_line(cell: CellSpan) -> int:
+    return cell.first_line
 
 
 def cell_label(cell: CellSpan) -> str:

@@ -185,8 +185,10 @@ class QueryMixin:
                 score = weight
                 break
         with self._lock:
+            spans = {file: self._cells(file) for file in set(found["file"])}
             cells = [
-                self._cell_at(file, line) for file, line in zip(found["file"], found["line"], strict=True)
+                notebook.cell_at(line) if (notebook := spans[file]) is not None else None
+                for file, line in zip(found["file"], found["line"], strict=True)
             ]
         found = found.assign(
             cell=pd.array([c.index if c else None for c in cells], dtype="Int64"),
@@ -384,26 +386,23 @@ class QueryMixin:
                     ranges.append((lo, hi))
         width = len(str(count))
         with self._lock:
-            record = self._records.get(rel)
-            cells = record.get("cells", ()) if record is not None else ()
+            spans = self._cells(rel)
         parts = []
         for lo, hi in ranges:
             shown = []
             for n in range(lo, hi + 1):
-                cell = _cell_starting(cells, n, first=n == lo)
-                if cell is not None:  # a notebook: each cell's lines under a marker naming it
-                    shown.append(f"{'':>{width}} # cell {cell_label(CellSpan(*cell))}")
+                cell = spans.cell_at(n) if spans is not None else None
+                if cell is not None and (cell.first_line == n or n == lo):  # a notebook: a marker per cell
+                    shown.append(f"{'':>{width}} # cell {cell_label(cell)}")
                 shown.append(f"{n:>{width}} | {text_lines[n - 1]}")
             parts.append("\n".join(shown))
         return SourceSlice(f"{rel}\n" + "\n...\n".join(parts))
 
-    def _cell_at(self, rel: str, line: int) -> CellSpan | None:
-        """The notebook cell holding ``line`` of the notebook ``rel``'s code, None for other files."""
+    def _cells(self, rel: str) -> NotebookSource | None:
+        """Where the code cells of the notebook ``rel`` are in its text (no text), None for other files."""
         record = self._records.get(rel)
         cells = record.get("cells") if record is not None else None
-        return (
-            NotebookSource("", tuple(CellSpan(*c) for c in cells), "python").cell_at(line) if cells else None
-        )
+        return NotebookSource("", tuple(CellSpan(*c) for c in cells), "python") if cells else None
 
     # listings
 
@@ -468,16 +467,6 @@ class QueryMixin:
                 ("files from index.db", self.last_run.get("reused", 0)),
             ]
         return pd.DataFrame(rows, columns=["metric", "value"])
-
-
-def _cell_starting(
-    cells: Iterable[tuple[int, str, int, int]], line: int, first: bool
-) -> tuple[Any, ...] | None:
-    """The cell that starts at ``line`` (or, when ``first``, that holds it), to mark in a numbered slice."""
-    for cell in cells:
-        if cell[2] == line or (first and cell[2] <= line <= cell[3]):
-            return cell
-    return None
 
 
 def _top(frame: pd.DataFrame, by: list[str], ascending: list[bool], limit: int | None) -> pd.DataFrame:
