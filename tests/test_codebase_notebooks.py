@@ -75,3 +75,10 @@ def test_the_cells_as_typed_line_for_line_with_the_python() -> None:
     )
     assert source.typed.splitlines() == ["%matplotlib inline", "x = 1", "%%bash", "echo hi", "df?"]
     assert len(source.text.splitlines()) == 5 and "get_ipython()" in source.text
+
+
+def test_a_notebook_of_another_language_has_no_python() -> None:
+    source = notebook_source(
+        notebook(code("j", "x?\nfunction f(x)\n    x\nend\n"), kernelspec={"language": "Julia"})
+    )
+    assert (source.text, source.cells, source.language) == ("", (), "julia")

@@ -25,7 +25,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aries_kernel.codebase.languages import get_parser, get_query
-from aries_kernel.codebase.notebooks import cell_label, file_cap, is_notebook, notebook_source
+from aries_kernel.codebase.notebooks import (
+    PYTHON_LANGUAGES,
+    cell_label,
+    file_cap,
+    is_notebook,
+    notebook_source,
+)
 from aries_kernel.codebase.syntax import enclosing
 from aries_kernel.redact import redact
 from aries_kernel.rootfs import RefusedPathError, read_regular
@@ -48,8 +54,6 @@ __all__ = [
 Record = dict[str, Any]
 
 _BINARY_PROBE = 8192
-# A notebook's kernelspec languages read as Python; other notebooks are skipped.
-_PYTHON_KERNELS = frozenset({"python", "python3", "ipython", "ipython3"})
 _ERROR_LINE = re.compile(r"syntax error at line (\d+),")
 # Names a file mentions, for reference edges. Words in comments and strings count too: a file that names
 # another's symbol in prose still points at it, and this costs a fraction of capturing every identifier node.
@@ -223,7 +227,7 @@ def _notebook_record(rel: str, raw: bytes, hashes: bool, max_bytes: int | None) 
         return skipped_record(rel, "python", reason, raw)
     except (ValueError, RecursionError) as exc:
         return skipped_record(rel, "python", f"not a readable notebook: {exc}", raw)
-    if notebook.language not in _PYTHON_KERNELS:
+    if notebook.language not in PYTHON_LANGUAGES:
         reason = f"a {notebook.language} notebook (its kernelspec); only Python notebooks are indexed"
         return skipped_record(rel, "python", reason, raw)
     text = notebook.text

@@ -23,6 +23,7 @@ from aries_kernel.codebase.bounded import MAX_BYTES, load_json
 
 __all__ = [
     "NOTEBOOK_MAX_BYTES",
+    "PYTHON_LANGUAGES",
     "CellSpan",
     "NotebookSource",
     "cell_label",
@@ -31,6 +32,8 @@ __all__ = [
     "notebook_source",
 ]
 
+# The kernel languages whose notebooks are read as Python (a notebook of another has no code cells read).
+PYTHON_LANGUAGES = frozenset({"python", "python3", "ipython", "ipython3"})
 # A notebook file is read up to this size, or the index's file size limit if larger: its saved outputs (plots
 # as base64) make it far larger than its code, which alone is held to that limit.
 NOTEBOOK_MAX_BYTES = 32 << 20
@@ -90,13 +93,16 @@ def file_cap(rel: str, max_bytes: int) -> int:
 
 
 def notebook_source(text: str, max_bytes: int = MAX_BYTES) -> NotebookSource:
-    """Read notebook JSON ``text`` (at most ``max_bytes`` of it) into its Python source; :class:`ValueError`
-    when it is not a notebook."""
+    """Read notebook JSON ``text`` (at most ``max_bytes`` of it) into its Python source (none for a notebook
+    whose language is not one of :data:`PYTHON_LANGUAGES`); :class:`ValueError` when it is not a notebook."""
     data = load_json(text, max_bytes)
     if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
         raise ValueError("not a Jupyter notebook (no list of cells)")
     if not isinstance(data.get("nbformat", 4), int) or data.get("nbformat", 4) < 4:
         raise ValueError(f"nbformat {data.get('nbformat')!r} is not read (only version 4 notebooks)")
+    language = _language(data)
+    if language not in PYTHON_LANGUAGES:  # another language's cells are not Python to read
+        return NotebookSource("", (), language)
     pieces: list[str] = []
     typed: list[str] = []
     spans: list[CellSpan] = []
@@ -119,7 +125,7 @@ def notebook_source(text: str, max_bytes: int = MAX_BYTES) -> NotebookSource:
         typed.append(as_typed if as_typed.count("\n") + 1 == count else python)
         last += count
     end = "\n" if pieces else ""
-    return NotebookSource("\n".join(pieces) + end, tuple(spans), _language(data), "\n".join(typed) + end)
+    return NotebookSource("\n".join(pieces) + end, tuple(spans), language, "\n".join(typed) + end)
 
 
 def _joined(source: Any) -> str | None:
