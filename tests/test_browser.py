@@ -69,6 +69,9 @@ def _respond(body: dict[str, Any]) -> Reply:
     messages = body["messages"]
     answered = bool(_tool_results(messages[-1]))
     prompt = next((_text(m) for m in reversed(messages) if m["role"] == "user" and _text(m)), "")
+    # The prompt message opens with the notebook's context, which quotes the notebook's other cells (the other
+    # prompts among them): what the user asked is what follows it.
+    prompt = prompt.rpartition("</notebook_context>")[2]
     if SLOW in prompt:
         return Reply(text="Too late.", delay=SLOW_SECONDS)
     for task, path, new, closing in (
