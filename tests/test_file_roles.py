@@ -124,10 +124,15 @@ REPO = {
     "tests/fixtures/sample.py": "from app.helpers import shape\n\n\ndef make():\n    return shape('widget')\n",
     "examples/demo.py": "from app.hub import run\n\nrun()  # draws a widget\n",
     "notebooks/explore.ipynb": json.dumps(
-        {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
-            {"cell_type": "code", "id": "c1", "source": "from app.hub import run\nrun()", "outputs": []}
-        ]}
-    ),  # fmt: skip
+        {
+            "nbformat": 4,
+            "nbformat_minor": 5,
+            "metadata": {},
+            "cells": [
+                {"cell_type": "code", "id": "c1", "source": "from app.hub import run\nrun()", "outputs": []}
+            ],
+        }
+    ),
     **{
         f"tests/test_{n}.py": (
             "from tests.conftest import widget\nfrom tests.fixtures.sample import make\n"
