@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
-from traitlets import Dict, Float, Int, List, Unicode
+from traitlets import Dict, Float, Int, List, Unicode, validate
 from traitlets.config import Configurable
 
 from aries_kernel import key_broker
@@ -54,6 +54,7 @@ from aries_kernel.models.shortnames import (
 from aries_kernel.models.tokens import TokenEstimator, estimator_for
 from aries_kernel.models.types import Completion, ModelRequest, StreamEvent
 from aries_kernel.redact import environ_value
+from aries_kernel.settings_owner import PROTECTED, check_change
 
 __all__ = ["SLOTS", "AriesModels", "ModelRouter", "SlotClient", "SlotUsage", "UsageObserver"]
 
@@ -138,6 +139,11 @@ class AriesModels(Configurable):
     spend_file = Unicode(
         "", help="Where the day's spend is kept; empty means $ARIES_SPEND_FILE, else ~/.aries/spend.json."
     ).tag(config=True)
+
+    @validate(*PROTECTED["AriesModels"])
+    def _only_by_the_user(self, proposal: Any) -> Any:
+        # Endpoints, prices and limits: only the user changes them (aries_kernel.settings_owner).
+        return check_change(self, proposal.trait.name, proposal.value)
 
 
 @dataclass
