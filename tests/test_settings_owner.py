@@ -20,6 +20,7 @@ from traitlets.config import Config
 
 from aries_kernel.agent.settings import AriesAgent
 from aries_kernel.attach import KernelLink
+from aries_kernel.models.router import AriesModels
 from aries_kernel.settings_owner import SettingsOwner
 from tests.kernel_harness import run_cell, start_kernel, stop_kernel
 from tests.loopback import Reply, ScriptedModelServer
@@ -160,6 +161,10 @@ def test_adopted_settings_take_the_start_values_and_refuse_threads() -> None:
     assert errors and "from a thread" in errors[0] and settings.permission_mode == "acceptEdits"
     settings.permission_mode = "plan"  # the main thread, no untrusted code running: the user
     assert settings.permission_mode == "plan" and owner.settle("user") == []
+    models = owner.adopt(AriesModels(config=config))
     with owner.untrusted("the agent"):
         settings.pass_env_keys.append("ANTHROPIC_API_KEY")
+        for name, value in (("daily_budget_usd", 0.0), ("base_urls", {"anthropic": "http://evil.invalid"})):
+            with pytest.raises(TraitError, match="while an agent run is in progress"):
+                setattr(models, name, value)
     assert settings.pass_env_keys == [] and "The agent changed AriesAgent.pass_env_keys" in owner.reports[-1]
