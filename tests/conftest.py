@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.kernel_harness import start_kernel, stop_kernel
+from tests.loopback import ScriptedModelServer
 
 # The loopback model server and the router fixtures (server, wire, router, fast_config) for every test module.
 pytest_plugins = ["tests.models_support", "tests.pg_support"]
@@ -56,6 +57,16 @@ def small_repo(tmp_path: Path) -> Path:
 def aries_kernel(small_repo: Path) -> Iterator[tuple]:
     """A real Aries kernel started in ``small_repo``: yields (kernel manager, blocking client)."""
     km, kc = start_kernel(small_repo)
+    try:
+        yield km, kc
+    finally:
+        stop_kernel(km, kc)
+
+
+@pytest.fixture
+def kernel(small_repo: Path, server: ScriptedModelServer) -> Iterator[tuple]:
+    """A real Aries kernel in ``small_repo`` whose models are the loopback server: (kernel manager, client)."""
+    km, kc = start_kernel(small_repo, env=server.kernel_env())
     try:
         yield km, kc
     finally:

@@ -6,7 +6,6 @@ import json
 import queue
 import re
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,15 +18,6 @@ from tests.kernel_harness import run_cell, start_kernel, stop_kernel
 from tests.loopback import Reply, ScriptedModelServer
 
 pytestmark = pytest.mark.kernel
-
-
-@pytest.fixture
-def kernel(small_repo: Path, server: ScriptedModelServer) -> Iterator[Any]:
-    km, kc = start_kernel(small_repo, env=server.kernel_env())
-    try:
-        yield km, kc
-    finally:
-        stop_kernel(km, kc)
 
 
 def tool_names(body: dict[str, Any]) -> list[str]:

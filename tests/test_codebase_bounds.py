@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from traitlets.config import Config
 
 from aries_kernel.codebase import Codebase, indexer, parse_workers
 from aries_kernel.codebase.bounded import MAX_BYTES as CONFIG_MAX_BYTES
@@ -21,21 +20,11 @@ from aries_kernel.codebase.bounded import MAX_NESTING, load_json, load_toml, nes
 from aries_kernel.codebase.files import GITIGNORE_MAX_PATTERNS
 from tests.fs_support import write
 from tests.kernel_harness import run_cell, start_kernel, stop_kernel
+from tests.test_codebase_hostile import indexed, reasons
 
 _BOUND = 120
 GOOD = "def good_function():\n    return 1\n"
 _FAULTY_WORKER = [sys.executable, "-m", "tests.parse_worker_faults"]
-
-
-def indexed(root: Path, **settings: object) -> Codebase:
-    codebase = Codebase(root, config=Config({"AriesCodebase": {"workers": 1, **settings}}))
-    codebase.wait_ready(timeout=_BOUND)
-    return codebase
-
-
-def reasons(codebase: Codebase) -> dict[str, str]:
-    table = codebase.skipped()
-    return dict(zip(table["file"], table["reason"], strict=True))
 
 
 def assert_answers(codebase: Codebase) -> None:

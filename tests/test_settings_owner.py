@@ -10,7 +10,6 @@ still changes what they like.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ from aries_kernel.agent.settings import AriesAgent
 from aries_kernel.attach import KernelLink
 from aries_kernel.models.router import AriesModels
 from aries_kernel.settings_owner import SettingsOwner
-from tests.kernel_harness import run_cell, start_kernel, stop_kernel
+from tests.kernel_harness import run_cell
 from tests.loopback import Reply, ScriptedModelServer
 
 THREAD_LATER = """\
@@ -65,15 +64,6 @@ def shown(cell: Any) -> str:
         + str(cell.result)
         + "".join(str(d.get("text/plain", "")) for d in cell.displays)
     )
-
-
-@pytest.fixture
-def kernel(small_repo: Path, server: ScriptedModelServer) -> Iterator[Any]:
-    km, kc = start_kernel(small_repo, env=server.kernel_env())
-    try:
-        yield km, kc
-    finally:
-        stop_kernel(km, kc)
 
 
 @pytest.mark.kernel
