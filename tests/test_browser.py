@@ -44,6 +44,16 @@ SLOW_SECONDS = (
     120.0  # far longer than the test takes to click Stop; the run must end by Stop, not by the reply
 )
 ORIGINAL = "VALUE = 1\n"
+# Issue 23: a notebook whose cell raises, then `%aries fix`; a secret sits in another variable.
+FIX_NOTEBOOK = "notebooks/fix-in-the-browser.ipynb"
+SECRET = "sk-ant-api03-" + "Q7" * 24
+FIX_CELLS = [
+    "import pandas as pd\nsales = pd.DataFrame({'region': ['north', 'south'], 'revenue_q2': [10.5, 7.25]})",
+    f"anthropic_key = {SECRET!r}",
+    "sales['revenue_q3'].sum()",
+    "%aries fix",
+]
+FIX_REPLY = "The frame has revenue_q2, not revenue_q3."
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 
@@ -72,6 +82,8 @@ def _respond(body: dict[str, Any]) -> Reply:
     # The prompt message opens with the notebook's context, which quotes the notebook's other cells (the other
     # prompts among them): what the user asked is what follows it.
     prompt = prompt.rpartition("</notebook_context>")[2]
+    if prompt.lstrip().startswith("Fix the error"):
+        return Reply(text=FIX_REPLY)
     if SLOW in prompt:
         return Reply(text="Too late.", delay=SLOW_SECONDS)
     for task, path, new, closing in (
@@ -108,6 +120,11 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
         metadata={"kernelspec": {"name": "aries", "display_name": "Aries", "language": "python"}},
     )
     nbformat.write(book, root / AGENT_NOTEBOOK)
+    fix = nbformat.v4.new_notebook(
+        cells=[nbformat.v4.new_code_cell(source) for source in FIX_CELLS],
+        metadata={"kernelspec": {"name": "aries", "display_name": "Aries", "language": "python"}},
+    )
+    nbformat.write(fix, root / FIX_NOTEBOOK)
     return root
 
 
@@ -261,3 +278,25 @@ def test_agent_runs_are_approved_denied_stopped_and_kept_after_a_reload(
     book.screenshot("reloaded")
     book.code_cell(2).scroll_into_view_if_needed()
     book.screenshot("reloaded-stopped-run")
+
+
+def test_aries_fix_sends_the_failing_cell_its_traceback_and_the_frame_but_no_secret(
+    lab: Lab, page: Page, shots: Path, model: ScriptedModelServer
+) -> None:
+    book = Notebook(page, lab, FIX_NOTEBOOK, shots)
+    book.open()
+    for index in range(3):
+        book.run_cell(index)
+        book.wait_cell_done(index)
+    assert any("KeyError" in text for text in book.error_outputs())
+    model.reset_counts()
+    book.run_cell(3)
+    book.wait_cell_done(3)
+    book.wait_visible(book.panel.get_by_text(FIX_REPLY).first, "the model's answer on the panel")
+    book.screenshot("fixed")
+    (request,) = [r for r in model.requests if r.body.get("tools")]
+    sent = json.dumps(request.body)
+    assert "Fix the error that In[3]" in sent  # the failing cell by its execution count...
+    assert "sales['revenue_q3'].sum()" in sent and "KeyError" in sent  # ...its code and its traceback
+    assert "revenue_q2" in sent and "region" in sent  # the DataFrame's columns, from the live kernel
+    assert SECRET not in sent and SECRET[-12:] not in sent  # the key in another variable stays out
