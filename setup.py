@@ -10,8 +10,6 @@ wheel of this kind and skips the extension: build it by hand to work on it (READ
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -20,24 +18,10 @@ from setuptools.command.bdist_wheel import bdist_wheel
 
 HERE = Path(__file__).resolve().parent
 SOURCE = HERE / "labextension"
-BUILT = SOURCE / "dist"  # the package.json's jupyterlab.outputDir
+sys.path.insert(0, str(SOURCE))
+from make_labextension import BUILT, NoNodeError, build  # noqa: E402  (the extension's own build step)
+
 TARGET = "share/jupyter/labextensions/aries-kernel"
-
-
-def build_labextension() -> None:
-    """Build the extension's bundle into labextension/dist, or exit saying what is missing."""
-    npm = shutil.which("npm")
-    if npm is None or shutil.which("node") is None:
-        sys.exit(
-            "Building the aries-kernel wheel builds its JupyterLab extension (labextension/), which needs node "
-            "(>= 20) and npm on PATH; none was found. Install node, or use `pip install -e .` (an editable "
-            "install skips the extension)."
-        )
-    if not (SOURCE / "node_modules").is_dir():
-        subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=SOURCE, check=True)
-    shutil.rmtree(BUILT, ignore_errors=True)  # no stale chunk of an earlier build goes into the wheel
-    subprocess.run([npm, "exec", "--", "tsc"], cwd=SOURCE, check=True)
-    subprocess.run([sys.executable, "-m", "jupyter_builder.main", "build", "."], cwd=SOURCE, check=True)
 
 
 def labextension_files() -> list[tuple[str, list[str]]]:
@@ -54,7 +38,10 @@ class WheelWithLabextension(bdist_wheel):
     """bdist_wheel that builds the JupyterLab extension first and adds its files to the wheel's data."""
 
     def run(self) -> None:
-        build_labextension()
+        try:
+            build()
+        except NoNodeError as exc:
+            sys.exit(str(exc))
         self.distribution.data_files = [*(self.distribution.data_files or []), *labextension_files()]
         super().run()
 

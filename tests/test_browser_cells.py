@@ -11,6 +11,8 @@ model's last reply (the agent's own end-of-run work included)."""
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -101,15 +103,29 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+def _load_builder() -> Any:
+    """labextension/make_labextension.py, the extension's one build step (setup.py's too)."""
+    spec = importlib.util.spec_from_file_location(
+        "make_labextension", REPO / "labextension" / "make_labextension.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 @pytest.fixture(scope="module")
 def lab(project: Path, model: ScriptedModelServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     installed = [Path(folder) / "aries-kernel" for folder in jupyter_path("labextensions")]
     if not any((folder / "package.json").exists() for folder in installed):
-        pytest.fail(
-            "aries-kernel's JupyterLab extension is not installed in this environment (looked in "
-            f"{', '.join(map(str, installed))}): .ci/run builds the wheel and installs its labextension; by hand, "
-            "`pip install` a wheel built with `pip wheel .` (README, The JupyterLab extension)."
-        )
+        # An editable install carries no extension: build it from labextension/ into this environment, as the
+        # wheel would install it (.ci/run installs the one its wheel carries, so this is for a clean clone).
+        builder = _load_builder()
+        try:
+            builder.build()
+        except builder.NoNodeError as exc:
+            pytest.fail(str(exc))
+        builder.install(Path(sys.prefix))
     home = tmp_path_factory.mktemp("lab-home-cells")
     running = start_lab(project, home, environment_for_kernels(model.anthropic_url, home))
     try:
