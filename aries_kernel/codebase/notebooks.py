@@ -96,10 +96,8 @@ def notebook_source(text: str, max_bytes: int = MAX_BYTES) -> NotebookSource:
     """Read notebook JSON ``text`` (at most ``max_bytes`` of it) into its Python source (none for a notebook
     whose language is not one of :data:`PYTHON_LANGUAGES`); :class:`ValueError` when it is not a notebook."""
     data = load_json(text, max_bytes)
-    if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
-        raise ValueError("not a Jupyter notebook (no list of cells)")
-    if not isinstance(data.get("nbformat", 4), int) or data.get("nbformat", 4) < 4:
-        raise ValueError(f"nbformat {data.get('nbformat')!r} is not read (only version 4 notebooks)")
+    if (problem := notebook_problem(data)) is not None:
+        raise ValueError(problem)
     language = _language(data)
     if language not in PYTHON_LANGUAGES:  # another language's cells are not Python to read
         return NotebookSource("", (), language)
@@ -110,7 +108,7 @@ def notebook_source(text: str, max_bytes: int = MAX_BYTES) -> NotebookSource:
     for index, cell in enumerate(data["cells"]):
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
-        source = _joined(cell.get("source", ""))
+        source = cell_text(cell.get("source", ""))
         if source is None:
             raise ValueError(f"cell {index}: its source is neither text nor a list of text")
         if not source:
@@ -128,7 +126,18 @@ def notebook_source(text: str, max_bytes: int = MAX_BYTES) -> NotebookSource:
     return NotebookSource("\n".join(pieces) + end, tuple(spans), language, "\n".join(typed) + end)
 
 
-def _joined(source: Any) -> str | None:
+def notebook_problem(data: Any) -> str | None:
+    """Why parsed JSON ``data`` is not an nbformat 4 notebook, or None when it is one."""
+    if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
+        return "not a Jupyter notebook (no list of cells)"
+    if not isinstance(data.get("nbformat", 4), int) or data.get("nbformat", 4) < 4:
+        return f"nbformat {data.get('nbformat')!r} is not read (only version 4 notebooks)"
+    return None
+
+
+def cell_text(source: Any) -> str | None:
+    """A cell's source or a text output as one string (nbformat stores a string or a list of lines), or None
+    when it is neither."""
     if isinstance(source, str):
         return source
     if isinstance(source, list):

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from aries_kernel.codebase.bounded import MAX_NESTING, nesting
+from aries_kernel.codebase.notebooks import cell_text, notebook_problem
 from aries_kernel.rootfs import RootPathError, read_regular
 
 __all__ = ["MAX_NOTEBOOK_BYTES", "Cell", "Notebook", "NotebookError", "read_notebook"]
@@ -53,13 +54,6 @@ class Notebook:
         return [cell for cell in self.cells if cell.kind == "code"]
 
 
-def _text(value: Any) -> str:
-    """nbformat stores multi-line strings as a string or a list of lines."""
-    if isinstance(value, list):
-        return "".join(part for part in value if isinstance(part, str))
-    return value if isinstance(value, str) else ""
-
-
 def read_notebook(root: str | os.PathLike[str], path: str | os.PathLike[str]) -> Notebook:
     """The notebook at ``path`` (absolute, or relative to the working directory), which must lie in ``root``.
 
@@ -95,13 +89,8 @@ def read_notebook(root: str | os.PathLike[str], path: str | os.PathLike[str]) ->
         raise NotebookError(
             f"Notebook {shown} is not JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})."
         ) from None
-    if not isinstance(book, dict) or not isinstance(book.get("cells"), list):
-        raise NotebookError(f"Notebook {shown} is JSON but not a notebook: it has no list of cells.")
-    major = book.get("nbformat")
-    if not isinstance(major, int) or major < 4:
-        raise NotebookError(
-            f"Notebook {shown} is nbformat {major!r}, not 4: open and save it in Jupyter to convert it."
-        )
+    if (problem := notebook_problem(book)) is not None:
+        raise NotebookError(f"Notebook {shown} is JSON but {problem}.")
     cells = []
     for index, raw in enumerate(book["cells"]):
         if not isinstance(raw, dict):
@@ -113,7 +102,7 @@ def read_notebook(root: str | os.PathLike[str], path: str | os.PathLike[str]) ->
                 index=index,
                 id=raw["id"] if isinstance(raw.get("id"), str) and raw["id"] else f"cell-{index}",
                 kind=kind if isinstance(kind, str) else "unknown",
-                source=_text(raw.get("source")),
+                source=cell_text(raw.get("source")) or "",
                 outputs=tuple(o for o in outputs if isinstance(o, dict)) if isinstance(outputs, list) else (),
                 execution_count=count if isinstance(count, int) else None,
             )

@@ -31,6 +31,7 @@ from typing import Any
 from traitlets import Float, Unicode
 from traitlets.config import Configurable
 
+from aries_kernel.codebase.notebooks import cell_text
 from aries_kernel.notebook.hidden import analyse_cells, fresh_names, missing_names
 from aries_kernel.notebook.nbfile import Cell, Notebook
 
@@ -107,21 +108,21 @@ def _add(outputs: list[tuple[str, str]], kind: str, text: str) -> None:
         outputs.append((kind, text))
 
 
-def _plain(value: Any) -> str:
-    return "".join(value) if isinstance(value, list) else value if isinstance(value, str) else ""
-
-
 def text_outputs(outputs: Sequence[dict[str, Any]]) -> list[tuple[str, str]]:
     """The text outputs of a saved cell (nbformat 4 output dicts), as the replay collects them."""
     found: list[tuple[str, str]] = []
     for output in outputs:
         kind = output.get("output_type")
         if kind == "stream":
-            _add(found, "stderr" if output.get("name") == "stderr" else "stdout", _plain(output.get("text")))
+            _add(
+                found,
+                "stderr" if output.get("name") == "stderr" else "stdout",
+                cell_text(output.get("text")) or "",
+            )
         elif kind in ("execute_result", "display_data"):
             data = output.get("data")
             if isinstance(data, dict) and "text/plain" in data:
-                _add(found, "text", _plain(data["text/plain"]))
+                _add(found, "text", cell_text(data["text/plain"]) or "")
         elif kind == "error":
             _add(found, "error", f"{output.get('ename', '')}: {output.get('evalue', '')}")
     return found
