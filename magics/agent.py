@@ -176,6 +176,8 @@ def run_prompt(magics: Any, text: str, cell: str | None) -> None:
         ended = "done"
     except KeyboardInterrupt:
         run.close()  # the loop settles the transcript (partial text kept, pending calls answered)
+        if agent.closed_run is not None:
+            renderer(agent.closed_run)  # its turns, tokens and cost, which it could no longer yield
         ended = "interrupted"
     finally:
         renderer.finish(ended)  # the panel leaves a static record of the run in the notebook

@@ -192,6 +192,8 @@ class Agent:
         self._run_actions: str | None = None  # the run's actions option, over the setting
         # Input tokens, output tokens and cost of the run in progress, its sub-calls included.
         self._totals = [0, 0, 0.0, 0, 0]  # ..., cache-read and cache-written prompt tokens
+        # How the last run ended when its consumer closed it (an interrupt outside the loop), else None.
+        self.closed_run: RunFinished | None = None
         self._usage_lock = threading.Lock()  # rlm_batch reports its sub-calls from worker threads
 
     @property
@@ -431,6 +433,7 @@ class Agent:
         self.phase.reset()
         totals = self._totals = [0, 0, 0.0, 0, 0]
         turns = 0
+        self.closed_run = None
         reason, detail = "done", ""
         try:
             yield RunStarted(prompt, self.permission_mode, self.phase.mode, turn=session.turns)
@@ -527,6 +530,18 @@ class Agent:
             self._settle("the spend limit was reached" if exc.reason == "budget" else "the model call failed")
         except GeneratorExit:  # the consumer closed the run (an interrupt while it was rendering)
             self._settle("interrupted by the user")
+            # It can yield nothing more: its accounting is kept for the consumer to show (closed_run).
+            self.closed_run = RunFinished(
+                "interrupted",
+                turns,
+                int(totals[0]),
+                int(totals[1]),
+                float(totals[2]),
+                "Interrupted; the transcript so far is kept.",
+                int(totals[3]),
+                int(totals[4]),
+                turn=session.turns,
+            )
             raise
         except BaseException:  # a bug in a tool layer or a hook: keep the transcript, then let it show
             self._settle("the run stopped on an error")
