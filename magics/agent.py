@@ -15,7 +15,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from aries_kernel.agent import Agent, agent_for, outside
-from aries_kernel.agent.events import ApprovalRequested, Waiting
+from aries_kernel.agent.events import ApprovalRequested, RunFinished, Waiting
 from aries_kernel.agent.permissions import MODES, decide
 from aries_kernel.agent.phases import LEAN, schema_tokens
 from aries_kernel.agent.render import Renderer, TextRenderer
@@ -162,10 +162,11 @@ def run_prompt(magics: Any, text: str, cell: str | None) -> None:
         actions="code" if args.code else None,
         approver=renderer.answer,  # the Repl guard's questions, asked in the middle of a step
     )
-    ended, stopping = "error", False
+    ended, stopping, finished = "error", False, False
     try:
         for event in run:
             renderer(event)
+            finished = finished or isinstance(event, RunFinished)
             if isinstance(event, ApprovalRequested):
                 renderer.answer(event)  # the one door for approvals: buttons in the panel, stdin in text
             if renderer.stop_requested and not stopping:
@@ -176,8 +177,8 @@ def run_prompt(magics: Any, text: str, cell: str | None) -> None:
         ended = "done"
     except KeyboardInterrupt:
         run.close()  # the loop settles the transcript (partial text kept, pending calls answered)
-        if agent.closed_run is not None:
-            renderer(agent.closed_run)  # its turns, tokens and cost, which it could no longer yield
+        if agent.ending is not None and not finished:
+            renderer(agent.ending)  # its turns, tokens and cost, which it could no longer yield
         ended = "interrupted"
     finally:
         renderer.finish(ended)  # the panel leaves a static record of the run in the notebook

@@ -17,11 +17,13 @@ from aries_kernel.agent.events import (
     Compaction,
     Event,
     MemoryRetrieved,
+    Notice,
     PhaseWidened,
     Reindexed,
     RunFinished,
     TextDelta,
     ToolCallFinished,
+    ToolCallStarted,
 )
 from aries_kernel.agent.phases import LEAN
 from aries_kernel.agent.settings import AriesAgent
@@ -291,6 +293,49 @@ def test_closing_the_run_between_tool_calls_answers_the_pending_ones(repo: Path)
     assert session is not None
     assert [m.role for m in session.messages] == ["user", "assistant", "tool", "tool"]
     assert session.messages[-1].content == "Not run: interrupted by the user."
+    closed = agent.ending
+    assert closed is not None and closed.reason == "interrupted" and closed.turns == 1, (
+        "its accounting is kept"
+    )
+
+
+def test_an_interrupt_in_a_listener_still_leaves_the_runs_accounting(repo: Path) -> None:
+    """A Stop's SIGINT can land while a listener runs, outside the loop's own interrupt handling; the run is
+    closed at once (not when the collector gets to it), so the magic finds its turns and tokens."""
+    agent, _, _ = make_agent(repo, Reply(tool_calls=[("Repl", {"code": "1"})], input_tokens=120))
+
+    def interrupt_at_the_tool(event: Event) -> None:
+        if isinstance(event, ToolCallStarted):
+            raise KeyboardInterrupt
+
+    agent.listeners.append(interrupt_at_the_tool)
+    run = agent.run("one step")
+    try:
+        for _ in run:
+            pass
+        pytest.fail("the interrupt did not come through")
+    except KeyboardInterrupt:  # as the magic does, while the interrupt's traceback still holds the frames
+        run.close()
+        closed = agent.ending
+    assert closed is not None and (closed.reason, closed.turns) == ("interrupted", 1)
+    assert (closed.input_tokens, closed.output_tokens) == (120, 7), "the turn that was answered is counted"
+    assert not agent.running
+
+
+def test_a_stop_landing_as_the_run_ends_its_own_interrupt_still_leaves_the_accounting(repo: Path) -> None:
+    """A Stop sends SIGINT (the loop catches it in the tool and ends the run) and sets the panel's flag, on which
+    the magic closes the run at the next event: that can be the loop's closing Notice, after its interrupt
+    handling, where no RunFinished can follow. The run's ending is known by then."""
+    agent, _, _ = make_agent(
+        repo, Reply(tool_calls=[("Repl", {"code": "raise KeyboardInterrupt"})], input_tokens=90)
+    )
+    run = agent.run("one step")
+    for event in run:
+        if isinstance(event, Notice):
+            run.close()
+            break
+    ending = agent.ending
+    assert ending is not None and (ending.reason, ending.turns, ending.input_tokens) == ("interrupted", 1, 90)
 
 
 def test_max_turns_stops_the_run(repo: Path) -> None:

@@ -192,8 +192,9 @@ class Agent:
         self._run_actions: str | None = None  # the run's actions option, over the setting
         # Input tokens, output tokens and cost of the run in progress, its sub-calls included.
         self._totals = [0, 0, 0.0, 0, 0]  # ..., cache-read and cache-written prompt tokens
-        # How the last run ended when its consumer closed it (an interrupt outside the loop), else None.
-        self.closed_run: RunFinished | None = None
+        # How the run in progress ends, once known (kept for a consumer that closes the run before this
+        # RunFinished reaches it: a Stop landing while the run's last events are rendered), else None.
+        self.ending: RunFinished | None = None
         self._usage_lock = threading.Lock()  # rlm_batch reports its sub-calls from worker threads
 
     @property
@@ -417,13 +418,17 @@ class Agent:
             False,
             approver,
         )
+        run = self._run(prompt, max_turns)
         try:
             with self.owner.untrusted("the agent"):
-                for event in self._run(prompt, max_turns):
+                for event in run:
                     for listener in self.listeners:
                         listener(event)
                     yield event
         finally:
+            # An interrupt here (in a listener) or the consumer's close must reach the run now, not when the
+            # collector gets to it: the run settles its transcript and leaves its accounting in ``ending``.
+            run.close()
             self._running, self._run_mode, self._approver = False, None, None
             self._run_actions = None
             self.checkpoints.end_run()
@@ -433,7 +438,7 @@ class Agent:
         self.phase.reset()
         totals = self._totals = [0, 0, 0.0, 0, 0]
         turns = 0
-        self.closed_run = None
+        self.ending = None
         reason, detail = "done", ""
         try:
             yield RunStarted(prompt, self.permission_mode, self.phase.mode, turn=session.turns)
@@ -530,25 +535,23 @@ class Agent:
             self._settle("the spend limit was reached" if exc.reason == "budget" else "the model call failed")
         except GeneratorExit:  # the consumer closed the run (an interrupt while it was rendering)
             self._settle("interrupted by the user")
-            # It can yield nothing more: its accounting is kept for the consumer to show (closed_run).
-            self.closed_run = RunFinished(
-                "interrupted",
-                turns,
-                int(totals[0]),
-                int(totals[1]),
-                float(totals[2]),
-                "Interrupted; the transcript so far is kept.",
-                int(totals[3]),
-                int(totals[4]),
-                turn=session.turns,
+            # It can yield nothing more: its accounting is kept for the consumer to show.
+            self.ending = self._finished(
+                "interrupted", turns, "Interrupted; the transcript so far is kept.", session.turns
             )
             raise
         except BaseException:  # a bug in a tool layer or a hook: keep the transcript, then let it show
             self._settle("the run stopped on an error")
             raise
+        self.ending = self._finished(reason, turns, detail, session.turns)
         if detail:
             yield Notice(detail, turn=session.turns)
-        yield RunFinished(
+        yield self.ending
+
+    def _finished(self, reason: str, turns: int, detail: str, turn: int) -> RunFinished:
+        """The run's closing event: how it ended and what it used, its sub-calls included."""
+        totals = self._totals
+        return RunFinished(
             reason,
             turns,
             int(totals[0]),
@@ -557,7 +560,7 @@ class Agent:
             detail,
             int(totals[3]),
             int(totals[4]),
-            turn=session.turns,
+            turn=turn,
         )
 
     def _choose_actions(self, turn: int) -> Iterator[Event]:
