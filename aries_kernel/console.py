@@ -4,12 +4,20 @@ jupyter_console sends the first cell as soon as the kernel answers ``kernel_info
 its IOPub (SUB) socket may not have finished subscribing by then (ZeroMQ's "slow joiner"): the cell's
 ``status: idle`` is lost and the console waits for it forever. This console waits until IOPub delivers a
 message of its own before it reads the first line, the way ``jupyter_client``'s ``wait_for_ready`` waits for
-the shell channel. Everything else is stock jupyter_console.
+the shell channel.
+
+The kernel's stdout is not the console's terminal (it is a pipe, or another terminal when the kernel runs
+elsewhere), so the console tells the kernel its terminal's size: it is in the metadata of every request the
+console sends, read from the terminal again before each cell so that a resize (SIGWINCH) is followed. It rides on
+the request itself because a separate message would bring its own busy/idle statuses, which jupyter_console
+would take for the running cell's. Everything else is stock jupyter_console.
 """
 
 from __future__ import annotations
 
+import os
 import signal
+import sys
 import time
 from queue import Empty
 from typing import Any
@@ -18,7 +26,9 @@ from jupyter_client.consoleapp import JupyterConsoleApp
 from jupyter_console.app import ZMQTerminalIPythonApp
 from jupyter_console.ptshell import ZMQTerminalInteractiveShell
 
-__all__ = ["AriesConsoleApp", "wait_for_iopub"]
+from aries_kernel.kernel import TERMINAL_METADATA
+
+__all__ = ["AriesConsoleApp", "terminal_size", "wait_for_iopub"]
 
 _PROBE_SECONDS = 0.5
 
@@ -63,12 +73,37 @@ def _drain(client: Any, probe: str) -> None:
             return
 
 
+def terminal_size() -> tuple[int, int] | None:
+    """The (columns, lines) of the terminal the console's stdout or stdin is, or None when neither is one."""
+    for stream in (sys.stdout, sys.stdin):
+        try:
+            size = os.get_terminal_size(stream.fileno())
+        except (AttributeError, OSError, ValueError):  # no stream, no fileno, or not a terminal
+            continue
+        return size.columns, size.lines
+    return None
+
+
 class AriesConsoleShell(ZMQTerminalInteractiveShell):
-    """jupyter_console's shell, ready only once IOPub is subscribed."""
+    """jupyter_console's shell, ready only once IOPub is subscribed, telling the kernel its terminal's size."""
 
     def init_kernel_info(self) -> None:
+        self.send_terminal_size()
         super().init_kernel_info()
         wait_for_iopub(self.client, self.kernel_timeout)
+
+    def send_terminal_size(self) -> None:
+        """Put the terminal's current size in the metadata every later request of this client carries."""
+        size = terminal_size()
+        metadata = self.client.session.metadata
+        if size is None:
+            metadata.pop(TERMINAL_METADATA, None)
+        else:
+            metadata[TERMINAL_METADATA] = {"columns": size[0], "lines": size[1]}
+
+    def run_cell(self, cell: str, store_history: bool = True) -> None:
+        self.send_terminal_size()  # the terminal may have been resized since the last cell
+        super().run_cell(cell, store_history)
 
 
 class AriesConsoleApp(ZMQTerminalIPythonApp):

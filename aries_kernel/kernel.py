@@ -1,9 +1,12 @@
 """The Aries kernel: IPython's kernel with the REPL body and ``%aries`` loaded at start.
 
-In ``jupyter console`` the kernel is not a terminal but the console is, and the kernel's original stdout is that
-terminal: before each cell (and before a DataFrame is shown) pandas' ``display.width`` is set to its current
-width, so DataFrames use a wide terminal and follow a resize. Frontends that render widgets (JupyterLab,
-Notebook) show DataFrames as HTML and are left alone.
+In ``jupyter console`` the kernel is not a terminal but the console is. ``aries-kernel console`` puts its
+terminal's size in the metadata of every request it sends (:data:`TERMINAL_METADATA`, read again before each
+cell, so a resize is followed); without it (stock ``jupyter console``) the kernel's original stdout, when it is
+that terminal, is asked. Before each cell and before a DataFrame is shown, pandas' ``display.width`` and the
+kernel's ``COLUMNS``/``LINES`` (what ``shutil.get_terminal_size()``, and so pandas' ``display.max_columns = 0``,
+go by) are set to that size, so DataFrames use a wide terminal and follow a resize. Frontends that render
+widgets (JupyterLab, Notebook) show DataFrames as HTML and are left alone.
 """
 
 from __future__ import annotations
@@ -18,7 +21,10 @@ from traitlets import Float
 from aries_kernel import __version__
 from aries_kernel.extension import install
 
-__all__ = ["AriesKernel", "terminal_columns"]
+__all__ = ["AriesKernel", "TERMINAL_METADATA", "terminal_columns"]
+
+# The key of a request's metadata under which a terminal client sends ``{"columns": int, "lines": int}``.
+TERMINAL_METADATA = "aries_terminal_size"
 
 
 def terminal_columns() -> int | None:
@@ -61,25 +67,47 @@ class AriesKernel(IPythonKernel):
         self.frontend_has_widgets = False
         shell = self.shell
         assert shell is not None  # IPythonKernel.__init__ has made it
+        # The size the console's client last sent with a request (columns, lines), None until one does.
+        self.client_terminal_size: tuple[int, int] | None = None
         install(shell, index_delay=self.index_delay)
-        if terminal_columns() is not None:
-            shell.events.register("pre_run_cell", self._fit_console_width)
-            # pandas may be imported by the cell itself: fit the width again when a frame is shown. Its classes
-            # say they are from "pandas" since pandas 3, from their own modules before.
-            plain = shell.display_formatter.formatters["text/plain"]
-            for module, name in (
-                ("pandas", "DataFrame"),
-                ("pandas", "Series"),
-                ("pandas.core.frame", "DataFrame"),
-                ("pandas.core.series", "Series"),
-            ):
-                plain.for_type_by_name(module, name, self._pretty_pandas)
+        shell.events.register("pre_run_cell", self._fit_console_width)
+        # pandas may be imported by the cell itself: fit the width again when a frame is shown. Its classes say
+        # they are from "pandas" since pandas 3, from their own modules before.
+        plain = shell.display_formatter.formatters["text/plain"]
+        for module, name in (
+            ("pandas", "DataFrame"),
+            ("pandas", "Series"),
+            ("pandas.core.frame", "DataFrame"),
+            ("pandas.core.series", "Series"),
+        ):
+            plain.for_type_by_name(module, name, self._pretty_pandas)
+
+    def _note_client_terminal(self) -> None:
+        """Keep the terminal size the current request's client sent, if it sent one."""
+        size = (self.get_parent("shell").get("metadata") or {}).get(TERMINAL_METADATA)
+        if isinstance(size, dict):
+            columns, lines = size.get("columns"), size.get("lines")
+            if isinstance(columns, int) and isinstance(lines, int) and columns > 0 and lines > 0:
+                self.client_terminal_size = (columns, lines)
 
     def _fit_console_width(self, *_: Any) -> None:
-        """Set pandas' display.width to the console's width, if pandas is in use and the frontend is a terminal."""
+        """Fit pandas and ``shutil.get_terminal_size()`` to the console, when the frontend is a terminal."""
+        self._note_client_terminal()
+        if self.frontend_has_widgets:
+            return
+        if self.client_terminal_size is not None:
+            columns, lines = self.client_terminal_size
+        elif (own := terminal_columns()) is not None:
+            columns, lines = own, 0
+        else:
+            return  # not a terminal frontend, or one that does not say its size
+        # pandas' display.max_columns = 0 ("fit the terminal", its default when it was imported outside a cell,
+        # as the kernel's warm-up thread does) asks shutil, which reads COLUMNS because stdout is not a terminal.
+        os.environ["COLUMNS"] = str(columns)
+        if lines:
+            os.environ["LINES"] = str(lines)
         pandas = sys.modules.get("pandas")
-        columns = terminal_columns()
-        if pandas is not None and columns is not None and not self.frontend_has_widgets:
+        if pandas is not None:
             pandas.set_option("display.width", columns)
 
     def _pretty_pandas(self, obj: Any, printer: Any, cycle: bool) -> None:
