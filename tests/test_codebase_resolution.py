@@ -399,9 +399,50 @@ def test_newer_typescript_syntax_keeps_its_declarations(tmp_path: Path) -> None:
     reasons = dict(zip(skipped["file"], skipped["reason"], strict=True))
     assert sorted(reasons) == ["types.ts", "view.tsx"]
     assert reasons["view.tsx"] == (
-        "syntax error at line 2, column 16: TypeScript syntax newer than the grammar "
-        "(variance annotations or `export type *`); indexed with it masked"
+        "syntax error at line 2, column 16: syntax newer than the grammar (variance annotations, "
+        "`export type *` or a re-export's import attributes); indexed with it masked"
     )
+
+
+def test_declaration_file_re_exports_resolve_like_imports(tmp_path: Path) -> None:
+    # A package's emitted declarations: index.d.ts re-exports the others by their emitted .js names.
+    index = (
+        'export * from "./add.js";\n'
+        'export { x } from "./y.js";\n'
+        'export type { T } from "./types.js";\n'
+        'export * as ns from "./ns.js";\n'
+        # Import attributes on a re-export are newer than the grammars, which reject the statement.
+        'export { default as data } from "./data.json" with { type: "json" };\n'
+        'export type { U } from "./u.js" with { "resolution-mode": "import" };\n'
+        "export interface Options {\n    strict: boolean;\n}\n"
+    )
+    codebase = make(
+        tmp_path,
+        {
+            "dts/lib/index.d.ts": index,
+            "dts/lib/add.d.ts": "export declare function add(a: number, b: number): number;\n",
+            "dts/lib/y.d.ts": "export declare const x: number;\n",
+            "dts/lib/types.d.ts": "export type T = 1;\n",
+            "dts/lib/ns.d.ts": "export declare const n: number;\n",
+            "dts/lib/data.json": "{}\n",
+            "dts/lib/u.d.ts": "export type U = 2;\n",
+            # JavaScript's grammar rejects the attributes on a re-export as well.
+            "src/index.js": 'export { a } from "./a.js" with { type: "js" };\nexport * from "./b.js" assert { x: "y" };\n',
+            "src/a.js": "export const a = 1;\n",
+            "src/b.js": "export const b = 1;\n",
+        },
+    )
+    assert import_edges(codebase) == {
+        ("dts/lib/index.d.ts", "dts/lib/add.d.ts", False),
+        ("dts/lib/index.d.ts", "dts/lib/y.d.ts", False),
+        ("dts/lib/index.d.ts", "dts/lib/types.d.ts", True),
+        ("dts/lib/index.d.ts", "dts/lib/ns.d.ts", False),
+        ("dts/lib/index.d.ts", "dts/lib/u.d.ts", True),
+        ("src/index.js", "src/a.js", False),
+        ("src/index.js", "src/b.js", False),
+    }
+    table = codebase.symbol_table(hashes=False)
+    assert list(table[table["file"] == "dts/lib/index.d.ts"]["name"]) == ["Options"]  # the rest still parses
 
 
 def test_masking_changes_no_valid_code_and_keeps_real_errors() -> None:

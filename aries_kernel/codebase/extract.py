@@ -95,10 +95,13 @@ _KINDS = {
     "enum_declaration": "enum",
 }
 # TypeScript syntax newer than the grammar wheel (0.23.2): variance annotations on type parameters
-# (`<in out T>`) and `export type * from`. Read for parsing only, with the keywords blanked to spaces of the same
-# length, so every byte offset and line stays where it was (see _mask_newer_typescript).
+# (`<in out T>`) and `export type * from`; and, in JavaScript too, import attributes on a re-export
+# (`export { x } from "./x.js" with { ... }`; the grammars take them on imports only). Read for parsing only,
+# with the keywords blanked to spaces of the same length, so every byte offset and line stays where it was
+# (see _mask_newer_syntax).
 _TS_VARIANCE = re.compile(rb"[<,]\s*(?:const\s+)?((?:in\s+)?(?:out\s+)?)(?=[A-Za-z_$])")
 _TS_EXPORT_TYPE_STAR = re.compile(rb"\bexport\s+(type)\s*\*")
+_EXPORT_ATTRIBUTES = re.compile(rb"""\bfrom\s*(?:"[^"\n]*"|'[^'\n]*')\s*((?:with|assert)\s*\{[^{}]*\})""")
 _TS_NOT_CODE = frozenset({"comment", "string", "string_fragment", "template_string", "regex", "jsx_text"})
 # Hashes are for code that can be duplicated; declarations of types and variables get none.
 _HASHED_KINDS = frozenset({"function", "class", "method"})
@@ -254,7 +257,9 @@ def _extract(rel: str, language: str, raw: bytes, text: str, data: bytes, hashes
     root = tree.root_node
     python = language == "python"
     first_error = _first_error(root) if root.has_error else None
-    masked = _mask_newer_typescript(root, data) if first_error and language in ("typescript", "tsx") else None
+    masked = (
+        _mask_newer_syntax(root, data, language) if first_error and language in _MASKED_LANGUAGES else None
+    )
     type_exports: frozenset[int] = frozenset()
     if masked is not None:
         # Parse without the newer syntax; signatures and hashes still read the file's own bytes.
@@ -296,30 +301,38 @@ def _extract(rel: str, language: str, raw: bytes, text: str, data: bytes, hashes
         else:
             line, column = first_error
             record["reason"] = (
-                f"syntax error at line {line}, column {column}: TypeScript syntax newer than the grammar "
-                "(variance annotations or `export type *`); indexed with it masked"
+                f"syntax error at line {line}, column {column}: syntax newer than the grammar (variance "
+                "annotations, `export type *` or a re-export's import attributes); indexed with it masked"
             )
     return record
 
 
-def _mask_newer_typescript(root: Node, data: bytes) -> tuple[bytes, frozenset[int]] | None:
-    """``data`` with the newer TypeScript syntax the grammar rejects blanked out (same length), and the start
-    bytes of the ``export type *`` statements (type-only once masked); None when there is none.
+_MASKED_LANGUAGES = frozenset({"typescript", "tsx", "javascript"})
+
+
+def _mask_newer_syntax(root: Node, data: bytes, language: str) -> tuple[bytes, frozenset[int]] | None:
+    """``data`` with the newer TypeScript or JavaScript syntax the grammar rejects blanked out (same length),
+    and the start bytes of the ``export type *`` statements (type-only once masked); None when there is none.
 
     A keyword is masked only where the first parse went wrong around it (inside an ERROR node or a type
     parameter list with an error) and not in a comment or string, so valid code is never changed.
     """
     spans: list[tuple[int, int]] = []
     type_exports: set[int] = set()
-    for match in _TS_VARIANCE.finditer(data):
-        start, end = match.span(1)
-        if start < end and _misparsed(root, start, end, "type_parameters"):
-            spans.append((start, end))
-    for match in _TS_EXPORT_TYPE_STAR.finditer(data):
-        start, end = match.span(1)
-        if _misparsed(root, start, end, "export_statement"):
-            spans.append((start, end))
-            type_exports.add(match.start())
+    if language != "javascript":
+        for match in _TS_VARIANCE.finditer(data):
+            start, end = match.span(1)
+            if start < end and _misparsed(root, start, end, "type_parameters"):
+                spans.append((start, end))
+        for match in _TS_EXPORT_TYPE_STAR.finditer(data):
+            start, end = match.span(1)
+            if _misparsed(root, start, end, "export_statement"):
+                spans.append((start, end))
+                type_exports.add(match.start())
+    for match in _EXPORT_ATTRIBUTES.finditer(data):
+        # Asked at the statement's `from`: JavaScript's grammar reads the attributes as a block of their own.
+        if _misparsed(root, match.start(), match.start() + 4, "export_statement"):
+            spans.append(match.span(1))
     if not spans:
         return None
     out = bytearray(data)

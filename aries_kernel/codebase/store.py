@@ -52,7 +52,7 @@ __all__ = [
 ]
 
 SCHEMA_VERSION = (
-    "10"  # bump when extraction, the symbol hashes or the record format change: old rows go stale
+    "11"  # bump when extraction, the symbol hashes or the record format change: old rows go stale
 )
 log = logging.getLogger(__name__)
 
