@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -415,6 +416,38 @@ def test_an_interrupt_inside_a_tool_stops_the_run_and_answers_the_calls_left(rep
     )
     assert results[1] == "Not run: interrupted by the user."
     assert "never" not in agent.shell.user_ns
+
+
+PLANTED = "sk-ant-api03-" + "T" * 40  # printed by the step before it stops
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments"),
+    [
+        (
+            "Repl",
+            {"code": f"for i in range(5): print(f'tick {{i}}')\nprint({PLANTED!r})\nraise KeyboardInterrupt"},
+        ),
+        # The command interrupts this process as a kernel interrupt would, while the tool waits for it.
+        ("Bash", {"command": f"seq -f 'tick %g' 0 4; echo {PLANTED}; kill -INT {os.getpid()}; sleep 30"}),
+    ],
+)
+def test_an_interrupted_step_keeps_what_it_printed_for_its_card_and_the_model(
+    repo: Path, name: str, arguments: dict[str, Any]
+) -> None:
+    agent, primary, _ = make_agent(repo, Reply(tool_calls=[(name, arguments)]))
+    events = run_all(agent, "tick five times, then wait", auto_approve=True)
+    assert isinstance(events[-1], RunFinished) and events[-1].reason == "interrupted"
+    (finished,) = [e for e in events if isinstance(e, ToolCallFinished)]
+    assert finished.interrupted and finished.is_error and finished.name == name
+    ticks = "\n".join(f"tick {i}" for i in range(5))
+    assert ticks in finished.output and "so far are kept" in finished.output, finished.output
+    assert PLANTED not in finished.output and "[REDACTED" in finished.output
+    session = agent.session
+    assert session is not None
+    (result,) = [m for m in session.messages if m.role == "tool"]
+    assert result.content == finished.output, "the model is sent what the card shows"
+    assert len(primary.requests) == 1
 
 
 def test_a_torn_last_line_is_skipped_and_a_corrupt_middle_line_is_named(repo: Path) -> None:

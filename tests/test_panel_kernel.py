@@ -271,47 +271,74 @@ def test_a_question_of_the_repl_guard_mid_step_is_asked_on_the_repl_card(
     assert "approval: " in update["data"]["text/html"] and "→ approved" in update["data"]["text/html"]
 
 
-def test_an_interrupt_mid_tool_leaves_the_card_saying_interrupted(
-    lab_kernel: tuple[Any, Any], server: ScriptedModelServer
+# Prints five ticks, says so with a file (the test interrupts only then), and sleeps for a minute.
+TICKING = (
+    "import time\nfor i in range(5): print(f'tick {i}')\nopen('ticked', 'w').close()\n"
+    "for _ in range(600): time.sleep(0.1)"
+)
+TICKS = "\n".join(f"tick {i}" for i in range(5))
+
+
+def when_ticked(
+    root: Path, act: Callable[[Message, list[Message]], None]
+) -> Callable[[Message, list[Message]], None]:
+    """A reaction that calls ``act`` once, when the Repl card is up and the step has printed its ticks."""
+    done: list[bool] = []
+
+    def react(msg: Message, so_far: list[Message]) -> None:
+        if not done and any("Repl …" in title for title in card_titles([msg])):
+            deadline = time.monotonic() + 60  # a step that never ticks fails here
+            while not (root / "ticked").exists():
+                assert time.monotonic() < deadline, "the Repl step did not print its ticks"
+                time.sleep(0.05)
+            done.append(True)
+            act(msg, so_far)
+
+    return react
+
+
+def assert_ticks_kept(messages: list[Message]) -> None:
+    """The stopped card showed the ticks live, and the record keeps them (HTML and text)."""
+    assert any(TICKS in str(s.get("value", "")) for s in states(messages)), "the live card shows the ticks"
+    _, update = final_output(messages)
+    page, text = update["data"]["text/html"], update["data"]["text/plain"]
+    assert "Repl interrupted" in page and "interrupted · 1 turn(s)" in page, page
+    assert TICKS in page and "the code ran partly" in page, page
+    assert "| tick 4" in text, text
+
+
+def test_an_interrupt_mid_tool_leaves_the_card_saying_interrupted_with_what_it_printed(
+    lab_kernel: tuple[Any, Any], small_repo: Path, server: ScriptedModelServer
 ) -> None:
     km, kc = lab_kernel
-    server.script(Reply(tool_calls=[("Repl", {"code": "import time\nfor _ in range(600): time.sleep(0.1)"})]))
-    interrupted = []
-
-    def interrupt_once_running(msg: Message, so_far: list[Message]) -> None:
-        if not interrupted and any("Repl …" in title for title in card_titles([msg])):
-            interrupted.append(True)
-            km.interrupt_kernel()
-
-    messages = run_interacting(kc, "%aries sleep a minute", interrupt_once_running)
-    assert interrupted
+    server.script(Reply(tool_calls=[("Repl", {"code": TICKING})]))
+    react = when_ticked(small_repo, lambda msg, so_far: km.interrupt_kernel())
+    messages = run_interacting(kc, "%aries --yes tick, then sleep a minute", react)
     assert any("Repl interrupted" in title for title in card_titles(messages)), "the live card said so"
-    _, update = final_output(messages)
-    assert (
-        "Repl interrupted" in update["data"]["text/html"]
-        and "interrupted · 1 turn(s)" in update["data"]["text/html"]
-    )
+    assert_ticks_kept(messages)
     assert run_cell(kc, "6 * 7").result == "42", "the kernel is alive"
 
 
-def test_stop_clicked_mid_tool_interrupts_the_tool(
-    lab_kernel: tuple[Any, Any], server: ScriptedModelServer
+def test_stop_clicked_mid_tool_interrupts_the_tool_and_keeps_what_it_printed(
+    lab_kernel: tuple[Any, Any], small_repo: Path, server: ScriptedModelServer
 ) -> None:
     """JupyterLab sends widget messages on a subshell, handled while the cell runs; a Stop there must not wait
     for the running tool (a minute of sleep here) but end it as a kernel interrupt would."""
     _, kc = lab_kernel
     side = subshell(kc)
-    server.script(Reply(tool_calls=[("Repl", {"code": "import time\nfor _ in range(600): time.sleep(0.1)"})]))
-    stopped = []
-
-    def stop_once_running(msg: Message, so_far: list[Message]) -> None:
-        if not stopped and any("Repl …" in title for title in card_titles([msg])):
-            stopped.append(True)
-            click(kc, buttons(so_far, "Stop")[0], side)
-
-    messages = run_interacting(kc, "%aries sleep a minute", stop_once_running)
-    assert stopped
-    _, update = final_output(messages)
-    page = update["data"]["text/html"]
-    assert "Repl interrupted" in page and "interrupted · 1 turn(s)" in page, page
+    server.script(Reply(tool_calls=[("Repl", {"code": TICKING})]))
+    react = when_ticked(small_repo, lambda msg, so_far: click(kc, buttons(so_far, "Stop")[0], side))
+    messages = run_interacting(kc, "%aries --yes tick, then sleep a minute", react)
+    assert_ticks_kept(messages)
     assert run_cell(kc, "6 * 7").result == "42", "the kernel is alive"
+    # The next run's request gives the model the stopped step's result with its ticks.
+    server.script(Reply(text="I saw five ticks."))
+    run_interacting(kc, "%aries what did it print?")
+    results = [
+        block
+        for message in server.requests[-1].body["messages"]
+        if isinstance(message["content"], list)
+        for block in message["content"]
+        if block.get("type") == "tool_result"
+    ]
+    assert results and TICKS in json.dumps(results[-1]).replace("\\n", "\n"), results

@@ -85,13 +85,15 @@ class ToolCallStarted(Event):
 
 @dataclass
 class ToolCallFinished(Event):
-    """A tool ran (or was refused); ``output`` is exactly what the model receives."""
+    """A tool ran (or was refused); ``output`` is exactly what the model receives. ``interrupted``: an
+    interrupt (or Stop) cut it short, and ``output`` says so, with what it printed before."""
 
     id: str
     name: str
     output: str
     is_error: bool
     seconds: float
+    interrupted: bool = False
 
 
 @dataclass

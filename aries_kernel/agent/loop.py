@@ -440,6 +440,7 @@ class Agent:
         turns = 0
         self.ending = None
         reason, detail = "done", ""
+        cut: ToolCallFinished | None = None  # the call an interrupt stopped, with what it printed
         try:
             yield RunStarted(prompt, self.permission_mode, self.phase.mode, turn=session.turns)
             if session.problem:
@@ -527,9 +528,9 @@ class Agent:
                     if completion.stop_reason == "max_tokens":
                         detail = "The reply was cut at max_tokens; ask it to continue."
                     break
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
             reason, detail = "interrupted", "Interrupted; the transcript so far is kept."
-            self._settle("interrupted by the user")
+            cut = self._settle("interrupted by the user", getattr(exc, "output", ""))
         except _Stopped as exc:
             reason, detail = exc.reason, str(exc)
             self._settle("the spend limit was reached" if exc.reason == "budget" else "the model call failed")
@@ -544,6 +545,8 @@ class Agent:
             self._settle("the run stopped on an error")
             raise
         self.ending = self._finished(reason, turns, detail, session.turns)
+        if cut is not None:
+            yield cut
         if detail:
             yield Notice(detail, turn=session.turns)
         yield self.ending
@@ -656,8 +659,9 @@ class Agent:
         limits = getattr(self.router, "limits", None)  # a scripted router in tests has none
         return limits.spend().short() if limits is not None else ""
 
-    def _settle(self, why: str) -> None:
-        """Keep the transcript well-formed after an early stop: partial text kept, pending calls answered."""
+    def _settle(self, why: str, printed: str = "") -> ToolCallFinished | None:
+        """Keep the transcript well-formed after an early stop: partial text kept, pending calls answered;
+        returns the result of the call that was running, with what it ``printed``, for its card."""
         session = self.session
         if session is None:
             return
@@ -665,22 +669,28 @@ class Agent:
         if self._partial_text:
             session.add_message(mt.Message("assistant", self._partial_text))
         session.add_stop(why)
-        cut = [
-            (self._cut_short(call, why), True) for call in self._pending if code_actions.is_code_call(call)
-        ]
+        said = {call.id: self._cut_short(call, why, printed) for call in self._pending}
+        cut = [(said[call.id], True) for call in self._pending if code_actions.is_code_call(call)]
         for call in self._pending:
             if not code_actions.is_code_call(call):
-                session.add_message(
-                    mt.Message("tool", self._cut_short(call, why), tool_call_id=call.id, is_error=True)
-                )
+                session.add_message(mt.Message("tool", said[call.id], tool_call_id=call.id, is_error=True))
         if cut:  # blocks of a reply that did not run (or ran partly): said as text, as their outputs are
             session.add_message(code_actions.results_message(cut))
+        finished, running = None, self._running_call
+        for call in self._pending:
+            if running is not None and call.id == running[0]:
+                seconds = time.monotonic() - running[1]
+                finished = ToolCallFinished(
+                    call.id, call.name, said[call.id], True, seconds, interrupted=True, turn=self.env.turn
+                )
         self._pending = []
         self._partial_text = ""
         self._running_call = None
+        return finished
 
-    def _cut_short(self, call: mt.ToolCall, why: str) -> str:
-        """The result of a call the stop left unanswered: not run, or (the one running) run partly."""
+    def _cut_short(self, call: mt.ToolCall, why: str, printed: str = "") -> str:
+        """The result of a call the stop left unanswered: not run, or (the one running) run partly, with what
+        it ``printed`` before it stopped."""
         if self._running_call is None or self._running_call[0] != call.id:
             return f"Not run: {why}."
         seconds = time.monotonic() - self._running_call[1]
@@ -690,7 +700,8 @@ class Agent:
             else (f"Stopped after {seconds:.1f} s ({why})")
         )
         what = "the code ran partly" if call.name == "Repl" else f"{call.name} was stopped while it ran"
-        return f"{when}: {what}; its effects so far are kept."
+        said = f"{when}: {what}; its effects so far are kept."
+        return f"{said} Its output before it stopped:\n{redact(printed)}" if printed else said
 
     # ------------------------------------------------------------------------------------------------- tools
 

@@ -4,7 +4,8 @@ model.
 The code goes through IPython's input transformers (so ``%magics`` and ``!shell`` lines work as in a cell),
 runs in ``shell.user_ns`` (the agent and the human share variables), and the value of a final expression is
 kept as IPython would show it. stdout, stderr, ``display()`` output and exceptions are captured; DataFrames
-are printed compactly and long output is cut in the middle with a marker saying how much was cut.
+are printed compactly and long output is cut in the middle with a marker saying how much was cut. An interrupt
+stops the step as it stops a cell, raised as :class:`StepInterrupted` with what the step printed before it.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from IPython.utils.capture import capture_output
 
 from aries_kernel.settings_owner import note_untrusted_code
 
-__all__ = ["ReplResult", "run_code", "format_value", "truncate"]
+__all__ = ["ReplResult", "StepInterrupted", "run_code", "format_value", "truncate"]
 
 _steps = itertools.count(1)
 _DATAFRAME_ROWS = 30
@@ -48,6 +49,15 @@ class ReplResult:
         if self.error:
             parts.append(self.error.rstrip("\n"))
         return "\n".join(parts) if parts else "(no output)"
+
+
+class StepInterrupted(KeyboardInterrupt):
+    """A step (Repl code, a Bash command) stopped by an interrupt: it stops the run as any KeyboardInterrupt
+    does, and ``output`` keeps what the step printed before it, for its card and the model."""
+
+    def __init__(self, output: str) -> None:
+        super().__init__(output)
+        self.output = output
 
 
 def truncate(text: str, limit: int) -> str:
@@ -88,7 +98,8 @@ def format_value(value: Any) -> str:
 def run_code(shell: Any, code: str, number: int = 0) -> ReplResult:
     """Run ``code`` in ``shell.user_ns`` as a cell would, capturing everything it prints, shows or raises.
 
-    A ``KeyboardInterrupt`` is not captured: it stops the agent like it stops a cell.
+    A ``KeyboardInterrupt`` is not captured: it stops the agent like it stops a cell, raised again as
+    :class:`StepInterrupted` holding what the code printed and showed before it.
     """
     transformed = shell.transform_cell(code)
     # A name of its own (ipykernel names cached code by its text, so a user's cell of the same text would share
@@ -97,6 +108,7 @@ def run_code(shell: Any, code: str, number: int = 0) -> ReplResult:
     note_untrusted_code(filename)
     value_text: str | None = None
     error: str | None = None
+    interrupted = False
     with capture_output(display=True) as captured:
         try:
             tree = ast.parse(transformed, filename=filename)
@@ -108,12 +120,15 @@ def run_code(shell: Any, code: str, number: int = 0) -> ReplResult:
                     shell.user_ns["_"] = value
                     value_text = format_value(value)
         except KeyboardInterrupt:
-            raise
+            interrupted = True
         except BaseException as exc:  # the model sees what a human would see in the cell, SystemExit included
             error = _format_exception(exc, filename)
     displayed = [_display_text(output.data) for output in captured.outputs]
     stdout = captured.stdout + "".join(f"{text}\n" for text in displayed if text)
-    return ReplResult(stdout=stdout, stderr=captured.stderr, value=value_text, error=error)
+    result = ReplResult(stdout=stdout, stderr=captured.stderr, value=value_text, error=error)
+    if interrupted:
+        raise StepInterrupted(result.as_text() if stdout or captured.stderr else "")
+    return result
 
 
 def _display_text(data: dict[str, Any]) -> str:

@@ -39,7 +39,7 @@ from aries_kernel.agent.patterns import (
     compile_glob,
     compile_regex,
 )
-from aries_kernel.agent.repl import format_value, run_code, truncate
+from aries_kernel.agent.repl import StepInterrupted, format_value, run_code, truncate
 from aries_kernel.agent.safety import EFFECTS, confine
 from aries_kernel.agent.settings import AriesAgent
 from aries_kernel.codebase.files import FileWalk
@@ -201,7 +201,7 @@ def tool_schema_dict(item: Tool) -> dict[str, Any]:
 
 def run_tool(item: Tool, env: ToolEnv, arguments: dict[str, Any]) -> tuple[str, bool]:
     """Run ``item`` and return ``(output, is_error)``; a failure is reported, a KeyboardInterrupt is not
-    caught."""
+    caught (a :class:`~aries_kernel.agent.repl.StepInterrupted` keeps what the step printed)."""
     properties = item.parameters["properties"]
     if not isinstance(arguments, dict):
         return f"{item.name}: arguments must be an object, not {type(arguments).__name__}.", True
@@ -233,6 +233,9 @@ def run_tool(item: Tool, env: ToolEnv, arguments: dict[str, Any]) -> tuple[str, 
         output = item.func(env, **checked)
     except (ToolError, RootPathError) as exc:
         return f"{item.name}: {exc}", True
+    except StepInterrupted as exc:  # what it printed is cut to length as a finished step's output is
+        exc.output = truncate(exc.output, env.settings.tool_output_chars)
+        raise
     except (KeyboardInterrupt, SystemExit):
         raise
     except Exception as exc:  # a tool's bug or a bad argument is the model's to see and work around
@@ -704,8 +707,8 @@ def bash(env: ToolEnv, command: str, timeout: float = 0) -> str:
             f"timed out after {limit:g} s; the command and its children were killed. Output so far:\n{text}"
         ) from None
     except KeyboardInterrupt:
-        _kill_group(process)
-        raise
+        printed = _kill_group(process).decode("utf-8", errors="replace").rstrip("\n")
+        raise StepInterrupted(printed) from None
     text = output.decode("utf-8", errors="replace")
     seconds = time.monotonic() - started
     return f"exit code {process.returncode} ({seconds:.1f} s)\n{text}".rstrip("\n")
