@@ -22,7 +22,7 @@ from tests.agent_scripted import ScriptedClient, ScriptedRouter
 from tests.kernel_harness import run_cell, start_kernel, stop_kernel
 from tests.loopback import Reply, ScriptedModelServer
 from tests.test_agent_loop import recording_context
-from tests.test_panel_kernel import buttons, lab_kernel, run_interacting, states
+from tests.test_panel_kernel import buttons, final_output, lab_kernel, run_interacting, states
 
 __all__ = ["lab_kernel"]  # a fixture, used by name
 
@@ -364,15 +364,35 @@ def test_the_panels_rewind_button_rewinds_and_offers_keep_or_overwrite_on_a_conf
     assert buttons(messages, "Rewind turn 1") and buttons(messages, "Rewind turn 2")
     (small_repo / "a.py").write_text("x = 'mine'\n")  # changed after the agent's turn 2
 
+    shown, _ = final_output(messages)
+    record_id = shown["transient"]["display_id"]
+
+    def record_after(clicked: list[dict[str, Any]]) -> dict[str, str]:
+        """What a click made of the run's record: the rewind's result is static output the notebook keeps."""
+        (update,) = [
+            m["content"]
+            for m in clicked
+            if m["msg_type"] == "update_display_data" and m["content"]["transient"]["display_id"] == record_id
+        ]
+        assert set(update["data"]) == {"text/html", "text/plain"}, "no widget in the saved output"
+        return dict(update["data"])
+
     clicked = press(kc, buttons(messages, "Rewind turn 1")[0])
     assert (small_repo / "a.py").read_text() == "x = 'mine'\n"
     assert (small_repo / "made_by_agent.py").exists()  # the conflict stopped the whole rewind
-    shown = [str(state.get("value", "")) for state in states(clicked)]
-    assert any("a.py: changed since the agent&#x27;s turn" in value for value in shown), shown
+    conflict = record_after(clicked)
+    assert "a.py: changed since the agent&#x27;s turn" in conflict["text/html"], conflict
+    assert "Wrote them." in conflict["text/html"], "the transcript is still there"
+    assert "Nothing was rewound to before turn 1" in conflict["text/plain"]
+    assert not [s for s in states(clicked) if "changed since" in str(s.get("value", ""))], "said once"
     assert buttons(clicked, "Overwrite mine")
-    press(kc, buttons(clicked, "Keep mine, rewind the rest")[0])
+    kept = record_after(press(kc, buttons(clicked, "Keep mine, rewind the rest")[0]))
     assert not (small_repo / "made_by_agent.py").exists()
     assert snapshot(small_repo) == before | {"a.py": b"x = 'mine'\n"}
+    assert "Nothing was rewound" in kept["text/plain"] and "Rewound to before turn 1" in kept["text/plain"]
+    assert (
+        "Files removed: made_by_agent.py" in kept["text/html"] and "Kept (yours): a.py" in kept["text/html"]
+    )
 
     # The next cell retires the bar: its output becomes empty (a saved notebook holds no widget view that
     # would reopen as "model not found") and its widgets are closed in the kernel.
@@ -387,6 +407,7 @@ def test_the_panels_rewind_button_rewinds_and_offers_keep_or_overwrite_on_a_conf
     updates = [m["content"] for m in later if m["msg_type"] == "update_display_data"]
     assert {"display_id": display_id} == {"display_id": updates[0]["transient"]["display_id"]}, updates
     assert updates[0]["data"] == {"text/plain": ""}
+    assert [u["transient"]["display_id"] for u in updates] == [display_id], "the record keeps the rewind"
     closed = {m["content"]["comm_id"] for m in later if m["msg_type"] == "comm_close"}
     assert set(buttons(messages, "Rewind turn 1") + buttons(messages, "Rewind turn 2")) <= closed
     assert not [m for m in run_interacting(kc, "2 + 2") if m["msg_type"] == "update_display_data"]

@@ -10,7 +10,8 @@ When the run ends, :meth:`AgentPanel.finish` replaces the live output by a :clas
 a plain-text fallback, no widget), so a saved notebook, ``nbconvert`` and a plain viewer show the whole run
 without the kernel. Below it, until the next cell runs, a :class:`RewindBar` has a Rewind button for each turn
 that was checkpointed (``%aries rewind <turn>``: files, names and the conversation), with Keep mine / Overwrite
-when a rewind finds changes made since. In a frontend without widgets (``jupyter console``) use the text renderer instead.
+when a rewind finds changes made since; what each rewind did (or the conflicts that stopped it) joins the record,
+so the saved notebook keeps it. In a frontend without widgets (``jupyter console``) use the text renderer instead.
 """
 
 from __future__ import annotations
@@ -55,6 +56,8 @@ __all__ = ["AgentPanel", "ContextMeter", "MemoryStrip", "RewindBar", "Transcript
 
 # Rewinds before ``turn`` (force: overwrite changes made since; keep: keep them) and says what happened.
 Rewinder = Callable[[int, bool, bool], str]
+# Shows what a rewind said where the saved notebook keeps it (the panel's record).
+Said = Callable[[str], None]
 
 _TEXT_FLUSH_SECONDS = 0.1  # one widget update per this interval while text streams, not one per token
 _POLL_SECONDS = 0.1  # how often widget messages (clicks) are handled while events stream
@@ -62,6 +65,7 @@ _CLICK_WAIT_SECONDS = 0.05  # sleep between looks for a click while an approval 
 _RESULT_CHARS = 4000
 _WRITE_LINES = 60  # lines of a Write's new content shown as its diff
 _PRE = "margin:0;white-space:pre-wrap"
+_AFTER = "background:#f0f0f0;padding:2px 6px;margin-top:2px"  # a rewind's result below the run
 
 
 def edit_diff_html(old: str, new: str, path: str = "") -> str:
@@ -224,16 +228,17 @@ class MemoryStrip(w.HTML):
 
 
 class RewindBar(w.VBox):
-    """A Rewind button per checkpointed turn; a conflict offers Keep mine and Overwrite for that turn."""
+    """A Rewind button per checkpointed turn; a conflict offers Keep mine and Overwrite for that turn. What
+    each rewind says goes to ``said`` (the record above the bar), not to a widget that a saved notebook loses."""
 
-    def __init__(self, turns: list[int], rewind: Rewinder) -> None:
+    def __init__(self, turns: list[int], rewind: Rewinder, said: Said) -> None:
         self.rewind = rewind
+        self.said = said
         self.buttons = [w.Button(description=f"Rewind turn {turn}", icon="undo") for turn in turns]
         for turn, button in zip(turns, self.buttons, strict=True):
             button.on_click(lambda _, turn=turn: self.click(turn))
-        self.result = w.HTML("")
         self.choices = w.HBox([])
-        super().__init__([w.HBox(self.buttons), self.result, self.choices])
+        super().__init__([w.HBox(self.buttons), self.choices])
 
     def show_until_next_cell(self) -> None:
         """Display the bar until the next cell runs, then leave an empty output in its place.
@@ -264,7 +269,7 @@ class RewindBar(w.VBox):
             text = self.rewind(turn, force, keep)
         except Exception as exc:  # shown where the user clicked: no traceback lands in a button callback
             text = str(exc)
-        self.result.value = f"<pre style='{_PRE}'>{html.escape(text)}</pre>"
+        self.said(text)
         self.choices.children = ()
         if text.startswith("Nothing was rewound"):
             mine = w.Button(description="Keep mine, rewind the rest")
@@ -306,7 +311,9 @@ class AgentPanel(w.VBox):
         self._cost = 0.0
         self._turns = [0, 0, 0]  # turns, input tokens, output tokens seen in TurnFinished events
         self._finished: RunFinished | None = None
-        self._handle: Any = None
+        self._handle: Any = None  # the live panel's display, until finish
+        self._record_handle: Any = None  # the same display holding the record, after it
+        self._after: list[str] = []  # what the rewinds of the bar below the record said
         header = w.HBox([w.HTML(f"<b>{html.escape(title)}</b>"), self.meter, self.status, self.stop_button])
         super().__init__([header, self.memory, self.transcript, self.footer])
 
@@ -328,12 +335,18 @@ class AgentPanel(w.VBox):
         record = self.record()
         if self._handle is not None:
             self._handle.update(record)
-            self._handle = None
+            self._record_handle, self._handle = self._handle, None
             _close_tree(self)
             if self.rewind is not None and self.checkpointed:
-                self.rewind_bar = RewindBar(self.checkpointed, self.rewind)
+                self.rewind_bar = RewindBar(self.checkpointed, self.rewind, self.add_to_record)
                 self.rewind_bar.show_until_next_cell()
         return record
+
+    def add_to_record(self, text: str) -> None:
+        """Append ``text`` (what a rewind did) to the finished run's record, in place in the notebook."""
+        self._after.append(text)
+        if self._record_handle is not None:
+            self._record_handle.update(self.record())
 
     def record(self) -> TranscriptRecord:
         """The run so far as a static transcript (HTML and plain text)."""
@@ -349,12 +362,14 @@ class AgentPanel(w.VBox):
             parts.append(f'<div style="white-space:pre-wrap">{html.escape(self._text_buffer)}</div>')
         if self._finished is not None:
             parts.append(f"<div><small>{html.escape(run_footer(self._finished))}</small></div>")
+        parts.extend(f"<pre style='{_PRE};{_AFTER}'>{html.escape(text)}</pre>" for text in self._after)
         body = "".join(parts)
         page = f'<div class="aries-transcript" style="border-left:3px solid #8250df;padding-left:8px">{body}</div>'
         out = io.StringIO()
         text = TextRenderer(out=out, result_lines=40)
         for event in self._events:
             text(event)
+        out.writelines(f"{said}\n" for said in self._after)
         return TranscriptRecord(page, out.getvalue())
 
     # -- text -------------------------------------------------------------------------------------------
