@@ -144,18 +144,19 @@ class Lab:
                 self.process.wait(timeout=30)
 
 
-def start_lab(root: Path, home: Path, env: dict[str, str]) -> Lab:
+def start_lab(root: Path, home: Path, env: dict[str, str], python: str = sys.executable) -> Lab:
     """Start JupyterLab serving ``root``, its private folders under ``home``, kernels inheriting ``env``.
 
     ``env`` is added to the current environment with credentials and ``ARIES_ROOT`` removed, so the kernels see
-    only the keys the test gives them and find their project root themselves.
+    only the keys the test gives them and find their project root themselves. ``python`` runs JupyterLab and
+    the Aries kernel (another environment's interpreter: the installed wheel, another JupyterLab).
     """
     folders = {
         name: home / name for name in ("config", "data", "runtime", "settings", "workspaces", "ipython")
     }
     for folder in folders.values():
         folder.mkdir(parents=True, exist_ok=True)
-    write_kernelspec(folders["data"] / "kernels" / KERNEL_NAME, python=sys.executable)
+    write_kernelspec(folders["data"] / "kernels" / KERNEL_NAME, python=python)
     for name, values in _LAB_SETTINGS.items():
         (folders["settings"] / name).parent.mkdir(parents=True, exist_ok=True)
         (folders["settings"] / name).write_text(json.dumps(values))
@@ -175,7 +176,7 @@ def start_lab(root: Path, home: Path, env: dict[str, str]) -> Lab:
     with log.open("wb") as sink:  # the child keeps its own descriptor; ours closes here
         process = subprocess.Popen(
             [
-                sys.executable,
+                python,
                 "-m",
                 "jupyterlab",
                 "--ip=127.0.0.1",

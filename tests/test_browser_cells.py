@@ -1,5 +1,6 @@
 """Issue 24 in a real browser: the agent's Repl steps become cells of the live notebook through aries-kernel's
-JupyterLab extension, as installed from the wheel (.ci/run builds the wheel and installs its labextension).
+JupyterLab extension, as installed from the wheel (.ci/run builds the wheel, installs it into fresh venvs with
+the newest JupyterLab and the oldest the package declares, and runs this file in each: ``ARIES_TEST_WHEEL_ENV``).
 
 A scripted run with three Repl steps inserts three tagged code cells below the prompt cell, with no "file
 changed" dialog and the user's cell below untouched; one undo removes the 20 cells of another run at once;
@@ -12,6 +13,10 @@ model's last reply (the agent's own end-of-run work included)."""
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
+import re
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -43,6 +48,9 @@ TWENTY = "set twenty names"
 ASKED = "set d"
 USER_CELL = "print('c is', c)"  # the user's cell, below the agent's: it reads what they define
 AGENT_CELL = ".jp-Cell.aries-agent-cell"
+WHERE = "import aries_kernel; print(aries_kernel.__file__)"  # the notebook's last cell: which package runs
+WHEEL_ENV = "ARIES_TEST_WHEEL_ENV"
+CONSOLE: list[str] = []  # the browser console's messages, every page of the module
 
 
 class Script:
@@ -96,6 +104,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
             nbformat.v4.new_code_cell("%aries config steps_as_cells=ask"),
             nbformat.v4.new_code_cell(f"%aries --yes {ASKED}"),
             nbformat.v4.new_code_cell("%aries cells --remove 1"),
+            nbformat.v4.new_code_cell(WHERE),
         ],
         metadata={"kernelspec": {"name": "aries", "display_name": "Aries", "language": "python"}},
     )
@@ -114,20 +123,67 @@ def _load_builder() -> Any:
     return module
 
 
+class Installed:
+    """The JupyterLab under test: its interpreter (which runs the kernel too), its version, the folder the
+    kernel imports aries_kernel from, and the extension's installed bundle."""
+
+    def __init__(self, python: str, bundle: Path) -> None:
+        self.python, self.bundle = python, bundle
+        found = subprocess.run(
+            [
+                python,
+                "-c",
+                "import aries_kernel, jupyterlab; print(aries_kernel.__file__); print(jupyterlab.__version__)",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd="/",  # not the checkout, which would shadow an installed package
+        )
+        module, self.version = found.stdout.split()
+        self.package = Path(module).parent
+
+    def required_versions(self) -> set[str]:
+        """The version ranges the bundle asks of JupyterLab's shared packages (from its remote entry)."""
+        load = json.loads((self.bundle / "package.json").read_text())["jupyterlab"]["_build"]["load"]
+        return set(re.findall(r'requiredVersion:"([^"]+)"', (self.bundle / load).read_text()))
+
+
 @pytest.fixture(scope="module")
-def lab(project: Path, model: ScriptedModelServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    installed = [Path(folder) / "aries-kernel" for folder in jupyter_path("labextensions")]
-    if not any((folder / "package.json").exists() for folder in installed):
+def installed() -> Installed:
+    """The installed wheel's environment where .ci/run names one (``ARIES_TEST_WHEEL_ENV``: a fresh venv with the
+    wheel and a JupyterLab, the newest or the oldest the package declares), else this environment, into which the
+    extension is built from labextension/ when none is installed (an editable install, a clean clone)."""
+    wheel_env = os.environ.get(WHEEL_ENV)
+    if wheel_env:
+        bundle = Path(wheel_env) / "share" / "jupyter" / "labextensions" / "aries-kernel"
+        assert (bundle / "package.json").exists(), (
+            f"the wheel installed into {wheel_env} put no labextension there"
+        )
+        lab = Installed(str(Path(wheel_env) / "bin" / "python"), bundle)
+        assert not lab.package.is_relative_to(REPO), f"{wheel_env} imports the checkout, not the wheel"
+        print(f"JupyterLab {lab.version}, aries-kernel from the wheel installed at {lab.package}")
+        return lab
+    shipped = [Path(folder) / "aries-kernel" for folder in jupyter_path("labextensions")]
+    bundle = next((folder for folder in shipped if (folder / "package.json").exists()), None)
+    if bundle is None:
         # An editable install carries no extension: build it from labextension/ into this environment, as the
-        # wheel would install it (.ci/run installs the one its wheel carries, so this is for a clean clone).
+        # wheel would install it.
         builder = _load_builder()
         try:
             builder.build()
         except builder.NoNodeError as exc:
             pytest.fail(str(exc))
-        builder.install(Path(sys.prefix))
+        bundle = builder.install(Path(sys.prefix))
+    return Installed(sys.executable, bundle)
+
+
+@pytest.fixture(scope="module")
+def lab(
+    project: Path, model: ScriptedModelServer, installed: Installed, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Lab]:
     home = tmp_path_factory.mktemp("lab-home-cells")
-    running = start_lab(project, home, environment_for_kernels(model.anthropic_url, home))
+    running = start_lab(project, home, environment_for_kernels(model.anthropic_url, home), installed.python)
     try:
         yield running
     finally:
@@ -150,7 +206,9 @@ def browser() -> Iterator[Browser]:
 def page(browser: Browser, lab: Lab) -> Iterator[Page]:
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     try:
-        yield context.new_page()
+        page = context.new_page()
+        page.on("console", lambda message: CONSOLE.append(message.text))
+        yield page
     finally:
         context.close()
         lab.shut_down_kernels()
@@ -186,7 +244,7 @@ def watch_agent_cells(book: Notebook, count: int) -> None:
 
 
 def test_a_runs_steps_become_tagged_cells_below_its_prompt_and_one_undo_removes_them(
-    lab: Lab, page: Page, tmp_path: Path, script: Script
+    lab: Lab, page: Page, tmp_path: Path, script: Script, installed: Installed
 ) -> None:
     book = Notebook(page, lab, BOOK, tmp_path)
     book.open()
@@ -208,6 +266,11 @@ def test_a_runs_steps_become_tagged_cells_below_its_prompt_and_one_undo_removes_
         USER_CELL,
     ]
     assert page.locator(".jp-Dialog").count() == 0  # no "file changed on disk": nothing was written to it
+    # The bundle asks for the JupyterLab range package.json declares, which this JupyterLab satisfies: the
+    # module federation would warn of an unsatisfied range in the console (and use the host's copy regardless).
+    ours = installed.required_versions()
+    unsatisfied = [text for text in CONSOLE if "atisf" in text and any(f"{r})" in text for r in ours)]
+    assert not unsatisfied and "^4.1.0" in ours, (ours, unsatisfied)
     book.screenshot("three-steps-inserted")
 
     # Saved, the cells carry their tags; the user's cell is as it was.
@@ -251,7 +314,7 @@ def test_a_runs_steps_become_tagged_cells_below_its_prompt_and_one_undo_removes_
 
 
 def test_the_ask_button_of_a_runs_record_inserts_its_steps_after_a_reload(
-    lab: Lab, page: Page, tmp_path: Path
+    lab: Lab, page: Page, tmp_path: Path, installed: Installed
 ) -> None:
     book = Notebook(page, lab, BOOK, tmp_path)
     book.open()
@@ -288,3 +351,10 @@ def test_the_ask_button_of_a_runs_record_inserts_its_steps_after_a_reload(
     assert "jp-MarkdownCell" in (answer.get_attribute("class") or "")
     assert f"Done: {ASKED}." in answer.inner_text()
     assert page.locator(".jp-Dialog").count() == 0
+
+    where = cell_sources(book).index(WHERE) - 1  # a code cell's index: the answer above it is markdown
+    book.run_cell(where)
+    book.wait_cell_done(where)
+    assert Path(book.output_text(where).strip()).parent == installed.package, (
+        "the kernel runs the package tested"
+    )

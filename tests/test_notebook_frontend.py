@@ -153,6 +153,7 @@ def test_ask_leaves_the_steps_in_the_record_and_aries_cells_writes_them(
     assert [step["step"] for step in steps] == [1, 2, 4] and [step["turn"] for step in steps] == [1, 2, 3]
     assert record[STEPS_MIME]["answer"] == "a, b and c are set."
     assert "%aries cells" in record["text/plain"]
+    assert "# aries step 4 (turn 3)\nc = a + b" in record["text/plain"], "no notebook (a console): printed"
     written = run_cell(kernel, "%aries cells")
     (payload,) = written.payload
     assert payload["source"] == "set_next_input" and "c = a + b" in payload["text"]

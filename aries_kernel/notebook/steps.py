@@ -5,7 +5,9 @@ tagged in its metadata (``aries``: session, turn, step), as ``c.AriesAgent.steps
 inserts them at once, ``ask`` leaves a steps output in the run's record (the extension renders it as an "Insert
 steps as cells" button; the output holds the steps, so the button works after a reload), ``never`` does
 neither. Without the extension the steps go into one new cell through ``set_next_input`` (``%aries cells``,
-or at once with ``always``); a console shows them at its next prompt.
+or at once with ``always``); a console (no notebook) prints them with ``ask`` and has them at its next prompt
+with ``always``. A button of the record cannot stand in for the extension there: a click is a comm message, and
+a frontend reads ``set_next_input`` only from the reply to an execution.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aries_kernel.notebook.frontend import PROTOCOL, STEPS_MIME, BridgeError, bridge_of
+from aries_kernel.notebook.session import notebook_path
 
 __all__ = ["RunSteps", "after_run", "inserted_cells", "run_steps", "write_steps"]
 
@@ -107,9 +110,11 @@ def after_run(shell: Any, context: Any, session: Any, first: tuple[int, int], mo
     if mode == "always":
         print(write_steps(shell, context, steps))
         return
-    text = (
-        f"{len(steps.steps)} Repl step(s) from this run: %aries cells puts them into the notebook as cells."
-    )
+    count = len(steps.steps)
+    if notebook_path(shell) is None:  # a console or a Gateway client: no notebook to hold them, so show them
+        text = f"{count} Repl step(s) from this run (%aries cells puts them at the next prompt):\n\n{steps.code()}"
+    else:  # what a notebook without the extension shows, and the saved record read without a kernel
+        text = f"{count} Repl step(s) from this run: %aries cells puts them into the notebook as cells."
     display({STEPS_MIME: steps.data(), "text/plain": text}, raw=True)
 
 
