@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from traitlets.config import Config
 
-from aries_kernel.codebase import Codebase
+from aries_kernel.codebase import Codebase, judgment
 
 FIXTURES = Path(__file__).parent / "fixtures" / "codebase"
 
@@ -58,19 +58,52 @@ def test_warm_start_reads_index_db_without_parsing(mixed_repo: Path) -> None:
     assert "extra" in set(changed.find_symbol("extra")["name"])
 
 
-def test_definition_hashes_are_computed_on_first_need_and_kept(mixed_repo: Path) -> None:
+COPY = """
+
+def renamed_copy(rows, where):
+    acc = 0
+    for row in rows:
+        if row:
+            acc += row
+    return acc, where
+"""
+
+
+def test_hashes_and_profiles_come_with_the_index_and_follow_a_reindex(
+    mixed_repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     cold = Codebase(mixed_repo)
     cold.wait_ready()
-    pending = cold.symbol_table(hashes=False)
-    functions = pending["kind"].isin(["function", "method", "class"])
-    assert functions.any() and pending.loc[functions, "shape_hash"].isna().all()  # not paid while indexing
-    hashed = cold.symbol_table()
-    assert hashed.loc[functions, "shape_hash"].str.len().gt(0).all()
-    assert hashed.loc[functions, "exact_hash"].str.len().gt(0).all()
-    warm = Codebase(mixed_repo)
-    warm.wait_ready()
-    # The hashes were saved with the records: a warm start has them without hashing again.
-    assert warm.symbol_table(hashes=False).equals(hashed)
+    symbols = cold.symbol_table(hashes=False)
+    functions = symbols["kind"].isin(["function", "method", "class"])
+    assert functions.any() and symbols.loc[functions, "shape_hash"].str.len().gt(0).all()
+    assert symbols.loc[functions, "exact_hash"].str.len().gt(0).all()
+    snippet = COPY.replace("renamed_copy", "original").replace("acc", "total")
+    before = cold.detect_duplication(snippet, threshold=0.5)
+    assert "renamed_copy" not in set(before["name"])
+    # One edited file: its record, hashes and profiles are replaced, and nothing else is parsed here.
+    path = mixed_repo / "app" / "core.py"
+    path.write_text(path.read_text() + COPY)
+    parsed: list[str] = []
+    original = judgment.JudgmentMixin._tree
+    monkeypatch.setattr(
+        judgment.JudgmentMixin,
+        "_tree",
+        lambda self, text, lg: parsed.append(text) or original(self, text, lg),
+    )
+    assert cold.reindex(["app/core.py"])["change"].tolist() == ["modified"]
+    after = cold.detect_duplication(snippet, threshold=0.5)
+    assert parsed == []
+    copy = after[after["name"] == "renamed_copy"]
+    assert copy["kind"].tolist() == ["structural"] and copy["similarity"].tolist() == [1.0]
+    assert (copy["file"] == "app/core.py").all()
+    pd.testing.assert_frame_equal(after, fresh(mixed_repo).detect_duplication(snippet, threshold=0.5))
+    # A deleted file's stored profiles go with it.
+    digest = cold._records.digest("app/core.py")
+    assert cold.judgment_data("profiles", ["app/core.py"])
+    path.unlink()
+    cold.reindex(["app/core.py"])
+    assert cold._store is not None and cold._store.judgment("profiles", {"app/core.py": digest}) == {}
 
 
 def test_kernels_indexing_one_repository_at_once_share_the_index_safely(mixed_repo: Path) -> None:

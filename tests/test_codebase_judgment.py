@@ -14,15 +14,20 @@ import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from tree_sitter import Node
 
-from aries_kernel.codebase import Codebase, CodebaseError
+from aries_kernel.codebase import Codebase, CodebaseError, judgment
 from aries_kernel.codebase.languages import parse
 from aries_kernel.codebase.shapes import ShapeProfile, exact_hash, naming_style, shape_hash, split_identifier
 
 FIXTURES = Path(__file__).parent / "fixtures" / "codebase" / "judgment"
+# Every language the index profiles: the judgment fixtures and the Go, Rust and Java projects.
+PROFILED = [FIXTURES / n for n in ("pyshop", "tsapp", "jsmix", "pyasync")] + [
+    FIXTURES.parent / n for n in ("goproj", "rustproj", "javaproj", "tsproj")
+]
 
 RENAMED_INVOICE_TOTAL = '''
 def tally(rows: list[dict], where: str) -> float:
@@ -368,6 +373,105 @@ def test_python_async_and_http_conventions(pyasync: Codebase) -> None:
     http = pyasync.find_convention("api calls").set_index("pattern")
     assert http.loc["httpx.AsyncClient(...)", "files"] == 2
     assert {"client.get(...)", "client.post(...)"} <= set(http.index)
+
+
+# ---------------------------------------------------------------------------------- from the index, unparsed
+
+SNIPPETS = {
+    "python": (RENAMED_INVOICE_TOTAL, UNRELATED, "class Report:\n    def total(self):\n        return 0\n"),
+    "typescript": (SNAKE_TS, CAMEL_TS, "class Store {\n  get(key: string) { return key; }\n}\n"),
+    "javascript": ("function sum(rows) {\n  let t = 0;\n  for (const r of rows) t += r;\n  return t;\n}\n",),
+    "go": ("func Sum(xs []int) int {\n\tt := 0\n\tfor _, x := range xs {\n\t\tt += x\n\t}\n\treturn t\n}\n",),
+    "rust": ("fn sum(xs: &[i32]) -> i32 {\n    let mut t = 0;\n    for x in xs { t += x; }\n    t\n}\n",),
+    "java": ("class Box {\n  int size() {\n    return items.size();\n  }\n}\n",),
+}
+
+
+def _answers(codebase: Codebase) -> dict[str, pd.DataFrame]:
+    """The three operations' answers for every snippet of the repository's languages, and every topic."""
+    languages = set(codebase.list_files()["language"].str.replace("tsx", "typescript"))
+    out: dict[str, pd.DataFrame] = {}
+    for language in sorted(languages & set(SNIPPETS)):
+        for i, snippet in enumerate(SNIPPETS[language]):
+            out[f"dup {language} {i}"] = codebase.detect_duplication(
+                snippet, threshold=0.1, language=language
+            )
+            out[f"shape {language} {i}"] = codebase.find_similar_patterns(
+                snippet, mode="shape", limit=50, language=language
+            )
+        out[f"statements {language}"] = codebase.find_similar_patterns(
+            "x = 1", mode="shape", language=language
+        )
+    for topic in ("error handling", "logging", "imports", "async", "api calls"):
+        out[topic] = codebase.find_convention(topic, limit=50)
+    return out
+
+
+def _parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The files the judgment operations parse in this process, from here on."""
+    parsed: list[str] = []
+    original = judgment.JudgmentMixin._tree
+
+    def counting(self: judgment.JudgmentMixin, text: str, language: str) -> object:
+        parsed.append(text)
+        return original(self, text, language)
+
+    monkeypatch.setattr(judgment.JudgmentMixin, "_tree", counting)
+    return parsed
+
+
+@pytest.mark.parametrize("fixture", PROFILED, ids=lambda p: p.name)
+def test_answers_from_the_stored_profiles_are_those_of_parsing_every_file(
+    fixture: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / fixture.name
+    shutil.copytree(fixture, root)
+    codebase = Codebase(root)
+    codebase.wait_ready()
+    parsed = _parses(monkeypatch)
+    stored = _answers(codebase)
+    # The profiles came from the index's own parse; only the conventions were scanned (once, then stored).
+    scanned = len(parsed)
+    assert scanned == len(codebase.top_files(limit=40))
+    assert _answers(codebase).keys() == stored.keys() and len(parsed) == scanned
+    # What the operations compute when the index holds nothing for them: every file parsed here.
+    monkeypatch.setattr(Codebase, "judgment_data", lambda self, kind, files: {})
+    unstored = Codebase(root)
+    unstored.wait_ready()
+    computed = _answers(unstored)
+    assert len(parsed) > scanned
+    assert computed.keys() == stored.keys()
+    for name, frame in stored.items():
+        pd.testing.assert_frame_equal(frame, computed[name], obj=name)
+    assert any(len(frame) for name, frame in stored.items() if name.startswith("dup"))
+
+
+def test_every_hashed_definition_has_the_profile_a_parse_gives(tmp_path: Path) -> None:
+    for fixture in PROFILED:
+        root = tmp_path / fixture.name
+        shutil.copytree(fixture, root)
+        codebase = Codebase(root)
+        codebase.wait_ready()
+        symbols = codebase.symbol_table()
+        symbols = symbols[symbols["shape_hash"] != ""]
+        files = sorted(set(symbols["file"]))
+        stored = codebase.judgment_data("profiles", files)
+        assert set(stored) == set(files), fixture.name
+        for file, rows in symbols.groupby("file"):
+            language = codebase.language_of(file)
+            tree = parse(codebase.source(file).encode(), language)
+            for kind, kinds in (("function", ("function", "method")), ("class", ("class",))):
+                expected = judgment._definition_shapes(tree, language, kind)
+                found = judgment._decoded(stored[file], kind)
+                assert found is not None
+                for line in rows.loc[rows["kind"].isin(kinds), "line"]:
+                    row = found.rows(np.array([line]))[0]
+                    assert (row >= 0) == (line in expected), (file, line)
+                    if row >= 0:
+                        start, end = found.offsets[row], found.offsets[row + 1]
+                        got = dict(zip(found.codes[start:end], found.counts[start:end], strict=True))
+                        want = dict(zip(expected[line].codes, expected[line].counts, strict=True))
+                        assert got == want and found.totals[row] == expected[line].total, (file, line)
 
 
 # ---------------------------------------------------------------------------------- shapes (no index needed)

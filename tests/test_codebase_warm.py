@@ -10,10 +10,11 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 from traitlets.config import Config
 
-from aries_kernel.codebase import Codebase, core, indexer, queries
+from aries_kernel.codebase import Codebase, indexer, judgment, queries
 from aries_kernel.codebase.graph import FileGraph
 from aries_kernel.codebase.index_key import TAG_BYTES
 from aries_kernel.codebase.ranking import Rankings
@@ -328,15 +329,35 @@ def test_editing_go_mod_between_starts_gives_the_edges_of_a_cold_index(tmp_path:
     assert not any(kind == "import" for _, _, kind, _, _ in warm._graph.edge_rows())
 
 
-def test_definition_hashes_computed_in_chunks_are_those_computed_at_once(
-    repo: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    whole = opened(repo).symbol_table()
-    assert whole["shape_hash"].notna().all() and (whole["shape_hash"] != "").sum() > 300
-    (repo / ".aries" / "index.db").unlink()
-    monkeypatch.setattr(core, "_HASH_CHUNK", 7)  # 151 files: 22 chunks, the last one short
-    chunked = opened(repo)
-    assert chunked.symbol_table().equals(whole)
-    # Every chunk was stored: a warm start has nothing left to hash.
-    monkeypatch.setattr(indexer, "parse_files", None)  # any parse would fail
-    assert opened(repo).symbol_table().equals(whole)
+def judgment_answers(codebase: Codebase) -> list[Any]:
+    """The first calls of the three judgment operations that read the index's hashes, profiles and conventions."""
+    function = "def f(value):\n    copy = value\n    return Thing1, shared_1, copy\n"
+    return [
+        codebase.detect_duplication(function, threshold=0.2),
+        codebase.find_similar_patterns(
+            "class Copy:\n    def method(self):\n        return 1\n", mode="shape"
+        ),
+        codebase.find_convention("imports"),
+    ]
+
+
+def test_judgment_calls_after_a_warm_start_parse_nothing(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cold = opened(repo)
+    expected = judgment_answers(cold)  # the conventions of the files scanned are stored for the next kernel
+    similar = expected[0]["similarity"]
+    assert len(similar) >= PY_FILES and ((0.2 < similar) & (similar < 1)).any()
+    assert len(expected[1]) and len(expected[2])
+    counts = counted(monkeypatch)
+    trees: list[str] = []
+    original = judgment.JudgmentMixin._tree
+
+    def parse_here(self: judgment.JudgmentMixin, text: str, language: str) -> Any:
+        trees.append(text)
+        return original(self, text, language)
+
+    monkeypatch.setattr(judgment.JudgmentMixin, "_tree", parse_here)
+    warm = opened(repo)
+    found = judgment_answers(warm)
+    assert warm.last_run["mode"] == "warm" and counts["parse"] == 0 and trees == []
+    for got, wanted in zip(found, expected, strict=True):
+        pd.testing.assert_frame_equal(got, wanted)

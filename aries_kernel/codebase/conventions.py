@@ -1,7 +1,8 @@
 """Convention rules for `codebase.find_convention`: the node kinds each topic looks at and how it names a pattern.
 
 Topics: error handling, logging, imports, async and API calls. A rule turns one node into a pattern name
-(or None); `scan_conventions` runs a topic's rule over a file through one tree-sitter query.
+(or None); `scan_topics` runs the rules of every topic asked for over a file through one tree-sitter query (the
+index's workers scan each file for all topics, and `.aries/index.db` keeps what they found).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from aries_kernel.codebase.syntax import CLASS_TYPES, JS_FUNCTION_TYPES, native_
 if TYPE_CHECKING:
     from tree_sitter import Node, Tree
 
-__all__ = ["CONVENTION_RULES", "canonical_topic", "scan_conventions"]
+__all__ = ["CONVENTION_RULES", "canonical_topic", "scan_topics"]
 
 
 # fmt: on
@@ -47,8 +48,19 @@ _HTTP_ROOTS = frozenset(
 _ASYNC_LIBS = ("asyncio.", "trio.", "anyio.", "Promise.")
 
 
+# Callees found during one scan, by node id: several topics' rules ask for the same call's (see scan_topics).
+_callees: dict[int, str] = {}
+
+
 def _callee(node: Node) -> str:
     """Source text of what a call calls, whitespace removed (`logging.getLogger`, `axios.get`)."""
+    found = _callees.get(node.id)
+    if found is None:
+        found = _callees[node.id] = _callee_text(node)
+    return found
+
+
+def _callee_text(node: Node) -> str:
     if node.type == "method_invocation":  # Java: object.name(...)
         obj = node_text(node.child_by_field_name("object"))
         name = node_text(node.child_by_field_name("name"))
@@ -248,6 +260,21 @@ def _imports_pattern(node: Node, python: bool) -> str | None:
 
 def _async_pattern(node: Node, python: bool) -> str | None:
     kind = node.type
+    if kind in ("call", "call_expression"):
+        # An awaited call is reported with its await; the parent is looked up last, as it costs a descent.
+        callee = _callee(node)
+        if callee.startswith(_ASYNC_LIBS) or callee.endswith(".then"):
+            if node.parent is not None and node.parent.type in ("await", "await_expression"):
+                return None
+            return f"{callee}(...)" if callee.startswith(_ASYNC_LIBS) else ".then(...) promise chain"
+        return None
+    if kind in ("await", "await_expression"):
+        inner = node.named_children[0] if node.named_children else None
+        if inner is not None and inner.type in ("call", "call_expression"):
+            callee = _callee(inner)
+            if callee.startswith(_ASYNC_LIBS):
+                return f"await {callee}(...)"
+        return "await <call>"
     is_async = any(c.type == "async" for c in node.children)
     if kind == "function_definition" and is_async:
         return "async def"
@@ -257,20 +284,6 @@ def _async_pattern(node: Node, python: bool) -> str | None:
         return {"arrow_function": "async arrow function", "method_definition": "async method"}.get(
             kind, "async function"
         )
-    if kind in ("await", "await_expression"):
-        inner = node.named_children[0] if node.named_children else None
-        if inner is not None and inner.type in ("call", "call_expression"):
-            callee = _callee(inner)
-            if callee.startswith(_ASYNC_LIBS):
-                return f"await {callee}(...)"
-        return "await <call>"
-    awaited = node.parent is not None and node.parent.type in ("await", "await_expression")
-    if kind in ("call", "call_expression") and not awaited:  # an awaited call is reported with its await
-        callee = _callee(node)
-        if callee.startswith(_ASYNC_LIBS):
-            return f"{callee}(...)"
-        if callee.endswith(".then"):
-            return ".then(...) promise chain"
     return None
 
 
@@ -339,16 +352,29 @@ def canonical_topic(topic: str) -> str:
     )
 
 
-def scan_conventions(
-    tree: Tree, text: str, language: str, types: frozenset[str], rule: _Rule
-) -> list[tuple[str, int, str]]:
-    """(pattern, line, source line) for every node of a file that `rule` recognizes."""
+_TOPICS_OF_TYPE: dict[str, tuple[tuple[str, _Rule], ...]] = {}
+for _topic, (_types, _rule) in CONVENTION_RULES.items():
+    for _type in _types:
+        _TOPICS_OF_TYPE[_type] = (*_TOPICS_OF_TYPE.get(_type, ()), (_topic, _rule))
+
+
+def scan_topics(
+    tree: Tree, text: str, language: str, topics: tuple[str, ...] = tuple(CONVENTION_RULES)
+) -> dict[str, list[tuple[str, int, str]]]:
+    """(pattern, line, source line) for every node of a file that a topic's rule recognizes, by topic."""
     lines = text.splitlines()
     python = language == "python"
-    out = []
-    for node in nodes_of(tree, language, types):
-        pattern = rule(node, python)
-        if pattern is not None:
-            row = node.start_point[0]
-            out.append((pattern, row + 1, lines[row].strip()[:120] if row < len(lines) else ""))
+    wanted = frozenset(topics)
+    types = frozenset().union(*(CONVENTION_RULES[t][0] for t in topics))
+    out: dict[str, list[tuple[str, int, str]]] = {topic: [] for topic in topics}
+    try:
+        for node in nodes_of(tree, language, types):
+            for topic, rule in _TOPICS_OF_TYPE[node.type]:
+                if topic in wanted and (pattern := rule(node, python)) is not None:
+                    row = node.start_point[0]
+                    out[topic].append(
+                        (pattern, row + 1, lines[row].strip()[:120] if row < len(lines) else "")
+                    )
+    finally:
+        _callees.clear()
     return out

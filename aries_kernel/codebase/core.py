@@ -13,7 +13,6 @@ import os
 import sqlite3
 import threading
 import time
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,7 +42,6 @@ __all__ = ["Codebase", "CodebaseError"]
 
 log = logging.getLogger(__name__)
 _STORED_TABLES = frozenset({"roles"})
-_HASH_CHUNK = 4000  # files re-extracted at a time by _ensure_hashes
 
 
 class CodebaseError(RuntimeError):
@@ -85,6 +83,8 @@ class Codebase(QueryMixin, JudgmentMixin):
         self._stored_tables: dict[str, Any] = {}
         self._stored_version = -1
         self._store_score: Any = None
+        # Judgment data by kind and path, (content hash, value), when there is no index.db to keep it in.
+        self._judged: dict[str, dict[str, tuple[str, Any]]] = {}
         self.last_run: dict[str, Any] = {}
 
     # lifecycle
@@ -214,8 +214,15 @@ class Codebase(QueryMixin, JudgmentMixin):
             self._progress = (done, total, "parsing")
 
         workers = self.settings.workers or default_workers()
+        self._judged = {}
         parsed = run_plan(
-            self.root, work.to_parse, max_bytes, workers, on_progress, budget=self.settings.parse_timeout
+            self.root,
+            work.to_parse,
+            max_bytes,
+            workers,
+            on_progress,
+            budget=self.settings.parse_timeout,
+            on_profiles=self._save_profiles,
         )
         self._progress = (total, total, "building the graph")
         records = Records(dict(sorted({**work.reused, **parsed}.items())), self._fetch_records)
@@ -308,6 +315,7 @@ class Codebase(QueryMixin, JudgmentMixin):
             workers,
             lambda done: None,
             budget=self.settings.parse_timeout,
+            on_profiles=self._save_profiles,
         )
         for source in sources:
             record = parsed[source.rel]
@@ -513,7 +521,13 @@ class Codebase(QueryMixin, JudgmentMixin):
             self._set_record(source, record)
         workers = self.settings.workers or default_workers()
         parsed = run_plan(
-            self.root, to_parse, max_bytes, workers, lambda done: None, budget=self.settings.parse_timeout
+            self.root,
+            to_parse,
+            max_bytes,
+            workers,
+            lambda done: None,
+            budget=self.settings.parse_timeout,
+            on_profiles=self._save_profiles,
         )
         for source in to_parse:
             old = self._records.get(source.rel)
@@ -587,61 +601,36 @@ class Codebase(QueryMixin, JudgmentMixin):
             self._tables[key] = hit
         return hit[1]
 
-    def _ensure_hashes(self) -> None:
-        """Compute the shape and exact hashes still pending (the first judgment call after an index pays this,
-        in the worker pool, with a progress bar); files changed on disk since they were indexed get "" hashes
-        until the next reindex, rather than hashes of content the graph does not show."""
-        pending = [rel for rel, record in self._records.items() if extract.needs_hashes(record)]
-        if not pending:
-            return
-        sources = [SourceFile(rel, self._records[rel]["language"], *self._stat[rel]) for rel in pending]
-        progress = Progress(f"hashing definitions of {self.root.name} for judgment")
-        workers = self.settings.workers or default_workers()
+    def _save_profiles(self, rows: list[tuple[str, str, Any]]) -> None:
+        self.save_judgment("profiles", rows)
 
-        def hashed(before: int, n: int) -> None:  # n files of the chunk starting at ``before`` are done
-            progress.update(before + n, len(sources))
+    def save_judgment(self, kind: str, rows: list[tuple[str, str, Any]]) -> None:
+        """Keep ``(path, content hash, value)`` rows of judgment data (see :meth:`IndexStore.judgment`) in
+        index.db, or in memory when there is none."""
+        if self._store is not None:
+            self._store.save_judgment(kind, rows)
+        else:
+            held = self._judged.setdefault(kind, {})
+            held.update((rel, (digest, value)) for rel, digest, value in rows)
 
-        # In chunks, each chunk's new records replacing the old ones before the next is parsed: all of them at
-        # once doubled the records' memory at the peak.
-        for start in range(0, len(sources), _HASH_CHUNK):
-            chunk = sources[start : start + _HASH_CHUNK]
-            done = run_plan(
-                self.root,
-                chunk,
-                self.settings.max_file_size,
-                workers,
-                partial(hashed, start),
-                hashes=True,
-                budget=self.settings.parse_timeout,
-            )
-            saved = []
-            for source in chunk:
-                old, new = self._records[source.rel], done.pop(source.rel)
-                if new["hash"] == old["hash"]:
-                    self._records[source.rel] = new
-                    if _cacheable(new):
-                        saved.append((source.rel, *self._stat[source.rel], new))
-                else:
-                    unknown = tuple((*s[:6], s[6] or "", s[7] or "") for s in old["symbols"])
-                    self._records[source.rel] = {**old, "symbols": unknown}
-            if self._store is not None:
-                self._store.save(saved)  # one transaction per chunk, not one per file
-            del done, saved
-        self._tables.pop("symbols", None)
-        progress.close(f"hashed the definitions of {len(sources):,} files")
+    def judgment_data(self, kind: str, files: list[str]) -> dict[str, Any]:
+        """The stored judgment data of ``kind`` for those of ``files`` that have it for their indexed content."""
+        with self._lock:
+            wanted = {rel: self._records.digest(rel) for rel in files if rel in self._records}
+        if self._store is not None:
+            return self._store.judgment(kind, wanted)
+        held = self._judged.get(kind, {})
+        return {rel: held[rel][1] for rel, digest in wanted.items() if rel in held and held[rel][0] == digest}
 
     def symbol_table(self, hashes: bool = True) -> pd.DataFrame:
         """Every definition: name, kind, file, line, end_line, signature, language, shape_hash, exact_hash, parent.
 
-        ``hashes=False`` skips computing pending hashes (their columns may hold None) for callers that do not
-        read them.
+        The hashes are computed with the index, from the trees it parses; ``hashes`` is accepted for callers
+        written when they were computed on first need, and changes nothing.
         """
         import pandas as pd
 
         self.wait_ready()
-        if hashes:
-            with self._lock:
-                self._ensure_hashes()
 
         def build() -> pd.DataFrame:
             rows = [

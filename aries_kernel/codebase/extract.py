@@ -32,6 +32,7 @@ from aries_kernel.codebase.notebooks import (
     is_notebook,
     notebook_source,
 )
+from aries_kernel.codebase.shapes import Fingerprints
 from aries_kernel.codebase.syntax import enclosing
 from aries_kernel.redact import redact
 from aries_kernel.rootfs import RefusedPathError, read_regular
@@ -45,7 +46,6 @@ __all__ = [
     "decode_source",
     "extract_file",
     "extract_source",
-    "needs_hashes",
     "read_checked",
     "read_source",
     "skipped_record",
@@ -147,11 +147,6 @@ def _declared_encoding(data: bytes) -> str | None:
     return None if name in ("utf-8", "utf-8-sig") else name
 
 
-def needs_hashes(record: Record) -> bool:
-    """True when a record's definitions still lack their shape and exact hashes (see :func:`extract_source`)."""
-    return any(symbol[6] is None for symbol in record["symbols"])
-
-
 def read_checked(root: str, rel: str, language: str, max_bytes: int) -> bytes | Record:
     """The content of the file ``rel`` under ``root``, or the skipped record saying why it cannot be read
     (refused, unreadable, over ``max_bytes``, or for a notebook its :func:`.notebooks.file_cap`), never an
@@ -184,8 +179,10 @@ def extract_source(
     size is held to ``max_bytes`` (None: no limit), and its record also has ``cells``: ``(index, cell id,
     first line, last line)`` of each code cell in that text.
 
-    The shape and exact hashes of definitions serve only the judgment operations and cost half as much as
-    parsing, so by default they are left pending (None) and computed on first need with ``hashes=True``.
+    With ``hashes`` (as the index's workers extract), definitions get their shape and exact hashes, and the
+    record has ``profiles``: the definitions' shape profiles (:meth:`.shapes.Fingerprints.encode`, None when the
+    file's node types do not fit it), which the index stores apart from the record. Without, the hashes are
+    None (pending) and there is no ``profiles``.
     """
     if is_notebook(rel):
         return _notebook_record(rel, data, hashes, max_bytes)
@@ -269,11 +266,12 @@ def _extract(rel: str, language: str, raw: bytes, text: str, data: bytes, hashes
     # strings redacted one by one (before truncation, so no key prefix survives a cut signature).
     clean = redact(text)
     secret = clean != text
+    fingerprints = Fingerprints(python, len(data)) if hashes else None
     if language in _NATIVE_EXTRACTORS:
-        symbols, imports = _native_extractor(language)(root, data, hashes, secret)
+        symbols, imports = _native_extractor(language)(root, data, fingerprints, secret)
     else:
         captures = _python_captures(root, data) if python else get_query(language).captures(root)
-        symbols = _symbols(captures, data, python, hashes, secret)
+        symbols = _symbols(captures, data, python, fingerprints, secret)
         imports = (
             _python_imports(captures.get("import", ())) if python else _js_imports(captures, type_exports)
         )
@@ -293,6 +291,8 @@ def _extract(rel: str, language: str, raw: bytes, text: str, data: bytes, hashes
         "imports": imports,
         "uses": " ".join(sorted(uses)),  # one string, not one per name: a quarter of the load time
     }
+    if fingerprints is not None:
+        record["profiles"] = fingerprints.encode()
     if first_error is not None:
         record["status"] = "partial"
         if root.has_error:
@@ -425,17 +425,20 @@ def _first_error(root: Node) -> tuple[int, int]:
 
 
 def _symbols(
-    captures: dict[str, list[Node]], data: bytes, python: bool, hashes: bool, secret: bool = False
+    captures: dict[str, list[Node]],
+    data: bytes,
+    python: bool,
+    fingerprints: Fingerprints | None,
+    secret: bool = False,
 ) -> tuple[tuple[Any, ...], ...]:
     """``(name, kind, line, end_line, signature, parent, shape_hash, exact_hash)`` for each definition; the
-    hashes are "" for kinds that get none, and None while pending (``hashes=False``). ``secret``: the file
+    hashes are "" for kinds that get none, and None while pending (no ``fingerprints``). ``secret``: the file
     holds a credential, so signatures are redacted."""
-    from aries_kernel.codebase.shapes import exact_hash, shape_hash
 
     def fingerprint(shape_node: Node, text_node: Node) -> tuple[str | None, str | None]:
-        if not hashes:
+        if fingerprints is None:
             return (None, None)
-        return (shape_hash(shape_node), exact_hash(data[text_node.start_byte : text_node.end_byte]))
+        return fingerprints.hashes(text_node, shape_node, data[text_node.start_byte : text_node.end_byte])
 
     local_scopes, class_types = (_PY_LOCAL_SCOPES, _PY_CLASS) if python else (_JS_LOCAL_SCOPES, _JS_CLASS)
 

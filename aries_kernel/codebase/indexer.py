@@ -3,6 +3,8 @@
 A stored record is reused when the file's size and mtime are unchanged, or when they changed but the content
 hash did not. Everything else is parsed in worker processes (:mod:`.parse_workers`: a crash or a hang costs
 one file), on every core when there is enough of it to pay for starting the workers, in one worker otherwise.
+A worker hashes and profiles each file's definitions from the tree it parsed for the record, so the judgment
+operations never parse the file again: the hashes stay in the record, the profiles go to ``on_profiles``.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from aries_kernel.codebase import extract
 from aries_kernel.codebase.extract import Record, content_hash
@@ -23,6 +26,9 @@ __all__ = ["Plan", "plan", "run_plan", "too_large"]
 
 # Below this many bytes to parse, starting more than one worker process costs more than it saves.
 POOL_MIN_BYTES = 2_000_000
+# Files whose profiles are handed on at a time (they are stored, not kept: a cold index's are 10+ MB).
+_PROFILE_BATCH = 256
+ProfileSink = Callable[[list[tuple[str, str, Any]]], None]
 
 
 @dataclass
@@ -87,23 +93,32 @@ def run_plan(
     on_progress: Callable[[int], None],
     *,
     budget: float,
-    hashes: bool = False,
+    on_profiles: ProfileSink,
 ) -> dict[str, Record]:
     """Parse ``to_parse`` in worker processes (see :mod:`.parse_workers`), each file within ``budget``
-    seconds; ``on_progress(n)`` is called with the number of files done so far. ``hashes`` also computes the
-    definitions' shape and exact hashes (see :func:`extract.extract_source`)."""
+    seconds; ``on_progress(n)`` is called with the number of files done so far. Definitions get their shape
+    and exact hashes, and ``on_profiles`` gets ``(path, content hash, profiles)`` of parsed files in batches,
+    as they come (see :func:`extract.extract_source`)."""
     out: dict[str, Record] = {}
     if not to_parse:
         return out
+    batch: list[tuple[str, str, Any]] = []
 
     def done(record: Record) -> None:
+        if "profiles" in record:
+            batch.append((record["file"], record["hash"], record.pop("profiles")))
+            if len(batch) >= _PROFILE_BATCH:
+                on_profiles(batch[:])
+                batch.clear()
         out[record["file"]] = compact(record)  # names interned as they arrive: far less memory at peak
         on_progress(len(out))
 
     if sum(s.size for s in to_parse) < POOL_MIN_BYTES:
         workers = 1
     items = [(s.rel, s.language) for s in sorted(to_parse, key=lambda s: -s.size)]  # the last files are short
-    parse_files(str(root), items, max_bytes, hashes, budget, workers, done)
+    parse_files(str(root), items, max_bytes, True, budget, workers, done)
+    if batch:
+        on_profiles(batch)
     return out
 
 

@@ -3,8 +3,10 @@
 These are the questions an agent asks before writing new code: does this exist already, does it look like the
 code around it, where does it belong, and how does this repository usually do X. `JudgmentMixin` answers them
 from the index that `Codebase` builds (symbol table with shape and exact hashes, sources, communities,
-PageRank) and from tree-sitter parses of snippets and of the files it needs, cached by content. Style profiles
-live in :mod:`.style`, convention rules in :mod:`.conventions`, shared tree helpers in :mod:`.syntax`.
+PageRank), from the definitions' shape profiles the index stored when it parsed each file, from each file's
+conventions (scanned when first asked for, then stored), and from tree-sitter parses of snippets (and of the
+files the index holds nothing for, cached by content). Style profiles live in :mod:`.style`, convention rules
+in :mod:`.conventions`, shared tree helpers in :mod:`.syntax`.
 """
 
 from __future__ import annotations
@@ -16,44 +18,33 @@ import re
 import textwrap
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
-from aries_kernel.codebase.conventions import CONVENTION_RULES, canonical_topic, scan_conventions
+from aries_kernel.codebase.conventions import CONVENTION_RULES, canonical_topic, scan_topics
+from aries_kernel.codebase.extract import content_hash
 from aries_kernel.codebase.languages import family
-from aries_kernel.codebase.shapes import ShapeProfile, exact_hash, shape_hash, split_identifier
+from aries_kernel.codebase.shapes import (
+    DEFINITION_TYPES,
+    ShapeProfile,
+    StoredProfiles,
+    Unit,
+    exact_hash,
+    shape_hash,
+    split_identifier,
+    unit_of,
+)
 from aries_kernel.codebase.style import StyleProfile, percentile_rank, style_profile
-from aries_kernel.codebase.syntax import CLASS_TYPES, JS_FUNCTION_VALUES, node_text, nodes_of
+from aries_kernel.codebase.syntax import nodes_of
+from aries_kernel.redact import redact
 
 if TYPE_CHECKING:
     from tree_sitter import Node, Tree
 
 __all__ = ["JudgmentMixin"]
 
-_PY_DEFS = frozenset({"function_definition", "class_definition"})
-_JS_DEFS = frozenset(
-    {
-        "function_declaration",
-        "generator_function_declaration",
-        "class_declaration",
-        "abstract_class_declaration",
-        "method_definition",
-    }
-)
-# Go, Rust and Java definitions the index hashes (see lang_go, lang_rust, lang_java); classes by CLASS_TYPES.
-_NATIVE_DEFS = frozenset(
-    {
-        "method_declaration",
-        "function_item",
-        "constructor_declaration",
-        "class_declaration",
-        "record_declaration",
-    }
-)
-_NATIVE_CLASSES = frozenset({"record_declaration"})
 _LANGUAGE_ALIASES = {
     "python": "python",
     "py": "python",
@@ -93,20 +84,6 @@ _STOPWORDS = frozenset({
 })
 
 
-@dataclass
-class _Unit:
-    """A definition in a snippet, with the nodes the indexer hashes for the same kind of symbol."""
-
-    name: str
-    kind: str
-    shape_node: Node
-    exact_text: bytes
-
-    @property
-    def profile(self) -> ShapeProfile:
-        return ShapeProfile.of(self.shape_node)
-
-
 def _walk(node: Node) -> Iterator[Node]:
     """Named nodes of a subtree in pre-order."""
     stack = [node]
@@ -116,13 +93,13 @@ def _walk(node: Node) -> Iterator[Node]:
         stack.extend(reversed(current.named_children))
 
 
-def _units(root: Node, python: bool) -> list[_Unit]:
+def _units(root: Node, python: bool) -> list[Unit]:
     """Outermost definitions, hashed the way the indexer hashes symbols (see `extract._symbols`)."""
-    units: list[_Unit] = []
+    units: list[Unit] = []
     stack = [root]
     while stack:
         node = stack.pop()
-        unit = _unit_of(node, python)
+        unit = unit_of(node, python)
         if unit is not None:
             units.append(unit)
             continue
@@ -130,33 +107,52 @@ def _units(root: Node, python: bool) -> list[_Unit]:
     return units
 
 
-def _unit_of(node: Node, python: bool) -> _Unit | None:
-    defs = _PY_DEFS if python else _JS_DEFS | _NATIVE_DEFS
-    if node.type in defs:
-        kind = "class" if node.type in CLASS_TYPES or node.type in _NATIVE_CLASSES else "function"
-        return _Unit(node_text(node.child_by_field_name("name")), kind, node, node.text or b"")
-    if not python and node.type == "variable_declarator":
-        value = node.child_by_field_name("value")
-        if value is not None and value.type in JS_FUNCTION_VALUES:
-            return _Unit(node_text(node.child_by_field_name("name")), "function", value, node.text or b"")
-    return None
-
-
-_DEFINITION_TYPES = _PY_DEFS | _JS_DEFS | _NATIVE_DEFS | {"variable_declarator"}
-
-
 def _definition_shapes(tree: Tree, language: str, kind: str) -> dict[int, ShapeProfile]:
     """Shape profile of every definition of `kind` ("class" or "function") in a file, by the line the index
-    records for it. Classes are profiled only on request: their rendering repeats all their methods."""
+    records for it (the index's workers keep the same, see `shapes.Fingerprints`; this serves files the index
+    holds none for)."""
     python = language == "python"
     out: dict[int, ShapeProfile] = {}
-    for node in nodes_of(tree, language, _DEFINITION_TYPES):
+    for node in nodes_of(tree, language, DEFINITION_TYPES):
         line = node.start_point[0] + 1
         if line not in out:
-            unit = _unit_of(node, python)
+            unit = unit_of(node, python)
             if unit is not None and unit.kind == kind:
                 out[line] = unit.profile
     return out
+
+
+def _decoded(value: Any, kind: str) -> StoredProfiles | None:
+    """The stored profiles of `kind` in a file's stored value (see `shapes.Fingerprints.encode`), or None when
+    it holds none (its node types did not fit) or is not of that form."""
+    if not (isinstance(value, tuple) and len(value) == 3 and isinstance(value[0], tuple)):
+        return None
+    part = value[1] if kind == "function" else value[2]
+    if not (isinstance(part, tuple) and len(part) == 4 and all(type(b) is bytes and len(b) % 4 == 0 for b in part)):
+        return None
+    try:
+        profiles = StoredProfiles.decode(value[0], part)
+    except (IndexError, TypeError, ValueError):
+        return None
+    offsets = profiles.offsets
+    ok = len(offsets) == len(profiles.lines) + 1 and offsets[0] == 0 and offsets[-1] == len(profiles.codes)
+    return profiles if ok and len(profiles.counts) == len(profiles.codes) and np.all(np.diff(offsets) >= 0) else None
+
+
+def _conventions_ok(value: Any) -> bool:
+    """A file's stored conventions: every topic's (pattern, line, source line) hits."""
+    return (
+        isinstance(value, dict)
+        and set(value) == set(CONVENTION_RULES)
+        and all(
+            isinstance(hits, tuple)
+            and all(
+                type(h) is tuple and len(h) == 3 and type(h[0]) is str and type(h[1]) is int and type(h[2]) is str
+                for h in hits
+            )
+            for hits in value.values()
+        )
+    )
 
 
 def _tokens(text: str) -> list[str]:
@@ -190,7 +186,7 @@ class JudgmentMixin:
     """Operations called before writing new code; mixed into `Codebase`, which supplies the index.
 
     The host class provides `wait_ready`, `symbol_table`, `source`, `language_of`, `parse`, `list_files`,
-    `top_files` and `communities`.
+    `top_files`, `communities`, and the judgment data it keeps (`judgment_data`, `save_judgment`).
     """
 
     if TYPE_CHECKING:
@@ -204,6 +200,10 @@ class JudgmentMixin:
         def top_files(self, limit: int = 20) -> pd.DataFrame: ...
         def communities(self) -> pd.DataFrame: ...
         def _file(self, file: Any) -> str: ...
+        def judgment_data(self, kind: str, files: list[str]) -> dict[str, Any]: ...
+        def save_judgment(self, kind: str, rows: list[tuple[str, str, Any]]) -> None: ...
+
+        _records: Any
 
     # ----------------------------------------------------------------------------------------- shared helpers
 
@@ -284,15 +284,15 @@ class JudgmentMixin:
         assert best is not None
         return best[1], best[2]
 
-    def _snippet_definitions(self, snippet: str, language: str | None) -> tuple[list[_Unit], str]:
+    def _snippet_definitions(self, snippet: str, language: str | None) -> tuple[list[Unit], str]:
         tree, lang = self._parse_snippet(snippet, language)
         units = _units(tree.root_node, lang == "python")
         if not units:
             root = tree.root_node
-            units = [_Unit("<snippet>", "statements", root, snippet.strip().encode("utf-8"))]
+            units = [Unit("<snippet>", "statements", root, snippet.strip().encode("utf-8"))]
         return units, lang
 
-    def _shape_candidates(self, symbols: pd.DataFrame, unit: _Unit, language: str) -> pd.DataFrame:
+    def _shape_candidates(self, symbols: pd.DataFrame, unit: Unit, language: str) -> pd.DataFrame:
         """Symbols of the unit's kind in a compatible language, within a plausible size of the unit."""
         kind_ok = symbols["kind"].isin(["class"] if unit.kind == "class" else ["function", "method"])
         lang_ok = symbols["language"].map(family) == family(language)
@@ -301,18 +301,57 @@ class JudgmentMixin:
         size_ok = (span >= size / 3 - 2) & (span <= size * 3 + 2)
         return symbols[kind_ok & lang_ok & size_ok & (symbols["shape_hash"] != "")]
 
-    def _shape_scores(self, symbols: pd.DataFrame, unit: _Unit, language: str) -> pd.DataFrame:
-        """Shape similarity of every candidate symbol to `unit` (1.0 where the shape hashes are equal)."""
+    def _shape_scores(self, symbols: pd.DataFrame, unit: Unit, language: str) -> pd.DataFrame:
+        """Shape similarity of every candidate symbol to `unit` (1.0 where the shape hashes are equal), from
+        the profiles the index stored (the files it holds none for are parsed)."""
         candidates = self._shape_candidates(symbols, unit, language)
         target_hash = shape_hash(unit.shape_node)
         same = candidates["shape_hash"] == target_hash
-        shapes = {f: self._shapes_of(f, unit.kind) for f in candidates.loc[~same, "file"].unique()}
-        profiles = [
-            None if is_same else shapes[f].get(int(line))
-            for f, line, is_same in zip(candidates["file"], candidates["line"], same, strict=True)
-        ]
-        scores = np.where(same, 1.0, unit.profile.similarities(profiles))
+        others = np.flatnonzero(~same.to_numpy())
+        files = candidates["file"].to_numpy()[others]
+        lines = candidates["line"].to_numpy(dtype=np.int64)[others]
+        totals = np.zeros(len(others))
+        codes: list[np.ndarray] = []
+        counts: list[np.ndarray] = []
+        owners: list[np.ndarray] = []
+        # "statements" (a snippet that defines nothing) has no profiled definition to compare with.
+        if unit.kind in ("function", "class") and len(others):
+            names, inverse = np.unique(files, return_inverse=True)
+            profiles = self._profiles_of([str(f) for f in names], unit.kind)
+            order = np.argsort(inverse, kind="stable")
+            bounds = np.searchsorted(inverse[order], np.arange(len(names) + 1))
+            for i, name in enumerate(names):
+                at = order[bounds[i] : bounds[i + 1]]
+                found = profiles[str(name)]
+                rows = found.rows(lines[at])
+                at, rows = at[rows >= 0], rows[rows >= 0]
+                starts, sizes = found.offsets[rows], found.offsets[rows + 1] - found.offsets[rows]
+                # The n-grams of each chosen row, one run after another.
+                steps = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+                picked = np.repeat(starts, sizes) + steps
+                codes.append(found.codes[picked])
+                counts.append(found.counts[picked])
+                owners.append(np.repeat(at, sizes))
+                totals[at] = found.totals[rows]
+        empty = np.zeros(0, dtype=np.int64)
+        scores = np.ones(len(candidates))
+        scores[others] = unit.profile.similarities_to(
+            np.concatenate(codes) if codes else empty,
+            np.concatenate(counts) if counts else empty,
+            np.concatenate(owners) if owners else empty,
+            totals,
+        )
         return candidates.assign(similarity=scores, same_shape=same)
+
+    def _profiles_of(self, files: list[str], kind: str) -> dict[str, StoredProfiles]:
+        """The profiles of `kind` ("function" or "class") of each file's definitions: as stored by the index,
+        or else from a parse of the file."""
+        stored = self.judgment_data("profiles", files)
+        out: dict[str, StoredProfiles] = {}
+        for file in files:
+            found = _decoded(stored.get(file), kind)
+            out[file] = found if found is not None else StoredProfiles.of(self._shapes_of(file, kind))
+        return out
 
     # ------------------------------------------------------------------------- find_similar_patterns
 
@@ -700,17 +739,12 @@ class JudgmentMixin:
         if limit < 1:
             raise ValueError(f"limit must be at least 1, got {limit}")
         name = canonical_topic(topic)
-        types, rule = CONVENTION_RULES[name]
         self.wait_ready()
         ranked = [f for f in self.top_files(limit=max_files)["file"] if self.language_of(f) is not None]
+        conventions = self._conventions_of(ranked)
         found: dict[str, list[tuple[str, int, str]]] = defaultdict(list)
         for file in ranked:
-            hits = self._per_file(
-                f"convention:{name}",
-                file,
-                lambda text, lg: scan_conventions(self._tree(text, lg), text, lg, types, rule),
-            )
-            for pattern, line, code in hits or ():
+            for pattern, line, code in conventions.get(file, {}).get(name, ()):
                 found[pattern].append((file, line, code))
         columns = ["pattern", "count", "files", "share", "example"]
         rows = []
@@ -729,6 +763,35 @@ class JudgmentMixin:
         out = pd.DataFrame(rows, columns=columns)
         out = out.sort_values(["files", "count", "pattern"], ascending=[False, False, True], kind="stable")
         return out.head(limit).reset_index(drop=True)
+
+
+    def _conventions_of(self, files: list[str]) -> dict[str, dict[str, tuple[tuple[str, int, str], ...]]]:
+        """Every topic's hits in each file: stored, or scanned now (all topics at once) and stored for the next
+        call and the next kernel, unless the file's text is not the indexed content or a hit's text holds what
+        looks like a credential (index.db keeps no such text)."""
+        found = {f: v for f, v in self.judgment_data("conventions", files).items() if _conventions_ok(v)}
+        new: list[tuple[str, str, Any]] = []
+        for file in files:
+            if file in found:
+                continue
+            hits = self._per_file(
+                "conventions",
+                file,
+                lambda text, lg: (
+                    text,
+                    {t: tuple(h) for t, h in scan_topics(self._tree(text, lg), text, lg).items()},
+                ),
+            )
+            if hits is None:
+                continue
+            text, found[file] = hits
+            digest = self._records.digest(file)
+            texts = [part for topic in found[file].values() for h in topic for part in (h[0], h[2])]
+            if content_hash(text.encode("utf-8")) == digest and all(redact(t) == t for t in texts):
+                new.append((file, digest, found[file]))
+        if new:
+            self.save_judgment("conventions", new)
+        return found
 
 
 _PY_COMMENTS = re.compile(r"#([^\n]*)|\"\"\"([\s\S]*?)\"\"\"|'''([\s\S]*?)'''")

@@ -18,6 +18,8 @@ from aries_kernel.codebase.syntax import node_text
 if TYPE_CHECKING:
     from tree_sitter import Node, QueryCursor
 
+    from aries_kernel.codebase.shapes import Fingerprints
+
 __all__ = ["HASHED_KINDS", "captures", "definition", "header", "node_text"]
 
 # The kinds whose shape and exact hashes serve duplication and shape search (code with a body to copy).
@@ -54,16 +56,15 @@ def header(node: Node, data: bytes, secret: bool, start: int | None = None, end:
 
 
 def definition(
-    node: Node, name: str, kind: str, parent: str, signature: str, data: bytes, hashes: bool
+    node: Node, name: str, kind: str, parent: str, signature: str, data: bytes, hashes: Fingerprints | None
 ) -> tuple[Any, ...]:
-    """The stored tuple of one definition. Hashed kinds with a body get their hashes (None while pending,
-    as :func:`.extract.extract_source` leaves them); declarations without a body have nothing to duplicate."""
+    """The stored tuple of one definition. Hashed kinds with a body get their hashes, through ``hashes``
+    (None while pending, as :func:`.extract.extract_source` leaves them without); declarations without a body
+    have nothing to duplicate."""
     pair: tuple[str | None, str | None] = ("", "")
     if kind in HASHED_KINDS and node.child_by_field_name("body") is not None:
-        if hashes:
-            from aries_kernel.codebase.shapes import exact_hash, shape_hash
-
-            pair = (shape_hash(node), exact_hash(data[node.start_byte : node.end_byte]))
+        if hashes is not None:
+            pair = hashes.hashes(node, node, data[node.start_byte : node.end_byte])
         else:
             pair = (None, None)
     return (name, kind, *_lines(node), signature, parent, *pair)

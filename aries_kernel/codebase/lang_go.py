@@ -25,6 +25,8 @@ from aries_kernel.codebase.lang_common import captures, definition, header, node
 if TYPE_CHECKING:
     from tree_sitter import Node
 
+    from aries_kernel.codebase.shapes import Fingerprints
+
 __all__ = ["GoModule", "GoResolver", "extract", "parse_go_mod"]
 
 _QUERY = """
@@ -43,7 +45,9 @@ _TYPE_KINDS = {"struct_type": "struct", "interface_type": "interface"}
 _MODULE_LINE = re.compile(r"^[^\S\n]*module[^\S\n]+\"?([^\s\"/][^\s\"]*)\"?[^\S\n]*(?://.*)?$", re.MULTILINE)
 
 
-def extract(root: Node, data: bytes, hashes: bool, secret: bool) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+def extract(
+    root: Node, data: bytes, hashes: Fingerprints | None, secret: bool
+) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
     """``(symbols, imports)`` of a parsed Go file, in the record layout of :mod:`.extract`."""
     found = captures("go", _QUERY, root)
     out: list[tuple[Any, ...]] = []

@@ -32,6 +32,8 @@ from aries_kernel.codebase.syntax import enclosing
 if TYPE_CHECKING:
     from tree_sitter import Node
 
+    from aries_kernel.codebase.shapes import Fingerprints
+
 __all__ = ["JavaResolver", "extract"]
 
 _QUERY = """
@@ -76,7 +78,9 @@ _LOCAL_SCOPES = frozenset(
 _ANNOTATIONS = frozenset({"annotation", "marker_annotation"})
 
 
-def extract(root: Node, data: bytes, hashes: bool, secret: bool) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+def extract(
+    root: Node, data: bytes, hashes: Fingerprints | None, secret: bool
+) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
     """``(symbols, imports)`` of a parsed Java file, in the record layout of :mod:`.extract`."""
     found = captures("java", _QUERY, root)
     owners: dict[int, str | None] = enclosing(

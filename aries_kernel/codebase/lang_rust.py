@@ -34,6 +34,8 @@ from aries_kernel.codebase.syntax import enclosing
 if TYPE_CHECKING:
     from tree_sitter import Node
 
+    from aries_kernel.codebase.shapes import Fingerprints
+
 __all__ = ["CargoManifest", "RustResolver", "extract", "parse_cargo_toml"]
 
 _QUERY = """
@@ -61,7 +63,9 @@ _TARGET_FOLDERS = ("src/bin", "tests", "examples", "benches")
 _DEPENDENCY_TABLES = ("dependencies", "dev-dependencies", "build-dependencies")
 
 
-def extract(root: Node, data: bytes, hashes: bool, secret: bool) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+def extract(
+    root: Node, data: bytes, hashes: Fingerprints | None, secret: bool
+) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
     """``(symbols, imports)`` of a parsed Rust file, in the record layout of :mod:`.extract`."""
     found = captures("rust", _QUERY, root)
     scopes: dict[int, tuple[str | None, tuple[str, ...]]] = enclosing(

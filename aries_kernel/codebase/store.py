@@ -17,7 +17,12 @@ parsed again.
 The ``graph`` table holds the resolved file graph (:mod:`.snapshot`) and the scores computed over it
 (:mod:`.ranking`) behind the same MAC, so a warm start loads them rather than recomputing millions of edges and
 their PageRank; a row that does not verify is ignored (and recomputed by the caller), since the records alone
-are enough to rebuild both. Records share their definitions' name, kind and
+are enough to rebuild both.
+
+The ``judgment`` table holds, per file and content hash, what the judgment operations compare without parsing
+the file again: its definitions' shape ``profiles`` (from the same tree the index parsed) and the
+``conventions`` found in it (when a ``find_convention`` first scanned it), each behind the same MAC, read only
+when an operation asks (:meth:`IndexStore.judgment`). Records share their definitions' name, kind and
 parent strings (:func:`compact`): marshal stores an interned string as such and interns it again on load. (A
 file's used names are one space-separated string, which loads as one object rather than hundreds.)
 """
@@ -49,10 +54,11 @@ __all__ = [
     "UnsafePath",
     "compact",
     "ensure_aries_dir",
+    "JUDGMENT_KINDS",
 ]
 
 SCHEMA_VERSION = (
-    "11"  # bump when extraction, the symbol hashes or the record format change: old rows go stale
+    "12"  # bump when extraction, the symbol hashes or the record format change: old rows go stale
 )
 log = logging.getLogger(__name__)
 
@@ -62,7 +68,9 @@ _TABLES = {
     "meta": ["key", "value"],
     "files": ["path", "size", "mtime_ns", "hash", "record"],
     "graph": ["name", "tag", "blob"],
+    "judgment": ["path", "kind", "hash", "blob"],
 }
+JUDGMENT_KINDS = frozenset({"profiles", "conventions"})
 _SIDE_FILES = ("-journal", "-wal", "-shm")
 _STATUSES = frozenset({"indexed", "partial", "skipped"})
 _TEXT_KEYS = ("file", "language", "status", "reason", "hash")
@@ -151,8 +159,7 @@ class IndexStore:
                     if row is not None:
                         self.rebuilt_reason = f"schema version {row[0]} != {SCHEMA_VERSION}"
                         log.info("Emptying %s: %s", self.path, self.rebuilt_reason)
-                    conn.execute("DELETE FROM files")
-                    conn.execute("DELETE FROM graph")
+                    _empty(conn)
                     conn.execute(
                         "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (SCHEMA_VERSION,)
                     )
@@ -189,8 +196,7 @@ class IndexStore:
         if row is not None and row[0] != self._key.marker:
             self.rebuilt_reason = "written under a key that ended with its process"
             log.info("Emptying %s: %s", self.path, self.rebuilt_reason)
-            conn.execute("DELETE FROM files")
-            conn.execute("DELETE FROM graph")
+            _empty(conn)
         if self._key.marker is None:
             conn.execute("DELETE FROM meta WHERE key = 'key'")
         else:
@@ -210,6 +216,10 @@ class IndexStore:
                     "hash TEXT, record BLOB)"
                 )
                 conn.execute("CREATE TABLE IF NOT EXISTS graph (name TEXT PRIMARY KEY, tag BLOB, blob BLOB)")
+                conn.execute(
+                    "CREATE TABLE IF NOT EXISTS judgment (path TEXT, kind TEXT, hash TEXT, blob BLOB, "
+                    "PRIMARY KEY (path, kind))"
+                )
         except BaseException:
             conn.close()
             raise
@@ -351,11 +361,54 @@ class IndexStore:
         log.warning("The stored %s in %s does not verify; recomputing it", name, self.path)
         return None
 
+    def save_judgment(self, kind: str, rows: Iterable[tuple[str, str, Any]]) -> None:
+        """Store ``(path, content hash, value)`` rows of one of :data:`JUDGMENT_KINDS` (a marshallable value),
+        replacing older ones."""
+        if kind not in JUDGMENT_KINDS:
+            raise ValueError(f"no judgment data is called {kind!r}")
+
+        def data() -> Iterator[tuple[str, str, str, bytes]]:
+            for rel, digest, value in rows:
+                blob = marshal.dumps(value)
+                yield rel, kind, digest, self._key.tag((f"{kind}:{rel}", 0, 0, digest), blob) + blob
+
+        self._write("INSERT OR REPLACE INTO judgment VALUES (?, ?, ?, ?)", data())
+
+    def judgment(self, kind: str, wanted: dict[str, str]) -> dict[str, Any]:
+        """The stored values of ``kind`` for the files of ``wanted`` (path -> content hash) whose rows hold that
+        hash and verify; the others are left out (the caller computes them)."""
+        found: dict[str, Any] = {}
+        paths = list(wanted)
+        try:
+            for start in range(0, len(paths), _READ_BATCH):
+                batch = paths[start : start + _READ_BATCH]
+                with self._lock:
+                    rows = self._conn.execute(
+                        "SELECT path, hash, blob FROM judgment WHERE kind = ? AND path IN "
+                        f"({', '.join('?' * len(batch))})",
+                        [kind, *batch],
+                    ).fetchall()
+                for path, digest, blob in rows:
+                    if wanted.get(path) != digest or not isinstance(blob, bytes):
+                        continue
+                    tag, body = blob[:TAG_BYTES], blob[TAG_BYTES:]
+                    if not self._key.verifies((f"{kind}:{path}", 0, 0, digest), body, tag):
+                        log.warning("Stored %s of %r in %s do not verify; not used", kind, path, self.path)
+                        continue
+                    try:
+                        found[path] = marshal.loads(body)
+                    except (EOFError, ValueError, TypeError, MemoryError, RecursionError):
+                        log.warning("Stored %s of %r in %s do not load; not used", kind, path, self.path)
+        except sqlite3.Error as exc:
+            log.warning("Could not read the stored %s from %s (%s); computing them", kind, self.path, exc)
+        return found
+
     def delete(self, paths: Iterable[str]) -> None:
         """Forget files that are gone."""
         gone = [(p,) for p in paths]
         if gone:
             self._write("DELETE FROM files WHERE path = ?", gone)
+            self._write("DELETE FROM judgment WHERE path = ?", gone)
 
     def _write(self, sql: str, rows: Iterable[tuple[Any, ...]]) -> None:
         try:
@@ -397,6 +450,11 @@ class IndexStore:
         ):
             raise _Broken(f"malformed record for {path!r}")
         return record
+
+
+def _empty(conn: sqlite3.Connection) -> None:
+    for table in ("files", "graph", "judgment"):
+        conn.execute(f"DELETE FROM {table}")
 
 
 class Pending:
