@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import pandas as pd
 from IPython.core.error import UsageError
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
@@ -15,7 +16,7 @@ from aries_kernel.agent.loop import RunInProgressError
 
 from .aries import HelpText, status_section, subcommand
 
-__all__ = ["checkpoints_command", "panel_rewinder", "rewind_command", "rewind_text"]
+__all__ = ["CheckpointTable", "checkpoints_command", "panel_rewinder", "rewind_command", "rewind_text"]
 
 
 @magic_arguments()
@@ -62,6 +63,22 @@ def panel_rewinder(context: Any) -> Callable[[int, bool, bool], str]:
     return lambda turn, force, keep: rewind_text(context, turn, force=force, keep=keep)
 
 
+class CheckpointTable(pd.DataFrame):
+    """The checkpoints, shown without pandas' row index beside the checkpoint number (their key) and with a
+    rewind's missing turn left blank; a DataFrame still (``cps["checkpoint"]``)."""
+
+    def _shown(self) -> pd.DataFrame:
+        # pandas prints a nullable integer's missing value as <NA> whatever na_rep or a formatter says.
+        turns = [str(turn) if not pd.isna(turn) else "" for turn in self["turn"]]
+        return pd.DataFrame(self).assign(turn=turns)
+
+    def __repr__(self) -> str:
+        return str(self._shown().to_string(index=False))
+
+    def _repr_html_(self) -> str:
+        return str(self._shown().to_html(index=False))
+
+
 @subcommand("checkpoints", "the agent's checkpoints: turn, time, prompt, files and names changed, size")
 def checkpoints_command(magics: Any, args: str, cell: str | None) -> Any:
     """One row per checkpoint kept, oldest first; stored files set aside since the last listing are named
@@ -69,7 +86,7 @@ def checkpoints_command(magics: Any, args: str, cell: str | None) -> Any:
     if args.strip():
         raise UsageError("Usage: %aries checkpoints")
     checkpoints = agent_for(magics.context).checkpoints
-    frame = checkpoints.frame()
+    frame = CheckpointTable(checkpoints.frame())
     for notice in checkpoints.new_notices():
         print(notice)
     return frame

@@ -305,6 +305,9 @@ def assert_ticks_kept(messages: list[Message]) -> None:
     assert "Repl interrupted" in page and "interrupted · 1 turn(s)" in page, page
     assert TICKS in page and "the code ran partly" in page, page
     assert "| tick 4" in text, text
+    # What the step changed (the file it wrote) is a checkpoint the run's record offers to rewind.
+    assert "checkpoint 1: turn 1 changed 1 file(s)" in page and buttons(messages, "Rewind turn 1"), page
+    assert "Interrupted; the transcript so far is kept." in page, "the loop's own ending, whole"
 
 
 def test_an_interrupt_mid_tool_leaves_the_card_saying_interrupted_with_what_it_printed(

@@ -7,6 +7,8 @@ scripted ``%aries`` sessions in a real Aries kernel against the loopback model s
 from __future__ import annotations
 
 import os
+import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -427,3 +429,57 @@ def press(kc: Any, comm_id: str) -> list[dict[str, Any]]:
         seen.append(reply)
         if reply["msg_type"] == "status" and reply["content"]["execution_state"] == "idle":
             return seen
+
+
+@pytest.mark.kernel
+def test_the_checkpoints_table_has_integer_turns_no_stray_index_and_a_row_for_an_interrupted_run(
+    tmp_path: Path, server: ScriptedModelServer
+) -> None:
+    root = tmp_path / "repo"
+    make_repo(root)
+    km, kc = start_kernel(root, env=server.kernel_env())
+    try:
+        server.script(
+            Reply(
+                tool_calls=[("Edit", {"file_path": "pkg/core.py", "old_string": "42", "new_string": "43"})]
+            ),
+            Reply(text="Edited."),
+        )
+        assert run_cell(kc, "%aries --yes edit core", timeout=180).error is None
+        assert "Rewound to before turn 1" in (run_cell(kc, "%aries rewind 1").result or "")
+        # A Bash run that changes a file, interrupted while it waits: its change is a checkpoint all the same.
+        command = "echo changed > data/notes.txt && touch data/marker && sleep 600"
+        server.script(Reply(tool_calls=[("Bash", {"command": command})]))
+        msg_id = kc.execute("%aries --yes change the notes")
+        deadline = time.monotonic() + 120  # a command that never runs fails here
+        while not (root / "data" / "marker").exists():
+            assert time.monotonic() < deadline, "the Bash command did not run"
+            time.sleep(0.05)
+        km.interrupt_kernel()
+        said = ""
+        while True:
+            message = kc.get_iopub_msg(timeout=60)  # a hang fails here
+            if message["parent_header"].get("msg_id") != msg_id:
+                continue
+            said += message["content"].get("text", "") if message["msg_type"] == "stream" else ""
+            if message["msg_type"] == "status" and message["content"]["execution_state"] == "idle":
+                break
+        assert "[interrupted · 1 turn(s)" in said, said
+        announced = re.search(
+            r"\[checkpoint 3: turn (\d+) changed 2 file\(s\); %aries rewind \1 goes back", said
+        )
+        assert announced, said
+        turn = announced.group(1)
+
+        listed = run_cell(kc, "%aries checkpoints")
+        (result,) = [m["content"]["data"] for m in listed.messages if m["msg_type"] == "execute_result"]
+        text, page = result["text/plain"], result["text/html"]
+        header, *rows = text.splitlines()
+        assert header.split()[:2] == ["checkpoint", "turn"], text  # no index column before the number
+        assert [row.split()[0] for row in rows] == ["1", "2", "3"], text
+        assert "NaN" not in text + page and "1.0" not in text + page and "<NA>" not in text + page
+        assert "<th" not in page.split("<tbody>", 1)[1], "no index cells in the HTML table"
+        cps = run_cell(kc, "cps = %aries checkpoints\nprint(cps['turn'].tolist(), cps['kind'].tolist())")
+        assert cps.stdout.split("\n")[-2] == f"[1, <NA>, {turn}] ['turn', 'rewind', 'turn']", cps.stdout
+    finally:
+        stop_kernel(km, kc)

@@ -298,6 +298,7 @@ class AgentPanel(w.VBox):
         self.transcript = w.VBox([])
         self.footer = w.HTML("")
         self.stop_requested = False
+        self._stop_signalled = False  # a Stop reached a running tool as an interrupt
         self._running: set[str] = set()  # ids of tool calls started and not finished
         self._answering = False  # the main thread waits for a click on an approval
         self._items: list[str | _Card | tuple[str, str]] = []  # text, cards and notes, in order
@@ -581,7 +582,9 @@ class AgentPanel(w.VBox):
         self._decided(event)
 
     def _request_stop(self) -> None:
-        self.stop_requested = True
+        # A Stop that already interrupted a running tool ends the run through the loop's own interrupt
+        # handling; the flag would cut its closing events (the step's output, its checkpoint) short.
+        self.stop_requested = not self._stop_signalled
         self.stop_button.disabled = True
         self.status.value = "stopping…"
 
@@ -592,6 +595,7 @@ class AgentPanel(w.VBox):
         if self._running and not self._answering and self._finished is None:
             # Not ``stop_requested``: the loop's own interrupt handling ends the run and says how, as it does
             # after a kernel interrupt; the flag would cut its closing events short.
+            self._stop_signalled = True
             signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
 
     def poll(self) -> None:

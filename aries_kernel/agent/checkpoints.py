@@ -334,8 +334,8 @@ class Checkpoints:
         return list(self._records)
 
     def frame(self) -> Any:
-        """The checkpoints as a DataFrame: checkpoint, turn, time, prompt, files changed, names changed, size,
-        kind, state."""
+        """The checkpoints as a DataFrame: checkpoint, turn (an integer; missing for a rewind), time, prompt,
+        files changed, names changed, size, kind, state."""
         import pandas as pd
 
         rows = [
@@ -354,7 +354,9 @@ class Checkpoints:
             for cp in self.records()
         ]
         columns = ["checkpoint", "turn", "time", "prompt", "files changed", "names changed", "size", "kind"]
-        return pd.DataFrame(rows, columns=[*columns, "state", "session"])
+        frame = pd.DataFrame(rows, columns=[*columns, "state", "session"])
+        frame["turn"] = frame["turn"].astype("Int64")  # not float: a rewind's missing turn made 1.0 and NaN
+        return frame
 
     def store_bytes(self) -> int:
         """Bytes of blobs kept under ``.aries/checkpoints/``."""

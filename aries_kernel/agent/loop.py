@@ -497,10 +497,7 @@ class Agent:
                         yield event
                 if results:  # the blocks' outputs go back as text: the wire has no tool call to answer
                     session.add_message(code_actions.results_message(results))
-                checkpoint = self.checkpoints.end_turn()
-                if checkpoint is not None:
-                    changed_names = checkpoint.names + checkpoint.inplace
-                    yield Checkpointed(checkpoint.number, list(checkpoint.files), changed_names, turn=turn)
+                yield from self._end_checkpoint()
                 if any(call.name in _OPAQUE_TOOLS for call in calls) or self.env.changed or self._unindexed:
                     yield from self._reindex_changes(turn)
                 for hook in self.hooks:
@@ -547,9 +544,17 @@ class Agent:
         self.ending = self._finished(reason, turns, detail, session.turns)
         if cut is not None:
             yield cut
+        yield from self._end_checkpoint()  # a turn cut short by an interrupt can be rewound too
         if detail:
             yield Notice(detail, turn=session.turns)
         yield self.ending
+
+    def _end_checkpoint(self) -> Iterator[Event]:
+        """Close the turn's checkpoint and say so, when it recorded a change."""
+        checkpoint = self.checkpoints.end_turn()
+        if checkpoint is not None and checkpoint.turn is not None:
+            changed_names = checkpoint.names + checkpoint.inplace
+            yield Checkpointed(checkpoint.number, list(checkpoint.files), changed_names, turn=checkpoint.turn)
 
     def _finished(self, reason: str, turns: int, detail: str, turn: int) -> RunFinished:
         """The run's closing event: how it ended and what it used, its sub-calls included."""
