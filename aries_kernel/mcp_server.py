@@ -159,9 +159,12 @@ def build_server(body: ReplBody, *, name: str = "aries") -> MCPServer:
     def hits(limit: Limit = 20, roles: Roles = "source") -> CallToolResult:
         return _run(body, lambda: cb.hits(limit, roles=roles), "The graph has no files.")
 
-    @tool("Module boundaries from the dependency structure: one row per file with its community and label.")
-    def communities() -> CallToolResult:
-        return _run(body, cb.communities, "The graph has no communities.")
+    @tool(
+        "Module boundaries from the dependency structure: one row per file with its role, community and label "
+        "(source files by default; their communities come first)."
+    )
+    def communities(roles: Roles = "source") -> CallToolResult:
+        return _run(body, lambda: cb.communities(roles=roles), "The graph has no communities.")
 
     @tool(
         "Where a function, class or variable is defined (Class.method allowed): name, kind, file, line, ..."

@@ -177,10 +177,11 @@ def test_notebooks_have_their_role_and_leave_the_default_rankings_alone(
     assert codebase.hits()["file"].tolist() == plain.hits()["file"].tolist()
     assert set(codebase.top_files(roles="notebook")["file"]) == set(NOTEBOOKS)
     assert codebase.search("score")["file"].tolist() == plain.search("score")["file"].tolist()
+    assert codebase.communities().equals(plain.communities()), "the default lists source files only"
     columns = ["file", "community", "label", "pagerank"]  # size counts the notebooks that join
-    communities = codebase.communities()
+    communities = codebase.communities(roles="all")
     assert communities[~communities["file"].isin(NOTEBOOKS)][columns].values.tolist() == (
-        plain.communities()[columns].values.tolist()
+        plain.communities(roles="all")[columns].values.tolist()
     )
     community = dict(zip(communities["file"], communities["community"], strict=True))
     for rel in NOTEBOOKS:  # each joins the community of a file it imports

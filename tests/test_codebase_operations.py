@@ -77,8 +77,8 @@ def test_fixed_round_hits() -> None:
 
 
 def test_communities_are_connected_and_labelled(codebase: Codebase) -> None:
-    frame = codebase.communities()
-    assert columns(frame) == ["file", "community", "label", "size", "pagerank"]
+    frame = codebase.communities(roles="all")
+    assert columns(frame) == ["file", "role", "community", "label", "size", "pagerank"]
     assert set(frame["file"]) == set(codebase.list_files()["file"])
     edges = codebase.edges()
     # the Python package and the JS tree share no edge, so no community mixes them
@@ -223,3 +223,50 @@ def test_typescript_symbols(tmp_path: Path) -> None:
     assert signatures["helper"] == "function helper(value: string): string"
     assert signatures["shout"] == "export const shout = (value: string): string => value.toUpperCase();"
     assert signatures["Props"] == "interface Props"
+
+
+def test_communities_list_source_first_and_apart_from_tests_and_fixtures(tmp_path: Path) -> None:
+    # A product package, its tests (which import it and are named in sentences) and a fixture project.
+    root = tmp_path / "repo"
+    files = {
+        "vault/__init__.py": "",
+        "vault/store.py": "def store_note(note):\n    return note\n\ndef load_note(name):\n    return name\n",
+        "vault/search.py": "from vault.store import load_note\n\ndef search_notes(q):\n    return load_note(q)\n",
+        "vault/rank.py": "from vault.search import search_notes\n\ndef rank_notes(q):\n    return search_notes(q)\n",
+        "tests/test_vault.py": (
+            "from vault.store import store_note\nfrom vault.search import search_notes\n"
+            "from vault.rank import rank_notes\n\n"
+            "def test_notes_are_read_back():\n    assert store_note(1)\n\n"
+            "def test_all_notes_are_found():\n    assert search_notes(1) and rank_notes(1)\n"
+        ),
+        "tests/test_more.py": "from tests.test_vault import test_notes_are_read_back\n",
+    }
+    for i in range(4):  # a project of its own under the tests' fixtures
+        nxt = (i + 1) % 4
+        files[f"tests/fixtures/shop/m{i}.py"] = (
+            f"from m{nxt} import order_{nxt}\n\ndef order_{i}():\n    pass\n"
+        )
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    codebase = Codebase(root)
+    codebase.wait_ready()
+
+    default = codebase.communities()
+    assert set(default["role"]) == {"source"}, "the default lists the source files, as the rankings do"
+    assert set(default["file"]) == {f for f in files if f.startswith("vault/")}
+    everything = codebase.communities(roles="all")
+    assert set(everything["file"]) == set(files)
+    assert everything["community"].is_monotonic_increasing
+    source = everything[everything["role"] == "source"]
+    assert everything["role"].iloc[: len(source)].eq("source").all(), "source communities come first"
+    # No community mixes the source with tests or fixtures, and the fixture project is one of the others.
+    for _, group in everything.groupby("community"):
+        assert group["role"].eq("source").all() or not group["role"].eq("source").any(), group
+    fixtures = everything[everything["role"] == "fixture"]
+    assert fixtures["community"].nunique() == 1 and fixtures["community"].min() > source["community"].max()
+    # Labels come from folders and identifiers, without filler words.
+    for label in everything["label"]:
+        words = set(label.replace(",", " ").replace(":", " ").split())
+        assert not words & {"are", "all", "read", "test"}, label
+    assert default["label"].iloc[0].startswith("vault: ")

@@ -18,7 +18,16 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from aries_kernel.widgets.graph_layout import GraphLayout, Label, Mark, place_labels, short_label
+from aries_kernel.widgets.graph_layout import (
+    REST_LABEL,
+    SPLIT_ABOVE,
+    GraphLayout,
+    Label,
+    Mark,
+    distinct_names,
+    place_labels,
+    short_label,
+)
 from aries_kernel.widgets.graph_svg import graph_svg
 
 from aries_kernel.codebase import Codebase
@@ -189,6 +198,103 @@ def test_short_labels_keep_whole_names() -> None:
     )
     assert short_label("src/a + src/b: user, app") == "a + b: user, app"
     assert short_label("lib/one: alpha, beta, gamma, delta", limit=20) == "one: alpha, beta"
+
+
+def shop_layout() -> GraphLayout:
+    """A 96-file community in three folders (each with its ``__init__.py``), a small one, and tests and fixtures
+    that import them; as ``codebase.communities(roles="all")`` and ``codebase.edges()`` give them."""
+    rows, edges = [], []
+    for number, folder in enumerate(("billing", "web", "reports")):
+        files = [f"shop/{folder}/__init__.py"] + [f"shop/{folder}/m{i:02d}.py" for i in range(31)]
+        rows += [
+            (f, "source", 0, "shop: order, price", 0.003 - 0.001 * number + 1e-6 * i)
+            for i, f in enumerate(files)
+        ]
+        edges += [(a, b, "import", 1.0, False) for a, b in zip(files, files[1:], strict=False)]
+        edges.append((files[0], "shop/billing/__init__.py", "import", 1.0, False))
+    small = [f"cli/c{i}.py" for i in range(5)]
+    rows += [(f, "source", 1, "cli: command", 0.001) for f in small]
+    edges += [(a, b, "import", 1.0, False) for a, b in zip(small, small[1:], strict=False)]
+    others = [(f"tests/test_{i}.py", "test", 2) for i in range(6)] + [
+        (f"tests/fixtures/app/a{i}.py", "fixture", 3) for i in range(4)
+    ]
+    rows += [(f, role, c, "tests: order", 0.0005) for f, role, c in others]
+    edges += [(f, "shop/billing/m00.py", "import", 1.0, False) for f, _, _ in others]
+    members = pd.DataFrame(rows, columns=["file", "role", "community", "label", "pagerank"])
+    return GraphLayout(
+        members, pd.DataFrame(edges, columns=["source", "target", "kind", "weight", "type_only"])
+    )
+
+
+def test_tests_and_fixtures_are_one_group_apart_from_the_source() -> None:
+    layout = shop_layout()
+    groups = layout.group_frame()
+    assert list(groups["key"]) == ["c0", "c1", "rest"], "the source communities, then the rest"
+    rest = layout.group("rest")
+    assert rest.label.startswith(REST_LABEL) and rest.kind == "rest"
+    assert sorted(rest.files) == sorted(f for f in layout.group_of if f.startswith("tests/"))
+    assert not any(f.startswith("tests/") for g in layout.groups if g.key != "rest" for f in g.files)
+    assert ("c0", "rest") in {(r.source, r.target) for r in layout.group_edges().itertuples()}
+    everything = GraphLayout(layout.members, layout.edges, roles="all")
+    assert "rest" not in set(everything.group_frame()["key"]), "all roles shown: no group is folded"
+
+
+def test_a_large_community_opens_into_its_folders_then_its_files() -> None:
+    layout = shop_layout()
+    shop = layout.group("c0")
+    assert len(shop.files) > SPLIT_ABOVE
+    view = layout.view(["c0"])
+    parts = [g for g in view["groups"] if g["parent"] == "c0"]
+    assert [p["short"] for p in parts] == ["billing/", "web/", "reports/"], "by PageRank, named by folder"
+    assert all(p["kind"] == "part" and p["files"] == 32 for p in parts)
+    assert view["nodes"] == [], "folders first, not 96 dots"
+    for part in parts:  # inside the community's disc, apart from each other
+        assert math.hypot(part["x"] - shop.x, part["y"] - shop.y) + part["r"] <= shop.r + 0.02  # rounded
+    for a, b in combinations(parts, 2):
+        assert math.hypot(a["x"] - b["x"], a["y"] - b["y"]) >= a["r"] + b["r"] - 0.02
+    web = next(p["key"] for p in parts if p["short"] == "web/")
+    # Edges end at what is drawn: the parts, and the other groups.
+    ends = {end for edge in view["edges"] for end in edge[:2]}
+    assert {p["key"] for p in parts} <= ends and "c0" not in ends
+    opened = layout.view(["c0", web])
+    dots = {n["id"]: n for n in opened["nodes"]}
+    assert set(dots) == set(layout.group(web).files)
+    assert dots["shop/web/__init__.py"]["short"] == "web/__init__.py", "a bare __init__.py says nothing"
+    assert dots["shop/web/m03.py"]["short"] == "m03.py"
+    labels = layout.labels(["c0", web])
+    assert boxes_overlap(labels) == []
+    assert {label.text for label in labels if label.key in dots} <= {n["short"] for n in dots.values()}
+    # Files of a large community in one folder are shown as files: there is nothing to split by.
+    flat = shop_layout()
+    flat.group("c0").files = [
+        f.replace("/web/", "/billing/").replace("/reports/", "/billing/") for f in shop.files
+    ]
+    assert flat.parts_of("c0") == []
+
+
+def test_names_carry_enough_of_the_path_to_tell_files_apart() -> None:
+    names = distinct_names(
+        [
+            "shop/billing/__init__.py",
+            "shop/web/__init__.py",
+            "a/common.py",
+            "b/common.py",
+            "x/y/run.py",
+            "z/run.py",
+        ]
+    )
+    assert names == {
+        "shop/billing/__init__.py": "billing/__init__.py",
+        "shop/web/__init__.py": "web/__init__.py",
+        "a/common.py": "a/common.py",
+        "b/common.py": "b/common.py",
+        "x/y/run.py": "y/run.py",
+        "z/run.py": "z/run.py",
+    }
+    assert distinct_names(["pkg/only.py", "pkg/__init__.py"]) == {
+        "pkg/only.py": "only.py",
+        "pkg/__init__.py": "pkg/__init__.py",
+    }
 
 
 def test_static_svg_draws_every_disc_edge_and_label(layout: GraphLayout) -> None:
@@ -375,6 +481,53 @@ def test_the_script_draws_names_on_hover_and_asks_to_expand_on_click(
     ]
     empty = next(
         (x, y) for x, y in rim if all(math.hypot(x - f.x, y - f.y) > f.r + 8 for f in files.itertuples())
+    )
+    page.mouse.click(*to_screen(page, *empty))
+    assert page.evaluate("window.saved")[-1]["expanded"] == []
+
+
+def test_the_script_opens_folders_inside_a_community_and_closes_the_hover_box_on_click(
+    page: Any, tmp_path: Path
+) -> None:
+    layout = shop_layout()
+    html = tmp_path / "shop.html"
+    html.write_text(graph_page(layout, []), encoding="utf-8")
+    page.goto(html.as_uri())
+    page.wait_for_function("window.ready === true")
+    shop = layout.group("c0")
+    tip = page.locator(".aries-graph-tip")
+    page.mouse.move(*to_screen(page, shop.x, shop.y))
+    assert tip.is_visible() and shop.label in tip.inner_text()
+    page.mouse.click(*to_screen(page, shop.x, shop.y))
+    assert not tip.is_visible(), "the hover box closes on a click"
+    assert page.evaluate("window.saved")[-1]["expanded"] == ["c0"]
+
+    # The kernel answers with the community's folders, drawn inside it; a click on one opens it, not the rest.
+    page.evaluate("traits => window.kernelSets(traits)", {**layout.view(["c0"]), "expanded": ["c0"]})
+    web = next(p for p in layout.parts_of("c0") if p.short == "web/")
+    page.mouse.move(*to_screen(page, web.x, web.y))
+    assert "web/" in tip.inner_text() and "folder" in tip.inner_text()
+    summary = f"{len(layout.group_of)} files · {len(layout.groups)} groups · 0 shown"
+    assert summary in page.inner_text(".aries-graph"), "a part's files are counted once, with its group's"
+    page.screenshot(path=str(tmp_path / "folders.png"))
+    page.mouse.click(*to_screen(page, web.x, web.y))
+    assert not tip.is_visible()
+    assert page.evaluate("window.saved")[-1]["expanded"] == ["c0", web.key]
+    page.evaluate(
+        "traits => window.kernelSets(traits)", {**layout.view(["c0", web.key]), "expanded": ["c0", web.key]}
+    )
+    named = {d["text"] for d in json.loads(page.eval_on_selector("canvas", "c => c.dataset.labels"))}
+    assert "web/__init__.py" in named and "__init__.py" not in named, "zoomed in, files are told apart"
+    page.screenshot(path=str(tmp_path / "files.png"))
+
+    # A click on the community outside its folders folds it, and what was opened inside it.
+    page.click("text=Fit")
+    rim = [
+        (shop.x + 0.97 * shop.r * math.cos(a / 10), shop.y + 0.97 * shop.r * math.sin(a / 10))
+        for a in range(63)
+    ]
+    empty = next(
+        (x, y) for x, y in rim if all(math.hypot(x - p.x, y - p.y) > p.r + 4 for p in layout.parts_of("c0"))
     )
     page.mouse.click(*to_screen(page, *empty))
     assert page.evaluate("window.saved")[-1]["expanded"] == []

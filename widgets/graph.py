@@ -9,6 +9,7 @@ pip package, so no JupyterLab extension has to be installed. The mime bundle als
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,9 @@ def community_graph_svg(codebase: Any, max_groups: int = 40, width: int = 960, h
 class CommunityGraph(anywidget.AnyWidget):
     """Communities of ``codebase`` as coloured discs sized by PageRank; click one to see its files.
 
-    Repositories of at most ``expand_below`` files start with every group expanded.
+    Repositories of at most ``expand_below`` files start with every group expanded. ``roles`` are the roles
+    whose files form the communities (source by default, as the rankings); the others are one "tests and
+    fixtures" group.
     """
 
     # The script's text rather than its path: anywidget would watch a path with a background thread.
@@ -53,17 +56,19 @@ class CommunityGraph(anywidget.AnyWidget):
         width: int = 960,
         height: int = 640,
         expand_below: int = 40,
+        roles: str | Iterable[str] = "source",
     ) -> None:
         super().__init__(width=width, height=height)
         self.codebase = codebase
         self.max_groups = max_groups
+        self.roles = roles
         self.expand_below = expand_below
         self.refresh()
 
     def refresh(self) -> None:
         """Lay the graph out again from the codebase's current index (after a reindex), all groups collapsed."""
         self.graph_layout = GraphLayout.from_codebase(
-            self.codebase, max_groups=self.max_groups, width=self.width, height=self.height
+            self.codebase, roles=self.roles, max_groups=self.max_groups, width=self.width, height=self.height
         )
         files = sum(len(g.files) for g in self.graph_layout.groups)
         expanded = [g.key for g in self.graph_layout.groups] if files <= self.expand_below else []
@@ -82,7 +87,10 @@ class CommunityGraph(anywidget.AnyWidget):
     def collapse(self, community: int | str | None = None) -> None:
         """Draw a community (by id or group key) as one disc again; every community when none is given."""
         key = None if community is None else self.graph_layout.key_of(community)
-        self.expanded = [] if key is None else [k for k in self.expanded if k != key]
+        # A part's key starts with its group's: folding a group folds what was opened inside it.
+        self.expanded = (
+            [] if key is None else [k for k in self.expanded if k != key and not k.startswith(key + "/")]
+        )
 
     def svg(self) -> str:
         """The graph as it is now, as a static SVG."""

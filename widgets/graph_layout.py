@@ -1,10 +1,14 @@
 """Layout of the community graph, computed in Python for the widget and the static SVG alike.
 
-Files are aggregated into groups: each community of two or more files is a group (the ``max_groups`` with the
-most PageRank), and every other file joins a group of its folder. A group is a disc whose radius grows with its
-PageRank; the discs are placed by igraph's Fruchterman-Reingold layout of the group graph and then pushed apart
-until none overlap. A group expanded into its files gets a local layout of its own subgraph inside its disc.
-Labels are placed greedily by descending PageRank and skipped where their box would cover a placed one.
+Files are aggregated into groups: each community of two or more files of the shown roles (source by default,
+as the rankings) is a group (the ``max_groups`` with the most PageRank), every other such file joins a group of
+its folder, and the files of the other roles (tests, fixtures, examples) are folded into one "tests and
+fixtures" group. A group is a disc whose radius grows with its PageRank; the discs are placed by igraph's
+Fruchterman-Reingold layout of the group graph and then pushed apart until none overlap. A group expanded into
+its files gets a local layout of its own subgraph inside its disc; one of more than :data:`SPLIT_ABOVE` files
+opens into its folders first (``part`` groups, each expandable in turn), and a file is named by as much of its
+path as tells it from the others shown with it (``billing/__init__.py``, not ``__init__.py``). Labels are
+placed greedily by descending PageRank and skipped where their box would cover a placed one.
 
 Coordinates are pixels of the view at its first zoom (``width`` x ``height``), so the label boxes estimated here
 are the boxes drawn.
@@ -16,6 +20,7 @@ import colorsys
 import math
 import posixpath
 import random
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -25,11 +30,14 @@ import pandas as pd
 
 __all__ = [
     "FONT_PX",
+    "REST_LABEL",
+    "SPLIT_ABOVE",
     "Group",
     "GraphLayout",
     "Label",
     "Mark",
     "colour",
+    "distinct_names",
     "place_labels",
     "shade",
     "short_label",
@@ -49,6 +57,15 @@ _PAD = 0.5  # gap kept between two discs, as a share of the mean radius: room fo
 _MARGIN = 36.0  # room at the view's edges for the labels of the outer discs
 _FILL = 0.45  # share of a disc's area its files' dots may cover, so they have room to separate
 _SHORT_LABEL = 36  # characters drawn on the canvas; the full label is on hover
+SPLIT_ABOVE = (
+    60  # an expanded group of more files shows its folders first: hundreds of dots read as a hairball
+)
+REST_LABEL = "tests and fixtures"  # the one group of the files whose roles are not shown
+# File names that say little alone: a file so named is always shown with its folder.
+_GENERIC_NAMES = frozenset(
+    {"__init__.py", "__main__.py", "index.js", "index.ts", "index.tsx", "index.d.ts", "mod.rs", "lib.rs",
+     "main.rs", "main.go", "package-info.java", "conftest.py", "setup.py", "utils.py", "common.py", "types.ts"}
+)  # fmt: skip
 
 
 @dataclass
@@ -58,13 +75,15 @@ class Group:
     key: str
     label: str
     short: str
-    kind: str  # "community" or "folder"
+    kind: str  # "community", "folder" (loose files), "rest" (the other roles) or "part" (a folder of a group)
     files: list[str]
     pagerank: float
     colour: str
     x: float = 0.0
     y: float = 0.0
     r: float = 0.0
+    parent: str = ""  # the group a part belongs to
+    folder: str = ""  # a part's folder: the prefix its files share
 
 
 @dataclass(frozen=True)
@@ -120,6 +139,28 @@ def short_label(label: str, limit: int = _SHORT_LABEL) -> str:
             break
         text = longer
     return text
+
+
+def distinct_names(files: Iterable[str]) -> dict[str, str]:
+    """Each file's shortest trailing part of its path that no other of ``files`` ends with, at least its name and
+    its folder for names that say little alone (``__init__.py``, ``index.ts``).
+
+    ``shop/billing/__init__.py`` and ``shop/web/__init__.py`` become ``billing/__init__.py`` and
+    ``web/__init__.py``.
+    """
+    paths = {f: f.split("/") for f in files}
+    depth = {f: 2 if parts[-1] in _GENERIC_NAMES else 1 for f, parts in paths.items()}
+    while True:
+        seen = Counter("/".join(parts[-depth[f] :]) for f, parts in paths.items())
+        clash = [
+            f
+            for f, parts in paths.items()
+            if seen["/".join(parts[-depth[f] :])] > 1 and depth[f] < len(parts)
+        ]
+        if not clash:
+            return {f: "/".join(parts[-depth[f] :]) for f, parts in paths.items()}
+        for f in clash:
+            depth[f] += 1
 
 
 def label_box(text: str, font_px: float = FONT_PX) -> tuple[float, float]:
@@ -258,13 +299,18 @@ def _contain(pos: np.ndarray, radii: np.ndarray, container: float) -> np.ndarray
 
 @dataclass
 class GraphLayout:
-    """Groups, their discs and the file graph between them; ``view()`` gives what the widget draws."""
+    """Groups, their discs and the file graph between them; ``view()`` gives what the widget draws.
+
+    ``roles`` are the roles whose files form the communities (``"source"``, ``"all"``, a role or a list, as
+    ``codebase.communities``); files of other roles, when ``members`` has a ``role`` column, are one group.
+    """
 
     members: pd.DataFrame
     edges: pd.DataFrame
     max_groups: int = 40
     width: int = 960
     height: int = 640
+    roles: str | Iterable[str] = "source"
     groups: list[Group] = field(init=False)
     group_of: dict[str, str] = field(init=False)
 
@@ -277,11 +323,15 @@ class GraphLayout:
         self._by_key = {g.key: g for g in self.groups}
         self._place_groups()
         self._files_cache: dict[str, pd.DataFrame] = {}
+        self._parts: dict[str, list[Group]] = {}
 
     @classmethod
-    def from_codebase(cls, codebase: Any, **options: Any) -> GraphLayout:
-        """The layout of ``codebase``'s ``communities()`` and ``edges()``."""
-        return cls(codebase.communities(), codebase.edges(), **options)
+    def from_codebase(
+        cls, codebase: Any, roles: str | Iterable[str] = "source", **options: Any
+    ) -> GraphLayout:
+        """The layout of ``codebase``'s ``communities()`` (of every file: those of other roles are folded into
+        one group) and ``edges()``."""
+        return cls(codebase.communities(roles="all"), codebase.edges(), roles=roles, **options)
 
     # building
 
@@ -297,7 +347,13 @@ class GraphLayout:
         return out
 
     def _make_groups(self) -> list[Group]:
+        from aries_kernel.codebase.roles import select_roles
+
         frame = self.members.sort_values(["pagerank", "file"], ascending=[False, True])
+        rest = frame.iloc[0:0]
+        if "role" in frame.columns:
+            shown = frame["role"].isin(select_roles(self.roles))
+            frame, rest = frame[shown], frame[~shown]
         by_community = {int(c): part for c, part in frame.groupby("community", sort=False) if len(part) >= 2}
         ranked = sorted(by_community, key=lambda c: (-by_community[c]["pagerank"].sum(), c))
         kept = ranked[: self.max_groups]
@@ -321,6 +377,22 @@ class GraphLayout:
         # Loose files are the least of the picture: a few grey discs at most, however many folders hold them.
         room = max(min(self.max_groups - len(kept), self.max_groups // 4), 1)
         groups.extend(self._folder_groups(list(loose["file"]), room=room))
+        if len(rest):
+            counts = rest["role"].value_counts()
+            kinds = ", ".join(
+                f"{n} {role}" for role, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+            )
+            groups.append(
+                Group(
+                    key="rest",
+                    label=f"{REST_LABEL}: {len(rest)} files ({kinds})",
+                    short=REST_LABEL,
+                    kind="rest",
+                    files=list(rest["file"]),
+                    pagerank=float(rest["pagerank"].sum()),
+                    colour=LOOSE_COLOUR,
+                )
+            )
         return groups
 
     def _folder_groups(self, files: list[str], room: int) -> list[Group]:
@@ -390,7 +462,8 @@ class GraphLayout:
     # queries
 
     def key_of(self, community: int | str) -> str:
-        """The group key of a community id (the group that holds it) or of a key given as is."""
+        """The group key of a community id (the group that holds it) or of a key given as is (a part's too,
+        once its group has been opened)."""
         if isinstance(community, str):
             if community not in self._by_key:
                 raise KeyError(f"No group {community!r}; the groups are {list(self._by_key)}.")
@@ -401,7 +474,7 @@ class GraphLayout:
         return min(holders)
 
     def group(self, key: str) -> Group:
-        """The group with ``key``."""
+        """The group (or opened part) with ``key``."""
         return self._by_key[key]
 
     def group_frame(self) -> pd.DataFrame:
@@ -416,12 +489,31 @@ class GraphLayout:
 
     def group_edges(self) -> pd.DataFrame:
         """Edges between groups: source, target (group keys, in key order) and the summed weight of file edges."""
-        return pd.DataFrame(self._view_edges(set()), columns=["source", "target", "weight"])
+        return pd.DataFrame(self._view_edges(self.group_of), columns=["source", "target", "weight"])
+
+    def parts_of(self, key: str) -> list[Group]:
+        """What group ``key`` opens into before its files: its folders, as ``part`` groups laid out inside its
+        disc, when it has more than :data:`SPLIT_ABOVE` files in more than one folder; else none."""
+        if key not in self._parts:
+            self._parts[key] = self._split(self._by_key[key])
+            self._by_key.update((part.key, part) for part in self._parts[key])
+        return self._parts[key]
 
     def files_of(self, key: str) -> pd.DataFrame:
         """The files of group ``key`` laid out inside its disc: file, community, pagerank, x, y, r."""
         if key not in self._files_cache:
-            self._files_cache[key] = self._layout_files(self._by_key[key])
+            group = self._by_key[key]
+            pos, radii = self._pack(group, [[f] for f in group.files])
+            self._files_cache[key] = pd.DataFrame(
+                {
+                    "file": group.files,
+                    "community": [self._community[f] for f in group.files],
+                    "pagerank": [self._pagerank[f] for f in group.files],
+                    "x": pos[:, 0] + group.x,
+                    "y": pos[:, 1] + group.y,
+                    "r": radii,
+                }
+            )
         return self._files_cache[key]
 
     def expand(self, community: int | str) -> pd.DataFrame:
@@ -431,54 +523,123 @@ class GraphLayout:
             return frame
         return frame[frame["community"] == int(community)].reset_index(drop=True)
 
-    def _layout_files(self, group: Group) -> pd.DataFrame:
-        files = group.files
-        position = {f: i for i, f in enumerate(files)}
-        pairs, weights = [], []
+    def _split(self, group: Group) -> list[Group]:
+        """The folders of ``group``'s files below the folder they share, one level deeper until there are two."""
+        if len(group.files) <= SPLIT_ABOVE:
+            return []
+        base = group.folder
+        while True:
+            folders: dict[str, list[str]] = {}
+            for rel in group.files:
+                inner = rel[len(base) + 1 :] if base else rel
+                head = inner.split("/", 1)[0] if "/" in inner else ""
+                folders.setdefault(f"{base}/{head}" if base and head else head or base, []).append(rel)
+            if len(folders) > 1:
+                break
+            (only,) = folders
+            if only == base:  # every file sits in the one folder: nothing to split by
+                return []
+            base = only
+        ranked = sorted(folders.items(), key=lambda kv: (-sum(self._pagerank[f] for f in kv[1]), kv[0]))
+        parts = []
+        for folder, files in ranked:
+            here = folder == base  # the files directly in the shared folder
+            name = f"{posixpath.basename(folder) or folder or '(root)'} (files)" if here else folder + "/"
+            relative = name if here or not base else folder[len(base) + 1 :] + "/"
+            parts.append(
+                Group(
+                    key=f"{group.key}/{folder or '.'}{'/.' if here and folder else ''}",
+                    label=f"{name}: {len(files)} files of {group.label}",
+                    short=relative if len(relative) <= _SHORT_LABEL else "…" + relative[-_SHORT_LABEL + 1 :],
+                    kind="part",
+                    files=files,
+                    pagerank=float(sum(self._pagerank[f] for f in files)),
+                    colour=group.colour,
+                    parent=group.key,
+                    folder=folder,
+                )
+            )
+        pos, radii = self._pack(group, [p.files for p in parts], fill=0.6, largest=0.45)
+        for part, (x, y), r in zip(parts, pos, radii, strict=True):
+            part.x, part.y, part.r = float(x + group.x), float(y + group.y), float(r)
+        return parts
+
+    def _pack(
+        self, group: Group, items: list[list[str]], fill: float = _FILL, largest: float = 0.3
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Positions (relative to the disc's centre) and radii of ``items`` (each a list of files) laid out by
+        their edges inside ``group``'s disc, covering ``fill`` of it, none wider than ``largest`` of it."""
+        position = {f: i for i, files in enumerate(items) for f in files}
+        summed: dict[tuple[int, int], float] = {}
         for (a, b), weight in self._file_edges.items():
-            if a in position and b in position:
-                pairs.append((position[a], position[b]))
-                weights.append(math.log1p(weight))
-        ranks = np.array([self._pagerank[f] for f in files])
-        # Dot radii by PageRank, scaled so the dots cover a fixed share of the disc whatever their number.
+            i, j = position.get(a), position.get(b)
+            if i is not None and j is not None and i != j:
+                key = (min(i, j), max(i, j))
+                summed[key] = summed.get(key, 0.0) + weight
+        pairs = sorted(summed)
+        ranks = np.array([sum(self._pagerank[f] for f in files) for files in items])
+        # Radii by PageRank, scaled so the discs cover a fixed share of the disc whatever their number.
         relative = 0.5 + np.sqrt(ranks / (ranks.max() or 1.0))
-        radii = relative * group.r * math.sqrt(_FILL / float((relative**2).sum()))
-        radii = np.minimum(radii, group.r * 0.3)
-        pos = _seeded_layout(len(files), pairs, weights)
+        radii = relative * group.r * math.sqrt(fill / float((relative**2).sum()))
+        radii = np.minimum(radii, group.r * largest)
+        pos = _seeded_layout(len(items), pairs, [math.log1p(summed[p]) for p in pairs])
         pos = pos - pos.mean(axis=0)
         extent = np.hypot(pos[:, 0], pos[:, 1]).max()
         pos = pos * (0.7 * group.r / extent if extent > 0 else 0.0)
         # Each step costs n^2: few steps for many files keeps a click quick (the dots may then touch).
-        steps = 80 if len(files) <= 300 else 20
+        steps = 80 if len(items) <= 300 else 20
         pos = _relax(pos, radii, pad=radii.min() * 0.3, container=group.r, steps=steps)
-        pos = _contain(pos, radii, group.r)
-        return pd.DataFrame(
-            {
-                "file": files,
-                "community": [self._community[f] for f in files],
-                "pagerank": ranks,
-                "x": pos[:, 0] + group.x,
-                "y": pos[:, 1] + group.y,
-                "r": radii,
-            }
-        )
+        return _contain(pos, radii, group.r), radii
 
-    def _view_edges(self, expanded: set[str]) -> list[tuple[str, str, float]]:
-        """Edges between what is drawn: a file when its group is expanded, else its group."""
+    def _drawn(self, expanded: Iterable[str]) -> tuple[list[Group], list[tuple[Group, Any]], dict[str, str]]:
+        """What ``expanded`` shows: the groups and opened parts (each after the group it is in), the files
+        drawn as dots with their group, and what each file's edges end at (its dot, or the disc holding it)."""
+        wanted = set(expanded)
+        groups: list[Group] = []
+        dots: list[tuple[Group, Any]] = []
+        end_of: dict[str, str] = {}
+
+        def show(group: Group) -> None:
+            groups.append(group)
+            if group.key not in wanted:
+                end_of.update(dict.fromkeys(group.files, group.key))
+                return
+            parts = self.parts_of(group.key)
+            for part in parts:
+                show(part)
+            if not parts:
+                for row in self.files_of(group.key).itertuples(index=False):
+                    dots.append((group, row))
+                    end_of[row.file] = row.file
+
+        for group in self.groups:
+            show(group)
+        return groups, dots, end_of
+
+    def _view_edges(self, end_of: dict[str, str]) -> list[tuple[str, str, float]]:
+        """Edges between what is drawn, each file's end being ``end_of[file]`` (its dot or its disc)."""
         out: dict[tuple[str, str], float] = {}
         for (a, b), weight in self._file_edges.items():
-            ga, gb = self.group_of[a], self.group_of[b]
-            end_a = a if ga in expanded else ga
-            end_b = b if gb in expanded else gb
+            end_a, end_b = end_of[a], end_of[b]
             if end_a != end_b:
                 key = (end_a, end_b) if end_a < end_b else (end_b, end_a)
                 out[key] = out.get(key, 0.0) + weight
         return sorted(((a, b, w) for (a, b), w in out.items()), key=lambda e: (-e[2], e[0], e[1]))
 
+    def _dot_names(self, dots: list[tuple[Group, Any]]) -> dict[str, str]:
+        """The name drawn for each dot: as much of its path as tells it from the other dots of its group."""
+        by_group: dict[str, list[str]] = {}
+        for group, row in dots:
+            by_group.setdefault(group.key, []).append(row.file)
+        return {f: name for files in by_group.values() for f, name in distinct_names(files).items()}
+
     def view(self, expanded: Iterable[str] = ()) -> dict[str, list[Any]]:
-        """What the widget draws: ``groups``, the ``nodes`` (files) of expanded groups, and ``edges``."""
-        open_keys = {k for k in expanded if k in self._by_key}
-        groups = [
+        """What the widget draws: ``groups`` (opened parts included), the ``nodes`` (files) of expanded groups
+        that open into files, and ``edges``."""
+        wanted = list(expanded)
+        groups, dots, end_of = self._drawn(wanted)
+        names = self._dot_names(dots)
+        shown = [
             {
                 "key": g.key,
                 "label": g.label,
@@ -490,37 +651,35 @@ class GraphLayout:
                 "x": round(g.x, 2),
                 "y": round(g.y, 2),
                 "r": round(g.r, 2),
-                "expanded": g.key in open_keys,
+                "expanded": g.key in wanted,
+                "parent": g.parent,
             }
-            for g in self.groups
+            for g in groups
         ]
-        nodes = []
-        for g in self.groups:
-            if g.key in open_keys:
-                for row in self.files_of(g.key).itertuples(index=False):
-                    nodes.append(
-                        {
-                            "id": row.file,
-                            "group": g.key,
-                            "short": posixpath.basename(row.file),
-                            "pagerank": float(row.pagerank),
-                            "x": round(float(row.x), 2),
-                            "y": round(float(row.y), 2),
-                            "r": round(float(row.r), 3),
-                        }
-                    )
-        edges = [[a, b, round(w, 4)] for a, b, w in self._view_edges(open_keys)]
-        return {"groups": groups, "nodes": nodes, "edges": edges}
+        nodes = [
+            {
+                "id": row.file,
+                "group": g.key,
+                "short": names[row.file],
+                "pagerank": float(row.pagerank),
+                "x": round(float(row.x), 2),
+                "y": round(float(row.y), 2),
+                "r": round(float(row.r), 3),
+            }
+            for g, row in dots
+        ]
+        edges = [[a, b, round(w, 4)] for a, b, w in self._view_edges(end_of)]
+        return {"groups": shown, "nodes": nodes, "edges": edges}
 
     def labels(self, expanded: Iterable[str] = ()) -> list[Label]:
         """Labels placed for the first zoom: groups by PageRank, then the files of expanded groups."""
-        open_keys = {k for k in expanded if k in self._by_key}
-        by_rank = sorted(self.groups, key=lambda g: (-g.pagerank, g.key))
-        marks = [Mark(g.key, g.short, g.x, g.y, g.r, g.key, g.key not in open_keys) for g in by_rank]
+        wanted = list(expanded)
+        groups, dots, _ = self._drawn(wanted)
+        names = self._dot_names(dots)
+        by_rank = sorted(groups, key=lambda g: (-g.pagerank, g.key))
+        marks = [Mark(g.key, g.short, g.x, g.y, g.r, g.key, g.key not in wanted) for g in by_rank]
         files = [
-            (row.pagerank, Mark(row.file, posixpath.basename(row.file), row.x, row.y, row.r, key))
-            for key in sorted(open_keys)
-            for row in self.files_of(key).itertuples(index=False)
+            (row.pagerank, Mark(row.file, names[row.file], row.x, row.y, row.r, g.key)) for g, row in dots
         ]
         files.sort(key=lambda f: (-f[0], f[1].key))
         discs = [(g.key, g.x, g.y, g.r) for g in self.groups]

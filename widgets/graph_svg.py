@@ -46,7 +46,7 @@ def graph_svg(layout: GraphLayout, expanded: Iterable[str] = ()) -> str:
             f"stroke='#505050' stroke-opacity='{0.12 + 0.45 * strength:.2f}' stroke-width='{0.5 + 4 * strength:.1f}'/>"
         )
     for g in view["groups"]:
-        dash = " stroke-dasharray='4 3'" if g["kind"] == "folder" else ""
+        dash = " stroke-dasharray='4 3'" if g["kind"] in ("folder", "rest") else ""
         fill_opacity = 0.1 if g["expanded"] else 1
         stroke = g["colour"] if g["expanded"] else "#00000059"
         title = f"{g['label']} · {g['files']} files · PageRank {100 * g['pagerank'] / total:.1f}% of all"

@@ -28,7 +28,7 @@ codebase.detect_duplication, codebase.find_convention).
 - When you are done, answer in a few plain sentences: what you found or changed, and anything left open.
 
 The REPL body (preloaded in the Repl namespace; tabular results are pandas DataFrames):
-- codebase: search(query, limit, roles), top_files(limit, roles), hits(limit, roles), communities(), \
+- codebase: search(query, limit, roles), top_files(limit, roles), hits(limit, roles), communities(roles), \
 find_symbol(name), show_dependents(file, depth), show_dependencies(file, depth), edges(kind), \
 get_context(file, lines, window), cluster_by_file(matches), list_files(roles), stats(), reindex(paths); \
 the rankings list source files unless roles="all" (or test, example, fixture, generated)

@@ -74,7 +74,7 @@ class Codebase(QueryMixin, JudgmentMixin):
         self._configs: dict[str, str] = {}  # tsconfig/package.json path -> content hash
         self._tsconfigs: dict[str, ImportConfig] = {}
         self._graph = FileGraph(self.root.name)
-        self._rankings = Rankings(self._graph, self._names_of)
+        self._rankings = Rankings(self._graph, self._names_of, roles_of=self._roles)
         self._store: IndexStore | None = None
         self._store_problems: list[Problem] = []  # index.db refused or moved aside: shown in skipped()
         self._texts: dict[str, str] = {}
@@ -348,7 +348,7 @@ class Codebase(QueryMixin, JudgmentMixin):
         store = self._store
         self._stored_tables, self._stored_version, self._store_score = {}, graph.version, None
         if store is None or tag is None:
-            return Rankings(graph, self._names_of)
+            return Rankings(graph, self._names_of, roles_of=self._roles)
         files = tuple(graph.node_of)
         scores: dict[str, Any] = {}
         lock = threading.Lock()  # scores are computed under the rankings' lock, tables under the codebase's
@@ -374,7 +374,7 @@ class Codebase(QueryMixin, JudgmentMixin):
         self._stored_tables = {k: scores[k] for k in _STORED_TABLES if k in scores}
         self._store_score = on_computed
         known = {k: v for k, v in scores.items() if k not in _STORED_TABLES}
-        return Rankings(graph, self._names_of, known, on_computed)
+        return Rankings(graph, self._names_of, known, on_computed, roles_of=self._roles)
 
     def _read_tsconfigs(self, found: Walk) -> tuple[dict[str, ImportConfig], dict[str, str], list[Problem]]:
         texts: dict[str, str] = {}

@@ -75,6 +75,10 @@ class QueryMixin:
     def file_roles(self) -> dict[str, str]:
         """File -> role (source, test, example, fixture, generated) for every indexed file."""
         self.wait_ready()
+        return dict(self._roles())
+
+    def _roles(self) -> dict[str, str]:
+        """:meth:`file_roles` of the index as it is (the communities split by it), cached; not to be changed."""
 
         def build() -> dict[str, str]:
             return {
@@ -82,7 +86,7 @@ class QueryMixin:
             }
 
         with self._lock:
-            return dict(self._table("roles", build))
+            return self._table("roles", build)  # type: ignore[no-any-return]
 
     def top_files(self, limit: int | None = 20, roles: str | Iterable[str] = "source") -> pd.DataFrame:
         """Files by PageRank over the weighted graph: file, role, pagerank, in_degree, out_degree, symbols, loc.
@@ -140,19 +144,30 @@ class QueryMixin:
         frame = frame[frame["role"].isin(wanted)]
         return _top(frame, ["score", "file"], [False, True], limit)
 
-    def communities(self) -> pd.DataFrame:
-        """One row per file: community id, readable label, community size and the file's PageRank."""
+    def communities(self, roles: str | Iterable[str] = "source") -> pd.DataFrame:
+        """One row per file: its role, community id, readable label, community size and the file's PageRank.
+
+        ``roles`` picks the files listed, as for :meth:`top_files`: ``"source"`` (default), ``"all"``, one role
+        or a list. Source files form communities among themselves, and the other files among themselves, so
+        source communities come first (lowest ids) and none holds a test or fixture.
+        """
         import pandas as pd
 
+        wanted = select_roles(roles)
         self.wait_ready()
         with self._lock:
+            role_of = self._roles()
             members = self._rankings.communities()
             ranks = self._rankings.pagerank()
         frame = pd.DataFrame(
-            [(rel, cid, label, ranks.get(rel, 0.0)) for rel, (cid, label) in members.items()],
-            columns=["file", "community", "label", "pagerank"],
+            [
+                (rel, role_of[rel], cid, label, ranks.get(rel, 0.0))
+                for rel, (cid, label) in members.items()
+                if role_of[rel] in wanted
+            ],
+            columns=["file", "role", "community", "label", "pagerank"],
         )
-        frame.insert(3, "size", frame.groupby("community")["file"].transform("count").astype(int))
+        frame.insert(4, "size", frame.groupby("community")["file"].transform("count").astype(int))
         return _top(frame, ["community", "pagerank", "file"], [True, False, True], None)
 
     # symbols and search

@@ -9,6 +9,10 @@ Notebooks are left out of the graph the scores are computed over, so adding them
 score: nothing imports a notebook (its PageRank would be the floor every file gets), and its imports say what
 an analysis uses, not what the product is built on. Their PageRank and HITS scores are 0.0; each joins the
 community of the files it uses most.
+
+Communities are found among the source files first and then among the rest (tests, fixtures, examples,
+generated files), each apart, so the product's module boundaries are not blurred by the tests that reach across
+them, a fixture project is never a community of the product, and source communities have the lowest ids.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import posixpath
 import random
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from aries_kernel.codebase.graph import FileGraph
@@ -53,7 +57,21 @@ _LABEL_STOPWORDS = frozenset(
         "util",
         "utils",
     ]
+) | frozenset(
+    # English words that identifiers and test names are made of but that name nothing, and generic code words
+    """
+    are was were be been not no all any can do does did if it its this that then than there here
+    into out over per via when where which while what how why who will would should must may one
+    two new our your we you they them but at up off only also just more most less some each every
+    other same own too very so read make made use used uses using gets sets still once twice self
+    cls none true false str int bool dict list tuple obj tmp foo bar baz helper helpers common base
+    impl max min
+    """.split()
 )
+
+
+# A community is labelled by the deepest folder that holds this share of its files.
+_FOLDER_SHARE = 0.6
 
 
 def _weight(edge: tuple[str, float, bool]) -> float:
@@ -69,11 +87,14 @@ class Rankings:
         names_of: Callable[[str], Iterable[str]],
         known: dict[str, Any] | None = None,
         on_computed: Callable[[str, Any], None] | None = None,
+        roles_of: Callable[[], Mapping[str, str]] | None = None,
     ) -> None:
         """``known``: scores of ``graph`` as it is now; ``on_computed(key, value)`` hears of each score computed
-        while the graph is still as it was given."""
+        while the graph is still as it was given; ``roles_of()``: file -> role (:mod:`.roles`), which splits
+        the communities (without it every file counts as source)."""
         self._graph = graph
         self._names_of = names_of
+        self._roles_of = roles_of
         self._version = graph.version
         self._cache: dict[str, tuple[int, Any]] = {k: (graph.version, v) for k, v in (known or {}).items()}
         self._on_computed = on_computed
@@ -99,7 +120,8 @@ class Rankings:
         return self._cached("hits", self._hits)
 
     def communities(self) -> dict[str, tuple[int, str]]:
-        """File -> (community id, label); ids are numbered by community size, largest first."""
+        """File -> (community id, label); ids are numbered by community size, largest first, those of source
+        files before the others."""
         return self._cached("communities", self._communities)
 
     def _ranked(self) -> tuple[Any, list[str]]:
@@ -139,7 +161,17 @@ class Rankings:
 
     def _communities(self) -> dict[str, tuple[int, str]]:
         g, notebooks = self._ranked()
-        out = self._communities_of(g)
+        roles = self._roles_of() if self._roles_of is not None else {}
+        source: list[int] = []
+        rest: list[int] = []
+        for node in g.node_indices():
+            (source if roles.get(g[node], "source") == "source" else rest).append(node)
+        labels: Counter[str] = Counter()
+        out = self._communities_of(g.subgraph(source) if rest else g, labels)
+        if rest:
+            out.update(
+                self._communities_of(g.subgraph(rest), labels, first=len({v[0] for v in out.values()}))
+            )
         # A notebook joins the community it imports and names most (by edge weight); one that uses no file
         # of the repository is a community of its own, after the others.
         known = self._graph.graph
@@ -159,7 +191,9 @@ class Rankings:
                 out[rel] = (extra, rel)
         return out
 
-    def _communities_of(self, g: Any) -> dict[str, tuple[int, str]]:
+    def _communities_of(self, g: Any, labels: Counter[str], first: int = 0) -> dict[str, tuple[int, str]]:
+        """The communities of ``g``, numbered from ``first``; ``labels`` counts the labels given so far, so a
+        repeated one gets a number."""
         import igraph
 
         files = sorted(g[n] for n in g.node_indices())
@@ -193,9 +227,8 @@ class Rankings:
             for component in sub.connected_components():
                 parts.append(sorted(files[members[i]] for i in component))
         parts.sort(key=lambda p: (-len(p), p[0]))
-        labels: Counter[str] = Counter()
         out: dict[str, tuple[int, str]] = {}
-        for number, part in enumerate(parts):
+        for number, part in enumerate(parts, start=first):
             label = community_label(part, (name for rel in part for name in self._names_of(rel)))
             labels[label] += 1
             if labels[label] > 1:
@@ -277,16 +310,22 @@ def _hits_iterated(g: Any, rounds: int = 2000) -> tuple[dict[str, float], dict[s
 def community_label(files: list[str], names: Iterable[str]) -> str:
     """``<folder>: <top name tokens>``, e.g. ``core/reshape: merge, concat``; a lone file is its path.
 
-    The folder is the members' common folder, or, when they share none, their two most common folders.
+    The folder is the deepest one that holds most (:data:`_FOLDER_SHARE`) of the members, or, when none does,
+    their two most common folders. The tokens are the commonest words of the members' top-level names that are
+    neither stop words nor words of the folder.
     """
     from aries_kernel.codebase.shapes import split_identifier
 
     if len(files) == 1:
         return files[0]
     folders = [posixpath.dirname(f) for f in files]
-    common = posixpath.commonpath(folders) if all(folders) else ""
-    if common:
-        folder = common
+    under: Counter[str] = Counter()
+    for folder in folders:
+        parts = folder.split("/") if folder else []
+        under.update("/".join(parts[:depth]) for depth in range(1, len(parts) + 1))
+    held = [f for f, n in under.items() if n >= _FOLDER_SHARE * len(files)]
+    if held:
+        folder = max(held, key=lambda f: (f.count("/"), under[f], f))
     else:
         counts = Counter(f or "(root)" for f in folders)
         folder = " + ".join(f for f, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:2])

@@ -58,7 +58,7 @@ __all__ = [
 ]
 
 SCHEMA_VERSION = (
-    "12"  # bump when extraction, the symbol hashes or the record format change: old rows go stale
+    "13"  # bump when extraction, the symbol hashes, the stored scores or the record format change
 )
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,8 @@
 // The layout comes from Python (traits `groups`, `nodes`, `edges`, in pixels of the first view); this script
 // draws it, zooms (wheel) and pans (drag), shows full names on hover, places labels greedily by PageRank
 // (skipping any whose box would cover a placed one, measured at the current zoom), and toggles a group's
-// expansion on click by writing the synced `expanded` trait, which Python answers with the group's files.
+// expansion on click by writing the synced `expanded` trait, which Python answers with the group's files, or
+// with its folders first (groups of kind "part", drawn inside it) when it has too many files to read as dots.
 
 const FONT_PX = 12;
 const FONT = `${FONT_PX}px system-ui, -apple-system, "Segoe UI", sans-serif`;
@@ -96,10 +97,11 @@ function render({ model, el: host }) {
     for (const g of groups) byId.set(g.key, { ...g, type: "group" });
     for (const n of nodes) byId.set(n.id, { ...n, type: "file", colour: byId.get(n.group)?.colour || "#888" });
     const maxWeight = edges.reduce((m, e) => Math.max(m, e[2]), 0) || 1;
-    const total = groups.reduce((s, g) => s + g.pagerank, 0) || 1;
-    const files = groups.reduce((s, g) => s + g.files, 0);
+    const top = groups.filter((g) => !g.parent); // a part's files are its group's too
+    const total = top.reduce((s, g) => s + g.pagerank, 0) || 1;
+    const files = top.reduce((s, g) => s + g.files, 0);
     data = { groups, nodes, edges, byId, maxWeight, total };
-    summary.textContent = `${files} files · ${groups.length} groups · ${nodes.length} shown`;
+    summary.textContent = `${files} files · ${top.length} groups · ${nodes.length} shown`;
   }
 
   function fit() {
@@ -205,7 +207,7 @@ function render({ model, el: host }) {
       ctx.fill();
       ctx.lineWidth = hovered && hovered.id === g.key ? 3 : g.expanded ? 1.5 : 1;
       ctx.strokeStyle = g.expanded ? g.colour : "rgba(0,0,0,0.35)";
-      if (g.kind === "folder") ctx.setLineDash([4, 3]);
+      if (g.kind === "folder" || g.kind === "rest") ctx.setLineDash([4, 3]);
       ctx.stroke();
       ctx.setLineDash([]);
     }
@@ -248,7 +250,9 @@ function render({ model, el: host }) {
       }
     }
     if (best) return best;
-    for (const g of data.groups) {
+    // The last drawn first: a part lies on top of the group it is in.
+    for (let i = data.groups.length - 1; i >= 0; i--) {
+      const g = data.groups[i];
       if (Math.hypot(sx(g.x) - px, sy(g.y) - py) <= Math.max(g.r * view.k, HIT_MIN_PX)) return data.byId.get(g.key);
     }
     return null;
@@ -257,7 +261,8 @@ function render({ model, el: host }) {
   function describe(item) {
     if (item.type === "group") {
       const share = ((100 * item.pagerank) / data.total).toFixed(1);
-      const kind = item.kind === "folder" ? "files in no large community" : "community";
+      const kinds = { folder: "files in no large community", rest: "files that are not source", part: "folder" };
+      const kind = kinds[item.kind] || "community";
       const action = item.expanded ? "click to collapse" : "click to expand";
       return `${item.label}\n${kind} · ${item.files} files · PageRank ${share}% of all\n${action}`;
     }
@@ -292,7 +297,8 @@ function render({ model, el: host }) {
     if (item.type !== "group") return;
     const open = model.get("expanded") || [];
     if (item.expanded) {
-      setExpanded(open.filter((k) => k !== item.key));
+      // A part's key starts with its group's: folding a group folds what was opened inside it.
+      setExpanded(open.filter((k) => k !== item.key && !k.startsWith(`${item.key}/`)));
     } else {
       focus = item.key; // zoom to it once its files arrive
       setExpanded([...open, item.key]);
@@ -344,6 +350,8 @@ function render({ model, el: host }) {
     drag = null;
     canvas.style.cursor = "grab";
     if (click) {
+      // A click acts on what is under the pointer; the hover box would now describe what it was before.
+      showTip(null);
       const item = hit(px, py);
       if (item) toggle(item);
     }
@@ -370,7 +378,8 @@ function render({ model, el: host }) {
   const refresh = () => {
     load();
     const opened = focus && data.byId.get(focus);
-    if (opened && opened.expanded && data.nodes.some((n) => n.group === focus)) {
+    const inside = (x) => x.group === focus || x.parent === focus;
+    if (opened && opened.expanded && (data.nodes.some(inside) || data.groups.some(inside))) {
       zoomTo(opened);
       focus = null;
     }
