@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import queue
+import re
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -345,3 +346,20 @@ def test_stop_clicked_mid_tool_interrupts_the_tool_and_keeps_what_it_printed(
         if block.get("type") == "tool_result"
     ]
     assert results and TICKS in json.dumps(results[-1]).replace("\\n", "\n"), results
+
+
+def test_memory_off_in_a_fresh_vault_is_said_once_per_kernel_in_one_line(
+    lab: Any, server: ScriptedModelServer
+) -> None:
+    pages = []
+    for prompt in ("first question", "second question"):
+        server.script(Reply(text="Answered."))
+        _, update = final_output(run_interacting(lab, f"%aries {prompt}"))
+        pages.append(update["data"])
+    first, second = (re.findall(r"Memory is off[^<]*", page["text/html"]) for page in pages)
+    assert len(first) == 1 and not second, (first, second)
+    (notice,) = first
+    assert len(notice) <= 90 and "\n" not in notice, notice  # one line of the panel at JupyterLab's width
+    assert "Memory is off" not in pages[1]["text/plain"]
+    status = run_cell(lab, "%aries status")
+    assert "Memory: off, the vault has no notes yet (" in status.stdout + (status.result or ""), "where it is"

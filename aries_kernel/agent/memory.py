@@ -197,10 +197,12 @@ class MemoryFeedback:
         event.turn = event.turn or self.turn
         self._events.append(event)
 
-    def _off(self, reason: str) -> None:
+    def _off(self, reason: str, said: str = "") -> None:
+        """Memory is off for ``reason`` (kept for ``%aries status``), said once per kernel as ``said`` if
+        given."""
         if self.off_reason is None:
             self.off_reason = reason
-            self._emit(Notice(f"Memory is off: {reason}. The agent goes on without it."))
+            self._emit(Notice(said or f"Memory is off: {reason}. The agent goes on without it."))
 
     @contextmanager
     def _guard(self, what: str) -> Iterator[None]:
@@ -235,9 +237,11 @@ class MemoryFeedback:
         counts = self._vault.note_counts()
         if not any(counts.values()):
             places = ", ".join(f"{store.source} at {store.root}" for store in self._vault.stores)
+            # Said in one line: the common case of a fresh install, not a fault; status says where the vault is.
             self._off(
                 f"the vault has no notes yet ({places}); notes saved with VaultAdd, ProjectSave, reflection "
-                "or compaction turn it on"
+                "or compaction turn it on",
+                "Memory is off: the vault has no notes yet; saving one turns it on (%aries status).",
             )
         elif self.off_reason and self.off_reason.startswith("the vault has no notes"):
             self.off_reason = None
