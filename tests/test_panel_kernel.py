@@ -145,6 +145,9 @@ def test_a_finished_run_is_left_as_html_and_text_that_nbconvert_shows(
     assert "Changing x." in page and "Done: x is 2 now." in page
     assert "Edited a.py: 1 replacement(s)" in page, "the tool's result"
     assert "done · 2 turn(s)" in page and "$" in page, "the usage and cost footer"
+    # Code and diffs name a monospace font themselves: nbconvert's lab template sets pre in a proportional one.
+    blocks = re.findall(r"<(pre|code) style=['\"]([^'\"]*)", page)
+    assert len(blocks) >= 3 and all("monospace" in style for _, style in blocks), blocks
     text = data["text/plain"]
     assert "> Edit(file_path=a.py, old_string=x = 1, new_string=x = 2)" in text
     assert "Done: x is 2 now." in text and "[done · 2 turn(s)" in text

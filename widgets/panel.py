@@ -64,7 +64,10 @@ _POLL_SECONDS = 0.1  # how often widget messages (clicks) are handled while even
 _CLICK_WAIT_SECONDS = 0.05  # sleep between looks for a click while an approval waits
 _RESULT_CHARS = 4000
 _WRITE_LINES = 60  # lines of a Write's new content shown as its diff
-_PRE = "margin:0;white-space:pre-wrap"
+# Code, commands, results and diffs in a monospace font in any HTML viewer: nbconvert's lab template (and some
+# notebook viewers) set pre in the page's proportional font. JupyterLab's own code font where it is defined.
+_MONO = "font-family:var(--jp-code-font-family,Menlo,Consolas,DejaVu Sans Mono,monospace)"
+_PRE = f"margin:0;white-space:pre-wrap;{_MONO}"
 _AFTER = "background:#f0f0f0;padding:2px 6px;margin-top:2px"  # a rewind's result below the run
 
 
@@ -159,7 +162,7 @@ class _Card:
             parts.append(_result_html(self.name, self.output, self.is_error))
         return (
             f'<details open style="border:1px solid #d0d7de;border-radius:4px;margin:2px 0;padding:2px 6px">'
-            f"<summary><code>{html.escape(self.title())}</code></summary>{''.join(parts)}</details>"
+            f"<summary><code style='{_MONO}'>{html.escape(self.title())}</code></summary>{''.join(parts)}</details>"
         )
 
 
