@@ -23,12 +23,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import websocket  # websocket-client (the test extra)
 
 from aries_kernel.kernelspec import KERNEL_NAME
 from tests.kernel_harness import JUPYTER_DATA
 from tests.loopback import ScriptedModelServer
-
-websocket = pytest.importorskip("websocket")  # websocket-client, a jupyter_server dependency
 
 # From the client, per kernel: what a hub's spawner would set.
 CLIENT_ENV = (
