@@ -61,6 +61,7 @@ _LANGUAGE_ALIASES = {
     "java": "java",
 }
 _CRITERIA = ("naming", "structure", "imports")
+_PROFILE_BATCH = 200  # files whose stored profiles are read and compared at a time
 _SIGNATURE_KINDS = {
     "def": ("function", "method"),
     "function": ("function", "method"),
@@ -137,6 +138,22 @@ def _decoded(value: Any, kind: str) -> StoredProfiles | None:
     offsets = profiles.offsets
     ok = len(offsets) == len(profiles.lines) + 1 and offsets[0] == 0 and offsets[-1] == len(profiles.codes)
     return profiles if ok and len(profiles.counts) == len(profiles.codes) and np.all(np.diff(offsets) >= 0) else None
+
+
+def _similarities(target: ShapeProfile, profiles: StoredProfiles, lines: np.ndarray) -> np.ndarray:
+    """`target`'s similarity to the definition of one file's `profiles` starting on each of `lines` (0.0 where
+    none does)."""
+    rows = profiles.rows(lines)
+    found = rows >= 0
+    rows = rows[found]
+    starts, sizes = profiles.offsets[rows], profiles.offsets[rows + 1] - profiles.offsets[rows]
+    # The n-grams of each chosen row, one run after another.
+    steps = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    picked = np.repeat(starts, sizes) + steps
+    totals = np.zeros(len(lines))
+    totals[found] = profiles.totals[rows]
+    owner = np.repeat(np.flatnonzero(found), sizes)
+    return target.similarities_to(profiles.codes[picked], profiles.counts[picked], owner, totals)
 
 
 def _conventions_ok(value: Any) -> bool:
@@ -303,44 +320,26 @@ class JudgmentMixin:
 
     def _shape_scores(self, symbols: pd.DataFrame, unit: Unit, language: str) -> pd.DataFrame:
         """Shape similarity of every candidate symbol to `unit` (1.0 where the shape hashes are equal), from
-        the profiles the index stored (the files it holds none for are parsed)."""
+        the profiles the index stored (the files it holds none for are parsed), a batch of files at a time so
+        that only those files' profiles are in memory."""
         candidates = self._shape_candidates(symbols, unit, language)
         target_hash = shape_hash(unit.shape_node)
         same = candidates["shape_hash"] == target_hash
         others = np.flatnonzero(~same.to_numpy())
-        files = candidates["file"].to_numpy()[others]
-        lines = candidates["line"].to_numpy(dtype=np.int64)[others]
-        totals = np.zeros(len(others))
-        codes: list[np.ndarray] = []
-        counts: list[np.ndarray] = []
-        owners: list[np.ndarray] = []
+        lines = candidates["line"].to_numpy(dtype=np.int64)
+        scores = np.where(same.to_numpy(), 1.0, 0.0)
         # "statements" (a snippet that defines nothing) has no profiled definition to compare with.
         if unit.kind in ("function", "class") and len(others):
-            names, inverse = np.unique(files, return_inverse=True)
-            profiles = self._profiles_of([str(f) for f in names], unit.kind)
+            target = unit.profile
+            names, inverse = np.unique(candidates["file"].to_numpy()[others], return_inverse=True)
             order = np.argsort(inverse, kind="stable")
             bounds = np.searchsorted(inverse[order], np.arange(len(names) + 1))
-            for i, name in enumerate(names):
-                at = order[bounds[i] : bounds[i + 1]]
-                found = profiles[str(name)]
-                rows = found.rows(lines[at])
-                at, rows = at[rows >= 0], rows[rows >= 0]
-                starts, sizes = found.offsets[rows], found.offsets[rows + 1] - found.offsets[rows]
-                # The n-grams of each chosen row, one run after another.
-                steps = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-                picked = np.repeat(starts, sizes) + steps
-                codes.append(found.codes[picked])
-                counts.append(found.counts[picked])
-                owners.append(np.repeat(at, sizes))
-                totals[at] = found.totals[rows]
-        empty = np.zeros(0, dtype=np.int64)
-        scores = np.ones(len(candidates))
-        scores[others] = unit.profile.similarities_to(
-            np.concatenate(codes) if codes else empty,
-            np.concatenate(counts) if counts else empty,
-            np.concatenate(owners) if owners else empty,
-            totals,
-        )
+            for first in range(0, len(names), _PROFILE_BATCH):
+                batch = [str(f) for f in names[first : first + _PROFILE_BATCH]]
+                profiles = self._profiles_of(batch, unit.kind)
+                for i, name in enumerate(batch, start=first):
+                    at = others[order[bounds[i] : bounds[i + 1]]]
+                    scores[at] = _similarities(target, profiles.pop(name), lines[at])
         return candidates.assign(similarity=scores, same_shape=same)
 
     def _profiles_of(self, files: list[str], kind: str) -> dict[str, StoredProfiles]:
