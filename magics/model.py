@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import html
+import math
+import numbers
 from typing import Any
 
 import pandas as pd
@@ -21,12 +24,47 @@ __all__ = ["SlotTable", "model_command"]
 
 
 class SlotTable(pd.DataFrame):
-    """A DataFrame whose plain-text form shows every column (``jupyter console`` would elide the base
-    URLs).
+    """A DataFrame of the model slots, one a row. Its plain-text form shows every column (``jupyter console``
+    would elide the base URLs); its HTML is a list, a slot a line and its fields wrapping as the width asks: as a
+    table its 14 columns were clipped at JupyterLab's default width, with model names broken over three lines.
     """
 
     def __repr__(self) -> str:
         return self.to_string()
+
+    def _repr_html_(self) -> str:
+        slots = []
+        for slot, row in self.iterrows():
+            fields = " ".join(_field_html(str(name), value) for name, value in row.items() if _shown(value))
+            name = f'<b style="display:inline-block;min-width:6em">{html.escape(str(slot))}</b>'
+            slots.append(f'<div style="{_SLOT}">{name} {fields}</div>')
+        return f'<div class="aries-slots">{"".join(slots)}</div>'
+
+
+_SLOT = "border-top:1px solid #d0d7de;padding:3px 0"
+_FIELD = "display:inline-block;margin-right:1.2em"
+_LONG = 60  # a longer value (an error, a long URL) may wrap; a shorter one, a model name, never does
+
+
+def _shown(value: Any) -> bool:
+    """A field worth a place: not empty, not a missing number (an error row has no price)."""
+    missing = isinstance(value, numbers.Real) and math.isnan(value)
+    return not (value is None or (isinstance(value, str) and not value) or missing)
+
+
+def _field_html(name: str, value: Any) -> str:
+    """One field of a slot: its column name, dimmed, then its value (numbers grouped: 200,000)."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        text = f"{int(value):,}"
+    elif isinstance(value, numbers.Real) and not isinstance(value, bool):
+        text = f"{float(value):g}"
+    else:
+        text = str(value)
+    wrap = "white-space:nowrap" if len(text) <= _LONG else "overflow-wrap:anywhere"
+    return (
+        f'<span style="{_FIELD};{wrap}"><span style="color:#57606a">{html.escape(name)}</span> '
+        f"{html.escape(text)}</span>"
+    )
 
 
 @subcommand("model", "show the model slots, or set one: %aries model [slot] <shortname or provider:model>")

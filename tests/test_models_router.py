@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import inspect
 import subprocess
 import sys
@@ -144,6 +145,21 @@ def test_model_magic_shows_and_changes_slots(shell: InteractiveShell) -> None:
     assert "bulk" in aries(shell, "status") and "ollama:llama3" in aries(shell, "status")
     assert list(aries(shell, "model --usage").columns)[:2] == ["model", "calls"]
     assert "http://gpu-box:11434/v1" in repr(table)  # the plain-text form keeps every column
+
+
+def test_model_magic_html_is_a_list_that_fits_any_width(shell: InteractiveShell) -> None:
+    """As a 14-column table it was clipped at JupyterLab's default width, model names broken over three
+    lines: each slot is a line of fields that wrap between fields, never inside a model name."""
+    table = aries(shell, "model bulk ollama:llama3 --base-url http://gpu-box:11434/v1")
+    page = table._repr_html_()
+    assert "<table" not in page and page.count('<div style="border-top') == len(SLOTS)
+    for slot in SLOTS:
+        model = html.escape(table.loc[slot, "model"])
+        assert f'white-space:nowrap"><span style="color:#57606a">model</span> {model}</span>' in page, slot
+    assert "context_window</span> 200,000<" in page  # numbers grouped
+    assert "served_model" not in page, "an empty field takes no room"
+    usage = aries(shell, "model --usage")._repr_html_()
+    assert "<table" not in usage and "calls</span> 0<" in usage
 
 
 @pytest.mark.parametrize(
