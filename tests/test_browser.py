@@ -14,6 +14,7 @@ from typing import Any
 
 import nbformat
 import pytest
+from nbconvert import HTMLExporter
 from playwright.sync_api import Browser, Page, sync_playwright
 
 from tests.browser_support import (
@@ -44,6 +45,12 @@ SLOW_SECONDS = (
     120.0  # far longer than the test takes to click Stop; the run must end by Stop, not by the reply
 )
 ORIGINAL = "VALUE = 1\n"
+# Issue 28: a Repl step that prints five ticks, says so with a file in the kernel's folder, then sleeps.
+TICK = "print five ticks, then wait"
+TICKING = (
+    "import time\nfor i in range(5): print(f'tick {i}')\nopen('ticked', 'w').close()\n"
+    "for _ in range(600): time.sleep(0.1)"
+)
 # Issue 23: a notebook whose cell raises, then `%aries fix`; a secret sits in another variable.
 FIX_NOTEBOOK = "notebooks/fix-in-the-browser.ipynb"
 SECRET = "sk-ant-api03-" + "Q7" * 24
@@ -86,6 +93,8 @@ def _respond(body: dict[str, Any]) -> Reply:
         return Reply(text=FIX_REPLY)
     if SLOW in prompt:
         return Reply(text="Too late.", delay=SLOW_SECONDS)
+    if TICK in prompt:
+        return Reply(text="Ticked.") if answered else Reply(tool_calls=[("Repl", {"code": TICKING})])
     for task, path, new, closing in (
         (APPROVE, "sandbox/approve.txt", "VALUE = 2", APPROVED_REPLY),
         (DENY, "sandbox/deny.txt", "VALUE = 3", DENIED_REPLY),
@@ -116,7 +125,8 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
         (root / "sandbox" / name).write_text(ORIGINAL)
     book = nbformat.v4.new_notebook(
         cells=[nbformat.v4.new_code_cell(f"%aries {prompt}") for prompt in (APPROVE, DENY, SLOW)]
-        + [nbformat.v4.new_code_cell("1+1")],
+        + [nbformat.v4.new_code_cell(source) for source in ("1+1", f"%aries --yes {TICK}")]
+        + [nbformat.v4.new_code_cell(f"%aries {line}") for line in ("checkpoints", "model")],
         metadata={"kernelspec": {"name": "aries", "display_name": "Aries", "language": "python"}},
     )
     nbformat.write(book, root / AGENT_NOTEBOOK)
@@ -217,6 +227,12 @@ def test_agent_runs_are_approved_denied_stopped_and_kept_after_a_reload(
     assert (project / "sandbox" / "approve.txt").read_text() == "VALUE = 2\n"
     book.wait_visible(cell.get_by_text(APPROVED_REPLY).first, "the model's closing reply", timeout=10)
     book.screenshot("approved")
+    # Rewind, from the bar below the record: what it did joins the record, which the saved notebook keeps.
+    rewind = cell.get_by_role("button", name="Rewind turn 1")
+    book.wait_visible(rewind, "the Rewind button of the approved run", timeout=10).click()
+    book.wait_visible(cell.get_by_text("Rewound to before turn 1").first, "the rewind's result", timeout=30)
+    assert (project / "sandbox" / "approve.txt").read_text() == ORIGINAL
+    book.screenshot("rewound")
 
     # Deny: the file stays as it was and the model hears no.
     cell = book.run_cell(1)
@@ -253,11 +269,54 @@ def test_agent_runs_are_approved_denied_stopped_and_kept_after_a_reload(
     assert book.output_text(3).strip() == "2"
     assert book.prompt(3) == "[4]:", "the kernel was restarted, not interrupted"
 
+    # Stop in the middle of a Repl step: its card keeps what the step printed before it stopped.
+    ticked = project / "notebooks" / "ticked"  # the kernel runs in the notebook's folder
+    cell = book.run_cell(4)
+    wait_until(ticked.exists, "the Repl step's ticks printed")
+    book.wait_visible(cell.get_by_role("button", name="Stop"), "the Stop button", timeout=30).click()
+    book.wait_cell_done(4, timeout=60)
+    book.wait_visible(cell.get_by_text("tick 4").first, "the stopped card's output", timeout=10)
+    assert "Repl interrupted" in book.output_text(4), book.output_text(4)
+    book.screenshot("stopped-mid-step")
+
+    # %aries checkpoints: integer turns, blank for the rewind, no pandas index beside the checkpoint number.
+    cell = book.run_cell(5)
+    book.wait_cell_done(5)
+    table = book.wait_visible(cell.locator("table").first, "the checkpoints table", timeout=10)
+    listed = book.output_text(5)
+    assert "NaN" not in listed and "rewind" in listed, listed
+    assert table.locator("tbody th").count() == 0, "no index column"
+    turns = table.locator("tbody tr td:nth-child(2)").all_inner_texts()
+    assert turns and all(turn.strip().isdigit() or not turn.strip() for turn in turns), turns
+    table.scroll_into_view_if_needed()
+    book.screenshot("checkpoints")
+
+    # %aries model fits the notebook: no output wider than its area, no model name broken over lines.
+    cell = book.run_cell(6)
+    book.wait_cell_done(6)
+    slots = book.wait_visible(cell.locator(".aries-slots").first, "the model slots", timeout=10)
+    fit = slots.evaluate(
+        """(list) => {
+            const area = list.closest('.jp-OutputArea-output').getBoundingClientRect();
+            const fields = [...list.querySelectorAll('span[style*="nowrap"]')];
+            return {
+                overflow: list.scrollWidth - list.clientWidth,
+                outside: fields.filter(f => f.getBoundingClientRect().right > area.right + 1).length,
+                broken: fields.filter(f => f.getClientRects().length > 1 || f.offsetHeight > 30).length,
+                fields: fields.length,
+            };
+        }"""
+    )
+    assert fit["fields"] >= 16 and fit["overflow"] <= 0 and not fit["outside"] and not fit["broken"], fit
+    slots.scroll_into_view_if_needed()
+    book.screenshot("model-slots")
+
     # Saved, the kernel gone, the page reloaded: each run is still there as its static record.
     book.save()
     saved = book.saved_book()["cells"]
     html = ["".join(o.get("data", {}).get("text/html", "")) for o in saved[0]["outputs"] if "data" in o]
     assert any(APPROVED_REPLY in part and "VALUE = 2" in part for part in html), saved[0]["outputs"]
+    assert any("Rewound to before turn 1" in part for part in html), "the rewind's result is saved"
     # The first run's Rewind bar stepped aside when the next cell ran: no widget view is saved anywhere.
     widget_views = [
         o for c in saved for o in c.get("outputs", []) if WIDGET_VIEW in o.get("data", {})
@@ -275,9 +334,22 @@ def test_agent_runs_are_approved_denied_stopped_and_kept_after_a_reload(
     assert views.count() == 0
     shown = book.panel.inner_text()
     assert "Error displaying widget" not in shown and "Loading widget" not in shown
+    book.wait_visible(cell.get_by_text("Rewound to before turn 1").first, "the rewind after the reload", 5)
+    book.wait_visible(book.code_cell(4).get_by_text("tick 4").first, "the stopped card's output", timeout=5)
     book.screenshot("reloaded")
     book.code_cell(2).scroll_into_view_if_needed()
     book.screenshot("reloaded-stopped-run")
+
+    # nbconvert's HTML (its lab template sets pre in a proportional font): the record's code is monospace.
+    exported, _ = HTMLExporter().from_notebook_node(nbformat.read(project / AGENT_NOTEBOOK, as_version=4))
+    (shots / "agent-runs.html").write_text(exported)
+    viewer = page.context.new_page()
+    viewer.goto((shots / "agent-runs.html").as_uri())
+    fonts = viewer.locator(".aries-transcript pre").evaluate_all(
+        "(blocks) => blocks.map(b => getComputedStyle(b).fontFamily)"
+    )
+    assert fonts and all("mono" in font.lower() for font in fonts), fonts
+    viewer.screenshot(path=str(shots / "agent-runs-nbconvert.png"), full_page=True)
 
 
 def test_aries_fix_sends_the_failing_cell_its_traceback_and_the_frame_but_no_secret(
