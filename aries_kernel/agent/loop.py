@@ -669,7 +669,7 @@ class Agent:
         returns the result of the call that was running, with what it ``printed``, for its card."""
         session = self.session
         if session is None:
-            return
+            return None
         # Only what the model wrote goes into the history it is sent again; the stop is noted for the user.
         if self._partial_text:
             session.add_message(mt.Message("assistant", self._partial_text))
@@ -686,7 +686,13 @@ class Agent:
             if running is not None and call.id == running[0]:
                 seconds = time.monotonic() - running[1]
                 finished = ToolCallFinished(
-                    call.id, call.name, said[call.id], True, seconds, interrupted=True, turn=self.env.turn
+                    call.id,
+                    call.name,
+                    said[call.id],
+                    True,
+                    seconds,
+                    interrupted=True,
+                    turn=self.env.turn or session.turns,  # set as the call began
                 )
         self._pending = []
         self._partial_text = ""
