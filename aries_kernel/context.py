@@ -4,9 +4,9 @@ The kernel (or ``%load_ext aries_kernel``) creates one :class:`AriesContext` per
 built at start in a background thread; the vault, the model router, ``rlm`` and the agent are built on first use,
 so a kernel with no key and no vault still starts at once.
 
-The root is, in order: the one given to the context, ``c.AriesSettings.root``, ``$ARIES_ROOT``, or else the one
-:func:`discover_root` finds from the working directory (JupyterLab starts a kernel in the notebook's folder, which
-is rarely the repository's root). :attr:`AriesContext.root_reason` says which, and why.
+The root is, in order: the one given to the context, ``$ARIES_ROOT``, ``c.AriesSettings.root`` (the settings
+rule of :mod:`aries_kernel.paths`), or else the one :func:`discover_root` finds from the working directory
+(JupyterLab starts a kernel in the notebook's folder, which is rarely the repository's root). :attr:`AriesContext.root_reason` says which, and why.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from traitlets import Unicode
 from traitlets.config import Configurable
 
+from aries_kernel.paths import aries_setting
 from aries_kernel.settings_owner import SettingsOwner
 
 if TYPE_CHECKING:
@@ -40,8 +41,8 @@ class AriesSettings(Configurable):
 
     root = Unicode(
         "",
-        help="The repository the codebase graph, project brain and sessions belong to. Empty means "
-        "$ARIES_ROOT when set, else the repository found from the kernel's working directory: the nearest "
+        help="The repository the codebase graph, project brain and sessions belong to ($ARIES_ROOT overrides "
+        "it). Empty means the repository found from the kernel's working directory: the nearest "
         "folder with a .git, else the nearest with pyproject.toml, package.json or .aries/memory, else the working "
         "directory itself.",
     ).tag(config=True)
@@ -109,12 +110,14 @@ class AriesContext:
         # the user changes them (aries_kernel.settings_owner).
         self.settings_owner = SettingsOwner(self.config)
         settings = AriesSettings(config=self.config)
+        # The settings rule (aries_kernel.paths), in branches to say which source set the root.
+        variable = aries_setting("ARIES_ROOT")
         if root:
             found = FoundRoot(Path(root), "given explicitly")
+        elif variable:
+            found = FoundRoot(Path(variable), "set by $ARIES_ROOT")
         elif settings.root:
             found = FoundRoot(Path(settings.root), "set by c.AriesSettings.root")
-        elif os.environ.get("ARIES_ROOT"):
-            found = FoundRoot(Path(os.environ["ARIES_ROOT"]), "set by $ARIES_ROOT")
         else:
             found = discover_root(os.getcwd())
         self.root = found.path.expanduser().resolve()

@@ -13,6 +13,8 @@ import signal
 from pathlib import Path
 from typing import IO
 
+from aries_kernel.paths import aries_path
+
 __all__ = ["install_stack_dump", "stack_dump_path", "stack_dump_problem"]
 
 log = logging.getLogger(__name__)
@@ -26,8 +28,7 @@ def stack_dump_path() -> Path:
 
     Raises RuntimeError when neither is set nor a home folder can be found.
     """
-    base = Path(os.environ.get("ARIES_LOG_DIR") or Path.home() / ".aries" / "logs")
-    return base / f"stack-dump-{os.getpid()}.txt"
+    return aries_path("ARIES_LOG_DIR", default="logs") / f"stack-dump-{os.getpid()}.txt"
 
 
 def install_stack_dump() -> Path | None:

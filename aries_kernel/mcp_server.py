@@ -30,6 +30,7 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
 from aries_kernel.agent.repl import format_value
+from aries_kernel.paths import aries_setting
 from aries_kernel.redact import redact
 
 if TYPE_CHECKING:
@@ -332,7 +333,9 @@ def serve(
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         if http:
-            _serve_http(server, port, token or os.environ.get("ARIES_MCP_TOKEN") or secrets.token_urlsafe(24))
+            _serve_http(
+                server, port, token or aries_setting("ARIES_MCP_TOKEN", default=secrets.token_urlsafe(24))
+            )
         else:
             server.run("stdio")
     except KeyboardInterrupt:
@@ -381,5 +384,5 @@ def main(args: Any) -> None:
     """Run ``aries-kernel mcp`` with parsed ``args``."""
     from aries_kernel.context import discover_root
 
-    root = args.root or os.environ.get("ARIES_ROOT") or discover_root(os.getcwd()).path
+    root = args.root or aries_setting("ARIES_ROOT") or discover_root(os.getcwd()).path
     serve(root, kernel=args.kernel, mode=args.mode, http=args.http, port=args.port, token=args.token)

@@ -10,11 +10,10 @@ only one of them). Both imports are deferred: the kernel's start imports this mo
 from __future__ import annotations
 
 import logging
-import os
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from aries_kernel.context import AriesContext
+from aries_kernel.paths import aries_path
 
 if TYPE_CHECKING:
     from aries_kernel.models import ModelRouter
@@ -76,7 +75,7 @@ def _open_or_explain(context: AriesContext) -> Vault:
         return open_vault(context.root, config=context.config)
     except failures as exc:
         first = exc
-    folder = Path(os.environ.get("ARIES_VAULT") or AriesVault(config=context.config).path).expanduser()
+    folder = aries_path("ARIES_VAULT", AriesVault(config=context.config).path, "vault")
     try:
         vault = open_vault(None, config=context.config)
     except failures as exc:

@@ -120,15 +120,20 @@ def test_the_context_discovers_the_root_from_its_working_directory(
     assert codebase.status().splitlines()[1] == f"root: {context.root_reason}"
 
 
-def test_a_configured_root_wins(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_configured_root_wins_over_discovery_and_aries_root_over_it(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ARIES_ROOT", raising=False)
     (_repo(tree) / ".git").mkdir()
     other = tree / "other"
     other.mkdir()
-    monkeypatch.setenv("ARIES_ROOT", str(_repo(tree)))
     config = Config()
     config.AriesSettings.root = str(other)
     context = _context(monkeypatch, _repo(tree) / "notebooks", config)
     assert (context.root, context.root_reason) == (other, "set by c.AriesSettings.root")
+    monkeypatch.setenv("ARIES_ROOT", str(_repo(tree)))  # the settings rule: the variable, else the setting
+    context = _context(monkeypatch, _repo(tree) / "notebooks", config)
+    assert (context.root, context.root_reason) == (_repo(tree), "set by $ARIES_ROOT")
 
 
 def test_aries_root_wins_over_discovery(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:

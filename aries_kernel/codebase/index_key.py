@@ -20,6 +20,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from aries_kernel.paths import aries_path
+
 __all__ = ["KEY_BYTES", "TAG_BYTES", "IndexKey", "index_key", "key_path"]
 
 KEY_BYTES = 32
@@ -65,7 +67,7 @@ def key_path() -> Path:
 
     Raises RuntimeError when there is no home folder to find.
     """
-    return Path(os.environ.get("ARIES_INDEX_KEY") or Path.home() / ".aries" / "index.key")
+    return aries_path("ARIES_INDEX_KEY", default="index.key")
 
 
 def index_key() -> IndexKey:

@@ -3,7 +3,7 @@
 The router owns one :class:`SpendLimits` shared by all its slots, so the agent's turns, compaction summaries,
 ``rlm_call``/``rlm_batch`` and the vault's decomposition all draw on the same budget. A *session* is the life of
 the router (one kernel); a *day* is the local calendar day, and its spend is kept in a small JSON file
-(``c.AriesModels.spend_file``, else ``$ARIES_SPEND_FILE``, else ``~/.aries/spend.json``) shared by every kernel
+(``$ARIES_SPEND_FILE``, else ``c.AriesModels.spend_file``, else ``~/.aries/spend.json``) shared by every kernel
 of the user, so a restart does not reset it. The file is updated under an exclusive lock and replaced
 atomically; when it cannot be read or written (a read-only home), the day's budget is still enforced for this
 process in memory and :attr:`SpendLimits.problem` says why.
@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from aries_kernel.models.errors import BudgetExceeded
+from aries_kernel.paths import aries_path
 
 __all__ = ["Spend", "SpendLimits", "spend_file_path"]
 
@@ -40,13 +41,11 @@ _KEEP_DAYS = 31  # older days are dropped from the file on the next write
 
 
 def spend_file_path(setting: str = "") -> Path:
-    """The per-day spend file: ``setting``, else ``$ARIES_SPEND_FILE``, else ``~/.aries/spend.json``.
+    """The per-day spend file: ``$ARIES_SPEND_FILE``, else ``setting``, else ``~/.aries/spend.json``.
 
     Raises RuntimeError when neither is set and there is no home folder.
     """
-    return Path(
-        setting or os.environ.get("ARIES_SPEND_FILE") or Path.home() / ".aries" / "spend.json"
-    ).expanduser()
+    return aries_path("ARIES_SPEND_FILE", setting, "spend.json")
 
 
 @dataclass

@@ -137,7 +137,8 @@ class AriesModels(Configurable):
         "it only a server that identifies as llama.cpp, vLLM or Ollama is free, and a proxy is priced by model.",
     ).tag(config=True)
     spend_file = Unicode(
-        "", help="Where the day's spend is kept; empty means $ARIES_SPEND_FILE, else ~/.aries/spend.json."
+        "",
+        help="Where the day's spend is kept ($ARIES_SPEND_FILE overrides it); empty means ~/.aries/spend.json.",
     ).tag(config=True)
 
     @validate(*PROTECTED["AriesModels"])

@@ -26,6 +26,7 @@ from sqlalchemy import ColumnElement, func, select
 from traitlets import Bool, Dict, Int, Unicode
 from traitlets.config import Configurable
 
+from aries_kernel.paths import aries_path, aries_setting
 from aries_kernel.vault import learning, provenance, ranking
 from aries_kernel.vault.embeddings import Embedder, make_embedder
 from aries_kernel.vault.index import query_terms
@@ -131,9 +132,9 @@ def open_vault(
     ``<root>/.aries/memory`` when ``root`` is given. A repository whose ``.aries`` or ``.aries/memory`` is a
     symlink is refused (``UnsafePath``): the brain would be read and written wherever the link points."""
     settings = AriesVault(config=config)
-    folder = Path(path or os.environ.get("ARIES_VAULT") or settings.path).expanduser()
-    url = os.environ.get("ARIES_VAULT_URL") or settings.url or None
-    schema_name = os.environ.get("ARIES_VAULT_SCHEMA") or settings.schema
+    folder = Path(path).expanduser() if path else aries_path("ARIES_VAULT", settings.path, "vault")
+    url = aries_setting("ARIES_VAULT_URL", settings.url) or None
+    schema_name = aries_setting("ARIES_VAULT_SCHEMA", settings.schema)
     stores = [
         NoteStore("global", folder, folder / ".aries" / "index.db", clock, url=url, schema_name=schema_name)
     ]
