@@ -170,7 +170,7 @@ def replay_command(magics: Any, args: str, cell: str | None) -> Any:
 def _allowed(context: Any, yes: bool, summary: str) -> bool:
     """Whether the replay may run: the permission mode's answer for a command, asked on stdin when it asks."""
     settings = context.agent_settings
-    mode = effective_mode(settings.permission_mode, settings.auto_approve)
+    mode = effective_mode(settings)
     decision = decide(mode, "command")
     if decision == "refuse":
         raise UsageError(

@@ -18,7 +18,7 @@ from IPython.core.interactiveshell import InteractiveShell
 
 from aries_kernel.agent import Agent
 from aries_kernel.agent.events import ApprovalRequested, Event, Notice, RunStarted, ToolCallFinished
-from aries_kernel.agent.permissions import MODES, decide
+from aries_kernel.agent.permissions import MODES, decide, effective_mode
 from aries_kernel.agent.settings import AriesAgent
 from aries_kernel.context import AriesContext, set_context
 from tests.agent_scripted import ScriptedClient, ScriptedRouter
@@ -110,6 +110,30 @@ def test_a_run_takes_its_mode_from_the_settings_unless_it_names_one(repo: Path) 
         agent.run("x", auto_approve=True, permission_mode="plan")
     with pytest.raises(ValueError, match="Unknown permission mode"):
         agent.run("x", permission_mode="yolo")
+
+
+def test_the_mode_is_resolved_in_one_place() -> None:
+    settings = AriesAgent(permission_mode="acceptEdits")
+    assert effective_mode(settings) == "acceptEdits"
+    assert effective_mode(settings, "plan") == "plan"  # --mode
+    assert effective_mode(settings, auto_approve=True) == "bypassPermissions"  # --yes
+    assert effective_mode(AriesAgent(permission_mode="plan", auto_approve=True)) == "bypassPermissions"
+    assert effective_mode(AriesAgent(auto_approve=True), auto_approve=False) == "default"
+    with pytest.raises(ValueError, match="Unknown permission mode"):
+        effective_mode(settings, "yolo")
+    # The run, the MCP client's step and the replay read the settings through it, never themselves (only
+    # %aries status reads auto_approve, to name the alias).
+    package = Path(__file__).resolve().parents[1]
+    readers = [
+        f"{path.relative_to(package)}:{number}"
+        for folder in ("aries_kernel", "magics", "widgets")
+        for path in sorted((package / folder).rglob("*.py"))
+        if path.name != "permissions.py"
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if "effective_mode(" not in line
+        and ("settings.permission_mode" in line or ("settings.auto_approve" in line and "alias" not in line))
+    ]
+    assert not readers, readers
 
 
 def test_allow_for_the_rest_of_the_run_ends_with_the_run(repo: Path) -> None:

@@ -60,7 +60,7 @@ from aries_kernel.agent.events import (
     Waiting,
 )
 from aries_kernel.agent.guard import Ask, Verdict, guarded
-from aries_kernel.agent.permissions import MODES, Decision, decide, effective_mode, refusal
+from aries_kernel.agent.permissions import Decision, decide, effective_mode, refusal
 from aries_kernel.agent.phases import PhaseState
 from aries_kernel.agent.prompt import build_system_prompt, orientation
 from aries_kernel.agent.safety import describe_call
@@ -205,7 +205,7 @@ class Agent:
     @property
     def permission_mode(self) -> str:
         """The permission mode of the run in progress, else the one the next run takes from the settings."""
-        return self._run_mode or effective_mode(self.settings.permission_mode, self.settings.auto_approve)
+        return self._run_mode or effective_mode(self.settings)
 
     # ------------------------------------------------------------------------------------------ model access
 
@@ -383,15 +383,9 @@ class Agent:
         if (reason := self.owner.refusal_reason()) is not None:
             raise RunInProgressError(f"An agent run cannot be started {reason}.")
         self.owner.settle("user")  # the run takes the settings the user last set, in a cell of their own
-        if permission_mode is not None and permission_mode not in MODES:
-            raise ValueError(f"Unknown permission mode {permission_mode!r}; modes are {', '.join(MODES)}.")
+        permission_mode = effective_mode(self.settings, permission_mode, auto_approve)
         if actions not in (None, "auto", "tools", "code"):
             raise ValueError(f"Unknown actions {actions!r}; they are auto, tools and code.")
-        if auto_approve and permission_mode not in (None, "bypassPermissions"):
-            raise ValueError("auto_approve (--yes) means bypassPermissions; give it or a permission mode.")
-        if permission_mode is None:
-            allow = self.settings.auto_approve if auto_approve is None else auto_approve
-            permission_mode = effective_mode(self.settings.permission_mode, allow)
         return self._events(
             prompt,
             max_turns or self.settings.max_turns,

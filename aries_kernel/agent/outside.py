@@ -40,7 +40,7 @@ def run(shell: Any, code: str, mode: str | None = None, who: str = "an MCP clien
     context = get_context(shell)
     settings, owner = context.agent_settings, context.settings_owner
     owner.settle("user")  # the mode this step weighs by is the one the user last set
-    mode = mode or effective_mode(settings.permission_mode, settings.auto_approve)
+    mode = effective_mode(settings, mode or None)
     display(
         {
             "text/plain": f"[Aries] {who} ran (permission mode {mode}):\n{code}",

@@ -15,7 +15,7 @@ error, never an allowed action.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from aries_kernel.agent.safety import EFFECTS
 
@@ -41,9 +41,22 @@ def decide(mode: str, effect: str) -> Decision:
     return _TABLE[mode][effect]
 
 
-def effective_mode(permission_mode: str, auto_approve: bool) -> str:
-    """The mode a run uses: ``auto_approve`` is an alias of ``bypassPermissions``."""
-    return "bypassPermissions" if auto_approve else permission_mode
+def effective_mode(settings: Any, mode: str | None = None, auto_approve: bool | None = None) -> str:
+    """The permission mode a run or step uses, the one place it is resolved: ``mode`` when given (``%aries
+    --mode``, the MCP server's ``--mode``), else ``bypassPermissions`` when ``auto_approve`` (``--yes``; None
+    reads ``settings.auto_approve``, its alias), else ``settings.permission_mode`` (``settings`` is an
+    :class:`~aries_kernel.agent.settings.AriesAgent`).
+
+    Raises ValueError for an unknown mode, or for ``auto_approve`` with a mode other than bypassPermissions.
+    """
+    if mode is not None and mode not in MODES:
+        raise ValueError(f"Unknown permission mode {mode!r}; modes are {', '.join(MODES)}.")
+    if auto_approve and mode not in (None, "bypassPermissions"):
+        raise ValueError("auto_approve (--yes) means bypassPermissions; give it or a permission mode.")
+    if mode is not None:
+        return mode
+    allow = settings.auto_approve if auto_approve is None else auto_approve
+    return "bypassPermissions" if allow else str(settings.permission_mode)
 
 
 def refusal(mode: str, effect: str) -> str:
