@@ -493,13 +493,14 @@ class AgentPanel(w.VBox):
 
     def _tool_finished(self, event: ToolCallFinished) -> None:
         card = self._cards.get(event.id) or self._card(event.id, event.name, {})
-        card.output, card.is_error = event.output, event.is_error
-        if event.interrupted:  # its output says so, with what it printed before it stopped
+        # Cut short, it is no failure: its output says so, then what it printed before it stopped.
+        card.output, card.is_error = event.output, event.is_error and not event.interrupted
+        if event.interrupted:
             card.state = "interrupted"
         else:
             card.state = f"{'✗' if event.is_error else '✓'} {event.seconds:.1f}s"
         if card.body is not None:
-            result = _result_html(card.name, event.output, event.is_error)
+            result = _result_html(card.name, event.output, card.is_error)
             card.body.children = (*card.body.children, w.HTML(result))
         self._retitle(card)
 
