@@ -61,12 +61,12 @@ class ScriptedClient:
             raise reply
         step = max(reply.chunk, 1)
         for start in range(0, len(reply.text), step):
-            yield mt.TextDelta(reply.text[start : start + step])
+            yield mt.StreamText(reply.text[start : start + step])
         calls = [
             mt.ToolCall(f"call_{next(_ids)}", name, dict(arguments)) for name, arguments in reply.tool_calls
         ]
         for call in calls:
-            yield mt.ToolCallStarted(call.id, call.name)
+            yield mt.StreamToolCall(call.id, call.name)
         stop = reply.stop_reason or ("tool_use" if calls else "end_turn")
         usage = mt.Usage(input_tokens=reply.input_tokens, output_tokens=reply.output_tokens, cost_usd=0.001)
         yield mt.Completion(

@@ -259,7 +259,7 @@ def test_sessions_are_persisted_and_resume_continues(repo: Path) -> None:
 
 
 def interrupted_stream(request: mt.ModelRequest) -> Iterator[mt.StreamEvent]:
-    yield mt.TextDelta("I was saying")
+    yield mt.StreamText("I was saying")
     raise KeyboardInterrupt
 
 
@@ -451,18 +451,18 @@ def test_an_interrupted_step_keeps_what_it_printed_for_its_card_and_the_model(
 
 
 def test_a_torn_last_line_is_skipped_and_a_corrupt_middle_line_is_named(repo: Path) -> None:
-    from aries_kernel.agent.session import Session
+    from aries_kernel.agent.session import AgentSession
 
-    session = Session.create(repo)
+    session = AgentSession.create(repo)
     session.add_prompt("hi")
     session.add_message(mt.Message("user", "hi"))
     with session.path.open("a") as handle:
         handle.write('{"kind": "message", "message": {"role": "assis')  # a kill mid-write
-    assert [m.content for m in Session.load(session.path).messages] == ["hi"]
+    assert [m.content for m in AgentSession.load(session.path).messages] == ["hi"]
     lines = session.path.read_text().splitlines()
     session.path.write_text("\n".join([lines[0], "not json", *lines[1:]]) + "\n")
     with pytest.raises(ValueError, match=r":2 is not valid JSON"):
-        Session.load(session.path)
+        AgentSession.load(session.path)
 
 
 class IndexingGraph:

@@ -18,7 +18,7 @@ from aries_kernel.models.errors import (
     RateLimitError,
 )
 from aries_kernel.models.router import ModelRouter
-from aries_kernel.models.types import Completion, Message, ModelRequest, TextDelta
+from aries_kernel.models.types import Completion, Message, ModelRequest, StreamText
 from tests.loopback import Reply, ScriptedModelServer
 
 KEY_VARIABLE = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
@@ -198,5 +198,5 @@ def test_error_event_after_content_is_reported_not_retried(
     with pytest.raises(ProviderError, match="HTTP 500: backend died") as caught:
         seen.extend(router.client("primary").stream(HELLO))
     assert caught.value.status == 500
-    assert any(isinstance(event, TextDelta) for event in seen)  # text already shown cannot be taken back
+    assert any(isinstance(event, StreamText) for event in seen)  # text already shown cannot be taken back
     assert len(server.requests) == 1

@@ -17,10 +17,10 @@ from aries_kernel.models.types import (
     Completion,
     Message,
     ModelRequest,
-    TextDelta,
+    StreamText,
+    StreamToolCall,
     ToolCall,
     ToolCallDelta,
-    ToolCallStarted,
     ToolSchema,
 )
 from tests.loopback import Reply, ScriptedModelServer
@@ -79,9 +79,9 @@ def test_streamed_text_and_tool_call_in_pieces(router: ModelRouter, server: Scri
     arguments = {"code": "sum(range(10))\nprint('done')"}
     server.script(Reply(text="Running it.", tool_calls=[("Repl", arguments)], chunk=4, output_tokens=21))
     events = list(router.client("primary").stream(request()))
-    texts = [e.text for e in events if isinstance(e, TextDelta)]
+    texts = [e.text for e in events if isinstance(e, StreamText)]
     fragments = [e.arguments_fragment for e in events if isinstance(e, ToolCallDelta)]
-    started = [e for e in events if isinstance(e, ToolCallStarted)]
+    started = [e for e in events if isinstance(e, StreamToolCall)]
     assert len(texts) > 1 and "".join(texts) == "Running it."
     assert len(fragments) > 3  # the arguments really arrived in pieces
     assert len(started) == 1 and started[0].name == "Repl"
@@ -148,7 +148,7 @@ def test_closing_a_stream_early_closes_the_connection(
     # Streamed in full this reply would take 100 s; the server's handler ends only when the client hangs up.
     server.script(Reply(text="x" * 2000, chunk=1, pause=0.05), Reply(text="next"))
     stream = router.client("primary").stream(request())
-    assert isinstance(next(stream), TextDelta)
+    assert isinstance(next(stream), StreamText)
     stream.close()  # what a KeyboardInterrupt in the consumer's loop amounts to
     deadline = time.monotonic() + 20
     while server.in_flight and time.monotonic() < deadline:

@@ -64,7 +64,7 @@ from aries_kernel.agent.permissions import Decision, decide, effective_mode, ref
 from aries_kernel.agent.phases import PhaseState
 from aries_kernel.agent.prompt import build_system_prompt, orientation
 from aries_kernel.agent.safety import describe_call
-from aries_kernel.agent.session import Session, list_sessions
+from aries_kernel.agent.session import AgentSession, list_sessions
 from aries_kernel.agent.settings import AriesAgent
 from aries_kernel.agent.tools import Tool, ToolEnv, run_tool
 from aries_kernel.codebase.changes import ChangeWatch
@@ -167,7 +167,7 @@ class Agent:
         self.summary_notes: list[
             str
         ] = []  # notes saved by hooks at the last compaction, named in its summary
-        self.session: Session | None = None
+        self.session: AgentSession | None = None
         self.last_request_tokens = 0
         self._orientation: str | None = None
         self.changes = ChangeWatch(self.root)  # files changed between turns (inotify, else a walk)
@@ -224,10 +224,10 @@ class Agent:
 
     # ---------------------------------------------------------------------------------------------- sessions
 
-    def ensure_session(self) -> Session:
+    def ensure_session(self) -> AgentSession:
         """The current session, created on first use."""
         if self.session is None:
-            self.session = Session.create(self.root, mode=self.settings.mode)
+            self.session = AgentSession.create(self.root, mode=self.settings.mode)
         return self.session
 
     def reset(self) -> list[Event]:
@@ -240,7 +240,7 @@ class Agent:
         self._orientation = None
         return events
 
-    def resume(self, session_id: str | None = None) -> Session:
+    def resume(self, session_id: str | None = None) -> AgentSession:
         """Continue a saved session: the latest one, or the one whose id starts with ``session_id``."""
         paths = list_sessions(self.root)
         if session_id:
@@ -249,7 +249,7 @@ class Agent:
             where = f" matching {session_id!r}" if session_id else ""
             raise FileNotFoundError(f"No saved session{where} under {self.root / '.aries' / 'sessions'}.")
         self.reset()
-        self.session = Session.load(paths[-1])
+        self.session = AgentSession.load(paths[-1])
         return self.session
 
     def rewind(self, turn: int | None = None, *, force: bool = False, keep: bool = False) -> RewindReport:
@@ -624,7 +624,7 @@ class Agent:
                         )
                     continue
                 began = True
-                if isinstance(item, mt.TextDelta):
+                if isinstance(item, mt.StreamText):
                     self._partial_text += item.text
                     yield TextDelta(item.text, turn=turn)
                 elif isinstance(item, mt.Completion):

@@ -19,12 +19,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aries_kernel.models.types import Message, ToolCall, Usage
+from aries_kernel.models.types import Message, SlotUsage, ToolCall, Usage
 from aries_kernel.redact import redact
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Session", "SlotUsage", "sessions_dir", "list_sessions", "message_to_dict", "message_from_dict"]
+__all__ = ["AgentSession", "sessions_dir", "list_sessions", "message_to_dict", "message_from_dict"]
 
 
 def sessions_dir(root: Path) -> Path:
@@ -44,19 +44,7 @@ def message_from_dict(data: dict[str, Any]) -> Message:
 
 
 @dataclass
-class SlotUsage:
-    """Tokens and cost spent on one model slot in a session."""
-
-    calls: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_read_tokens: int = 0  # prompt tokens served from the provider's cache (not in input_tokens)
-    cache_write_tokens: int = 0  # prompt tokens written to it
-    cost_usd: float = 0.0
-
-
-@dataclass
-class Session:
+class AgentSession:
     """One conversation with the agent and its file."""
 
     id: str
@@ -72,7 +60,7 @@ class Session:
     problem: str | None = None  # why the session is not being saved, if it is not
 
     @classmethod
-    def create(cls, root: Path, **meta: Any) -> Session:
+    def create(cls, root: Path, **meta: Any) -> AgentSession:
         """A new, empty session with its file started."""
         session_id = time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
         directory = sessions_dir(root)
@@ -85,7 +73,7 @@ class Session:
         return session
 
     @classmethod
-    def load(cls, path: Path) -> Session:
+    def load(cls, path: Path) -> AgentSession:
         """Replay a session file; a torn last line (a kill mid-write) is skipped, a corrupt one elsewhere is
         named."""
         session = cls(id=path.stem, path=path)
@@ -139,13 +127,14 @@ class Session:
         log.warning("%s", self.problem)
 
     def _add_usage(self, record: dict[str, Any]) -> None:
-        slot = self.usage.setdefault(record["slot"], SlotUsage())
-        slot.calls += 1
-        slot.input_tokens += int(record.get("input_tokens", 0))
-        slot.output_tokens += int(record.get("output_tokens", 0))
-        slot.cache_read_tokens += int(record.get("cache_read_tokens", 0))
-        slot.cache_write_tokens += int(record.get("cache_write_tokens", 0))
-        slot.cost_usd += float(record.get("cost_usd", 0.0))
+        usage = Usage(
+            int(record.get("input_tokens", 0)),
+            int(record.get("output_tokens", 0)),
+            int(record.get("cache_read_tokens", 0)),
+            int(record.get("cache_write_tokens", 0)),
+            float(record.get("cost_usd", 0.0)),
+        )
+        self.usage.setdefault(record["slot"], SlotUsage()).add(usage)
         if record["slot"] == "primary":
             self.turns += 1
 

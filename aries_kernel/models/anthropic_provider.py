@@ -21,10 +21,10 @@ from aries_kernel.models.types import (
     Message,
     ModelRequest,
     StopReason,
-    TextDelta,
+    StreamText,
+    StreamToolCall,
     ToolCall,
     ToolCallDelta,
-    ToolCallStarted,
     Usage,
 )
 
@@ -160,15 +160,15 @@ def _read_stream(events: Any, model: str) -> Iterator[ProviderEvent]:
             block = event.content_block
             if block.type == "tool_use":
                 tools[event.index] = (block.id, block.name, [])
-                yield ToolCallStarted(block.id, block.name)
+                yield StreamToolCall(block.id, block.name)
             elif block.type == "text" and block.text:
                 text.append(block.text)
-                yield TextDelta(block.text)
+                yield StreamText(block.text)
         elif kind == "content_block_delta":
             delta = event.delta
             if delta.type == "text_delta":
                 text.append(delta.text)
-                yield TextDelta(delta.text)
+                yield StreamText(delta.text)
             elif delta.type == "input_json_delta" and event.index in tools:
                 call_id, _, fragments = tools[event.index]
                 fragments.append(delta.partial_json)

@@ -23,10 +23,10 @@ from aries_kernel.models.types import (
     Message,
     ModelRequest,
     StopReason,
-    TextDelta,
+    StreamText,
+    StreamToolCall,
     ToolCall,
     ToolCallDelta,
-    ToolCallStarted,
     Usage,
 )
 
@@ -164,13 +164,13 @@ def _read_stream(chunks: Any, model: str) -> Iterator[ProviderEvent]:
             delta = choice.delta
             if delta.content:
                 text.append(delta.content)
-                yield TextDelta(delta.content)
+                yield StreamText(delta.content)
             for call in delta.tool_calls or []:
                 if call.index not in tools:
                     call_id = call.id or f"call_{call.index}"
                     name = call.function.name if call.function and call.function.name else ""
                     tools[call.index] = (call_id, name, [])
-                    yield ToolCallStarted(call_id, name)
+                    yield StreamToolCall(call_id, name)
                 fragment = call.function.arguments if call.function else None
                 if fragment:
                     call_id, _, fragments = tools[call.index]

@@ -25,9 +25,9 @@ from aries_kernel.models.types import (
     Message,
     ModelRequest,
     StopReason,
-    TextDelta,
+    StreamText,
+    StreamToolCall,
     ToolCallDelta,
-    ToolCallStarted,
     Usage,
 )
 
@@ -110,7 +110,7 @@ class ProviderResult:
     model: str
 
 
-ProviderEvent = TextDelta | ToolCallStarted | ToolCallDelta | ProviderResult
+ProviderEvent = StreamText | StreamToolCall | ToolCallDelta | ProviderResult
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,6 @@ import re
 import threading
 import time
 from collections.abc import Callable, Generator, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -52,11 +51,11 @@ from aries_kernel.models.shortnames import (
     with_overrides,
 )
 from aries_kernel.models.tokens import TokenEstimator, estimator_for
-from aries_kernel.models.types import Completion, ModelRequest, StreamEvent
+from aries_kernel.models.types import Completion, ModelRequest, SlotUsage, StreamEvent
 from aries_kernel.redact import environ_value
 from aries_kernel.settings_owner import PROTECTED, check_change
 
-__all__ = ["SLOTS", "AriesModels", "ModelRouter", "SlotClient", "SlotUsage", "UsageObserver"]
+__all__ = ["SLOTS", "AriesModels", "ModelRouter", "SlotClient", "UsageObserver"]
 
 log = logging.getLogger(__name__)
 
@@ -145,19 +144,6 @@ class AriesModels(Configurable):
     def _only_by_the_user(self, proposal: Any) -> Any:
         # Endpoints, prices and limits: only the user changes them (aries_kernel.settings_owner).
         return check_change(self, proposal.trait.name, proposal.value)
-
-
-@dataclass
-class SlotUsage:
-    """Running totals of one slot."""
-
-    calls: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
-    cost_usd: float = 0.0
-    seconds: float = 0.0
 
 
 class SlotClient:
@@ -536,15 +522,8 @@ class SlotClient:
         )
         seconds = time.perf_counter() - start
         with self._lock:
-            total = self.usage
-            total.calls += 1
-            total.input_tokens += usage.input_tokens
-            total.output_tokens += usage.output_tokens
-            total.cache_read_tokens += usage.cache_read_tokens
-            total.cache_write_tokens += usage.cache_write_tokens
-            total.cost_usd += usage.cost_usd
-            total.seconds += seconds
-            first_unpriced = total.calls == 1 and not price.known
+            self.usage.add(usage, seconds)
+            first_unpriced = self.usage.calls == 1 and not price.known
         if first_unpriced:
             log.warning("Its cost is counted as 0: %s.", price.problem)
         spent = usage.input_tokens + usage.output_tokens + usage.cache_read_tokens + usage.cache_write_tokens

@@ -39,6 +39,29 @@ class Usage:
 
 
 @dataclass
+class SlotUsage:
+    """Running totals of the calls on one model slot: a router's slot client, an agent session's slot."""
+
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0  # prompt tokens served from the provider's cache (not in input_tokens)
+    cache_write_tokens: int = 0  # prompt tokens written to it
+    cost_usd: float = 0.0
+    seconds: float = 0.0  # wall time of the calls (an agent session's file does not keep it: 0 there)
+
+    def add(self, usage: Usage, seconds: float = 0.0) -> None:
+        """Count one call that used ``usage`` and took ``seconds``."""
+        self.calls += 1
+        self.input_tokens += usage.input_tokens
+        self.output_tokens += usage.output_tokens
+        self.cache_read_tokens += usage.cache_read_tokens
+        self.cache_write_tokens += usage.cache_write_tokens
+        self.cost_usd += usage.cost_usd
+        self.seconds += seconds
+
+
+@dataclass
 class ModelRequest:
     messages: list[Message]
     system: str = ""
@@ -49,12 +72,17 @@ class ModelRequest:
 
 # stream events, in order; the last one is always a Completion
 @dataclass
-class TextDelta:
+class StreamText:
+    """A piece of the model's text in a provider's stream (the agent yields it as ``events.TextDelta``)."""
+
     text: str
 
 
 @dataclass
-class ToolCallStarted:
+class StreamToolCall:
+    """A tool call opens in a provider's stream; its arguments follow as :class:`ToolCallDelta` (the agent's
+    ``events.ToolCallStarted`` comes when the assembled call is about to run)."""
+
     id: str
     name: str
 
@@ -78,4 +106,4 @@ class Completion:
     seconds: float
 
 
-StreamEvent = TextDelta | ToolCallStarted | ToolCallDelta | Completion
+StreamEvent = StreamText | StreamToolCall | ToolCallDelta | Completion
