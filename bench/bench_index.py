@@ -8,8 +8,9 @@ worker processes, from ``resource.getrusage``), and every ratio is against a ref
   3. warm start from .aries/index.db (target <= 5% of cold), and the first query after it (top_files);
   4. the judgment operations (detect_duplication, find_similar_patterns in shape mode, find_convention):
      cold index + the first call, with one worker and with one per core (target <= 2.0x the 1-core parse on
-     two cores), and warm start + the first call (target <= 0.3x); find_convention scans the files it reads
-     once and stores what it found, so its warm line is given before and after a first call stored it;
+     two cores), and warm start + the first call (target <= 0.3x), each against a 1-core parse taken just
+     before it; find_convention scans the files it reads once and stores what it found, so its warm line is
+     given before and after a first call stored it;
   5. peak RSS of the cold index (target <= 800 MB at 20,000+ files), of each judgment step, and the size of
      index.db;
   6. reindex of one edited file after the warm start (target < 50 ms), median of several edits.
@@ -227,37 +228,35 @@ def measure(name: str, root: Path, repeats: int) -> list[tuple[str, str, str]]:
     files = one["files"]
     judged: list[tuple[str, str, str]] = []
 
-    def judgment_row(label: str, found: dict[str, Any], note: str = "") -> tuple[str, str, str]:
+    def judgment_row(label: str, operation: str, workers: int, cold: bool) -> tuple[str, str, str]:
+        # Each against a 1-core parse taken just before it, so that a machine busy with other work for part of
+        # the run does not skew the ratio.
+        if cold:
+            shutil.rmtree(root / ".aries", ignore_errors=True)
+        parse = run_child("parse", str(root), "1")["seconds"]
+        found = run_child("judgment", str(root), operation, str(workers))
+        assert found["mode"] == ("cold" if cold else "warm"), found
         parsed = f"{found['parsed_by_index']:,} parsed by the index, {found['parsed_here']:,} by the call"
+        ready = f" (index ready at {found['ready'] / parse:.2f}x)" if cold else ""
         return (
             f"  {label}",
             f"{found['seconds']:.2f} s",
-            f"{found['seconds'] / one['seconds']:.2f}x the 1-core parse{note}; {found['peak_mb']:,.0f} MB peak; "
-            f"{parsed}",
+            f"{found['seconds'] / parse:.2f}x the 1-core parse of {parse:.2f} s{ready}; "
+            f"{found['peak_mb']:,.0f} MB peak; {parsed}",
         )
 
     for operation in JUDGMENT:
         for workers in sorted({1, cores}):
-            shutil.rmtree(root / ".aries", ignore_errors=True)
-            found = run_child("judgment", str(root), operation, str(workers))
-            assert found["mode"] == "cold", found
-            judged.append(
-                judgment_row(
-                    f"cold + first {operation}, {workers} worker{'s' if workers > 1 else ''}",
-                    found,
-                    f" (index ready at {found['ready'] / one['seconds']:.2f}x)",
-                )
-            )
+            label = f"cold + first {operation}, {workers} worker{'s' if workers > 1 else ''}"
+            judged.append(judgment_row(label, operation, workers, cold=True))
     shutil.rmtree(root / ".aries", ignore_errors=True)
     cold = run_child("cold", str(root))
     db_mb = (root / ".aries/index.db").stat().st_size / 1e6
     for operation in JUDGMENT:
-        found = run_child("judgment", str(root), operation, str(cores))
-        assert found["mode"] == "warm", found
         stored = " (conventions not stored yet)" if operation == "find_convention" else ""
-        judged.append(judgment_row(f"warm start + first {operation}{stored}", found))
-    found = run_child("judgment", str(root), "find_convention", str(cores))
-    judged.append(judgment_row("warm start + first find_convention (stored by a call before)", found))
+        judged.append(judgment_row(f"warm start + first {operation}{stored}", operation, cores, cold=False))
+    label = "warm start + first find_convention (stored by a call before)"
+    judged.append(judgment_row(label, "find_convention", cores, cold=False))
     db_judged_mb = (root / ".aries/index.db").stat().st_size / 1e6
     warm = run_child("warm", str(root), str(repeats))
     assert warm["edges"] == cold["edges"], (warm["edges"], cold["edges"])
