@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import random
 import re
 import threading
 import time
@@ -53,6 +52,7 @@ from aries_kernel.models.shortnames import (
 from aries_kernel.models.tokens import TokenEstimator, estimator_for
 from aries_kernel.models.types import Completion, ModelRequest, SlotUsage, StreamEvent
 from aries_kernel.redact import environ_value
+from aries_kernel.retry import Backoff
 from aries_kernel.settings_owner import PROTECTED, check_change
 
 __all__ = ["SLOTS", "AriesModels", "ModelRouter", "SlotClient", "UsageObserver"]
@@ -418,11 +418,10 @@ class SlotClient:
                 events.close()
 
     def _retry_delay(self, failure: Failure, attempt: int) -> float | None:
-        """Seconds before the next try: the server's retry-after, else exponential backoff with jitter."""
+        """Seconds before the next try: the server's retry-after, else the retry policy's backoff."""
         if failure.retry_after is not None:
             return failure.retry_after if failure.retry_after <= self.settings.retry_after_max else None
-        ceiling = min(float(self.settings.backoff_max), float(self.settings.backoff_base) * 2.0**attempt)
-        return ceiling * random.uniform(0.5, 1.0)
+        return Backoff(float(self.settings.backoff_base), float(self.settings.backoff_max)).delay(attempt)
 
     def _error(
         self, failure: Failure, attempts: int, *, started: bool = False, request: ModelRequest | None = None
