@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from aries_kernel.context import AriesContext
 from aries_kernel.paths import aries_path
+from aries_kernel.vault.errors import VaultUnavailable
 
 if TYPE_CHECKING:
     from aries_kernel.models import ModelRouter
@@ -27,10 +28,6 @@ _SUB_QUESTIONS = (
     "Split this question into at most 4 shorter sub-questions that together answer it, one per line, "
     "nothing else:\n\n{question}"
 )
-
-
-class VaultUnavailable(RuntimeError):
-    """The vault's folder cannot be read or written; the message names it and the setting that moves it."""
 
 
 def shared_vault(context: AriesContext) -> Vault:

@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from aries_kernel.vault import open_vault, ranking
-from aries_kernel.vault.schema import notes as notes_table
+from aries_kernel.vault.db.schema import notes as notes_table
 from aries_kernel.vault.vault import DEFAULT_WEIGHTS
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo10"

@@ -18,7 +18,7 @@ from aries_kernel.agent.memory import PREFLIGHT_OPEN, WARM_OPEN, AriesMemory, Me
 from aries_kernel.models import types as mt
 from aries_kernel.models.router import ModelRouter
 from aries_kernel.vault import HashEmbedder, Vault, open_vault
-from aries_kernel.vault.schema import access
+from aries_kernel.vault.db.schema import access
 from tests.loopback import Reply, ScriptedModelServer
 
 # Every test here runs on SQLite and on PostgreSQL (tests/pg_support.py).

@@ -19,8 +19,8 @@ from sqlalchemy import select
 
 from aries_kernel.agent.compaction import SUMMARY_HEADER
 from aries_kernel.agent.memory import PREFLIGHT_OPEN, WARM_OPEN
-from aries_kernel.vault.index import VaultIndex
-from aries_kernel.vault.schema import access
+from aries_kernel.vault.db import VaultIndex
+from aries_kernel.vault.db.schema import access
 from tests.kernel_harness import run_cell, start_kernel, stop_kernel
 from tests.loopback import Reply, ScriptedModelServer
 from tests.test_memory_feedback import CACHE, NOTES, RETRY, WAL, write_note

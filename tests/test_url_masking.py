@@ -18,8 +18,8 @@ from IPython.core.interactiveshell import InteractiveShell
 from sqlalchemy import func, select
 
 from aries_kernel.context import AriesContext, get_context, set_context
-from aries_kernel.vault import HashEmbedder, open_vault, schema
-from aries_kernel.vault.index import VaultIndex, VaultUnavailableError
+from aries_kernel.vault import HashEmbedder, VaultUnavailable, open_vault
+from aries_kernel.vault.db import VaultIndex, schema
 
 from .pg_support import PgServer, temporary_server
 
@@ -88,7 +88,7 @@ def test_a_refused_password_is_not_in_the_error_its_causes_or_the_log(
     auth_server: PgServer, form: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     url = _forms(auth_server.port, WRONG)[form]
-    with caplog.at_level(logging.DEBUG), pytest.raises(VaultUnavailableError) as info:
+    with caplog.at_level(logging.DEBUG), pytest.raises(VaultUnavailable) as info:
         # The server said no: raised at once, not after waiting out the retry budget as if it were away.
         VaultIndex(url=url, schema_name="t_refused", retry_seconds=20)
     said = _shown(info.value)
@@ -107,7 +107,7 @@ def test_a_server_that_is_not_there_shows_no_password_while_waiting_or_after(
     url = _forms(_closed_port(), WRONG)[form]
     with (
         caplog.at_level(logging.DEBUG),
-        pytest.raises(VaultUnavailableError, match="did not answer for 1 s") as info,
+        pytest.raises(VaultUnavailable, match="did not answer for 1 s") as info,
     ):
         VaultIndex(url=url, retry_seconds=1.0)
     assert any("is not reachable" in record.getMessage() for record in caplog.records)

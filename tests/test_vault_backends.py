@@ -19,8 +19,9 @@ import pytest
 from sqlalchemy import text
 
 from aries_kernel.redact import mask_url
-from aries_kernel.vault import HashEmbedder, open_vault, schema
-from aries_kernel.vault.index import MIGRATIONS, VaultIndex
+from aries_kernel.vault import HashEmbedder, open_vault
+from aries_kernel.vault.db import VaultIndex, schema
+from aries_kernel.vault.db.schema import MIGRATIONS
 
 pytestmark = pytest.mark.usefixtures("backend")
 
@@ -237,10 +238,10 @@ def test_server_restarted_mid_burst(
 
 @pytest.mark.postgres_only
 def test_an_unreachable_server_gives_up_with_a_clear_message(backend: str, tmp_path: Path) -> None:
-    from aries_kernel.vault.index import VaultUnavailableError
+    from aries_kernel.vault import VaultUnavailable
 
     with pytest.raises(
-        VaultUnavailableError, match=r"did not answer for 1 s .*PG\* environment or ~/.pgpass"
+        VaultUnavailable, match=r"did not answer for 1 s .*PG\* environment or ~/.pgpass"
     ) as info:
         VaultIndex(url="postgresql://aries:pw-123456@127.0.0.1:9/none", retry_seconds=1.0)
     assert "pw-123456" not in str(info.value) and "aries:***@127.0.0.1:9" in str(info.value)

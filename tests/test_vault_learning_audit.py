@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from aries_kernel.vault import HashEmbedder, learning, open_vault, ranking, schema
-from aries_kernel.vault import index as index_module
-from aries_kernel.vault.index import VaultIndex
-from aries_kernel.vault.schema import access, cooccurrence, q_values
+from aries_kernel.vault import HashEmbedder, learning, open_vault, ranking
+from aries_kernel.vault.db import VaultIndex, schema
+from aries_kernel.vault.db.learned import MISSING_GRACE_SECONDS
+from aries_kernel.vault.db.schema import access, cooccurrence, q_values
 from aries_kernel.vault.vault import _COOC_WEIGHT, Vault
 from tests.vault_support import T0, Clock
 
@@ -193,7 +193,7 @@ def test_3_no_learned_row_names_a_deleted_note(backend: str, tmp_path: Path) -> 
         (tmp_path / "vault" / rel).unlink()  # deleted by hand
     vault.sync()
     # A missing note keeps its learned state for a grace period (another git branch may be checked out).
-    vault.clock.now += index_module.MISSING_GRACE_SECONDS + 1  # type: ignore[attr-defined]
+    vault.clock.now += MISSING_GRACE_SECONDS + 1  # type: ignore[attr-defined]
     vault.sync()
     live = {f"global:{k}" for k in index.live_keys()} | {
         f"project:{k}" for k in vault._store("project").index.live_keys()

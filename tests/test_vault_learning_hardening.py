@@ -20,7 +20,10 @@ from typing import Any
 
 import pytest
 
-from aries_kernel.vault import HashEmbedder, Vault, index, learning, open_vault, schema
+from aries_kernel.vault import HashEmbedder, Vault, learning, open_vault
+from aries_kernel.vault.db import VaultIndex, schema
+from aries_kernel.vault.db.export import LEARNING_EXPORT_MAX_BYTES
+from aries_kernel.vault.db.learned import MISSING_GRACE_SECONDS
 from tests.vault_support import T0, Clock
 
 
@@ -68,7 +71,7 @@ def folder(export: Path, outside: Path) -> str:
 
 def oversized(export: Path, outside: Path) -> str:
     with export.open("wb") as handle:  # sparse: costs no disk and is never read
-        handle.truncate(index.LEARNING_EXPORT_MAX_BYTES + 1)
+        handle.truncate(LEARNING_EXPORT_MAX_BYTES + 1)
     return "over the"
 
 
@@ -218,7 +221,7 @@ def test_a_note_back_from_another_branch_keeps_its_learned_state(backend: str, t
     vault.sync()
     assert PROJECT not in vault.titles()
     assert missing_keys(vault) == {PROJECT.casefold(): T0}  # remembered as missing since now
-    vault.clock.now += index.MISSING_GRACE_SECONDS - 3600  # type: ignore[attr-defined]
+    vault.clock.now += MISSING_GRACE_SECONDS - 3600  # type: ignore[attr-defined]
     vault.sync()
     assert project_state(vault) == before  # kept all through the grace period
     hidden.rename(note)  # `git checkout main`
@@ -232,7 +235,7 @@ def test_a_note_missing_past_the_grace_period_loses_its_learned_state(backend: s
     vault, note = branch_vault(tmp_path)
     note.unlink()
     vault.sync()
-    vault.clock.now += index.MISSING_GRACE_SECONDS + 1  # type: ignore[attr-defined]
+    vault.clock.now += MISSING_GRACE_SECONDS + 1  # type: ignore[attr-defined]
     vault.sync()
     assert project_state(vault) == (None, [], [])
     assert missing_keys(vault) == {}  # the record went with the rows
@@ -312,7 +315,7 @@ def test_the_archived_note_has_its_state_back_when_restored(backend: str, tmp_pa
     idx = vault._store("global").index
     rel = f"inbox/{OLD}.md"
     # The new note goes (deleted by hand; a team vault's row with it), and the archived one is restored.
-    idx.write(lambda c: index.VaultIndex.delete_note(c, rel))
+    idx.write(lambda c: VaultIndex.delete_note(c, rel))
     (tmp_path / "vault" / rel).unlink()
     vault.restore(OLD)
     assert learned_of(vault, OLD.casefold()) == old_state
@@ -367,7 +370,7 @@ def test_a_rebuild_keeps_the_state_set_aside_for_an_archived_note(tmp_path: Path
     assert learned_of(reopened, OLD.casefold()) == new_state
     idx = reopened._store("global").index
     rel = f"inbox/{OLD}.md"
-    idx.write(lambda c: index.VaultIndex.delete_note(c, rel))
+    idx.write(lambda c: VaultIndex.delete_note(c, rel))
     (home / rel).unlink()
     reopened.restore(OLD)
     assert learned_of(reopened, OLD.casefold()) == old_state

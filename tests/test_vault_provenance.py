@@ -20,11 +20,11 @@ from aries_kernel.agent import Agent
 from aries_kernel.agent.memory import MemoryHook
 from aries_kernel.agent.settings import AriesAgent
 from aries_kernel.models.router import ModelRouter
-from aries_kernel.vault import HashEmbedder, Vault, open_vault, schema
-from aries_kernel.vault.index import MIGRATIONS, VaultIndex
+from aries_kernel.vault import HashEmbedder, Vault, open_vault
+from aries_kernel.vault.db import VaultIndex, schema
+from aries_kernel.vault.db.schema import MIGRATIONS, audit, cooccurrence, notes, q_values
 from aries_kernel.vault.notes import parse_note
 from aries_kernel.vault.provenance import KERNEL, Provenance, acting
-from aries_kernel.vault.schema import audit, cooccurrence, notes, q_values
 from tests.agent_scripted import FakeContext
 from tests.kernel_harness import run_cell, start_kernel, stop_kernel
 from tests.loopback import Reply, ScriptedModelServer

@@ -19,7 +19,9 @@ from aries_kernel.magics.vault import vault_status
 from IPython.core.interactiveshell import InteractiveShell
 
 from aries_kernel.context import AriesContext, set_context
-from aries_kernel.vault import HashEmbedder, Vault, index, open_vault
+from aries_kernel.vault import HashEmbedder, Vault, open_vault
+from aries_kernel.vault.db import VaultIndex
+from aries_kernel.vault.db import export as learning_export
 from tests.kernel_harness import run_cell, start_kernel, stop_kernel
 
 NOTES = {
@@ -94,7 +96,7 @@ def test_a_corrupt_index_comes_back_with_its_learned_state(
     export = folder / ".aries" / "index.learning.json"
     assert export.is_file()
     CORRUPTIONS[corrupt](folder / ".aries" / "index.db")
-    with caplog.at_level(logging.WARNING, logger="aries_kernel.vault.index"):
+    with caplog.at_level(logging.WARNING, logger="aries_kernel.vault.db.index"):
         vault = make(folder)
     try:
         (kept,) = aside(folder)  # the corrupt file, kept for inspection
@@ -119,7 +121,7 @@ def test_without_an_export_the_user_is_told_the_learned_state_is_lost(
     close(vault)
     (folder / ".aries" / "index.learning.json").unlink()
     garbage(folder / ".aries" / "index.db")
-    with caplog.at_level(logging.WARNING, logger="aries_kernel.vault.index"):
+    with caplog.at_level(logging.WARNING, logger="aries_kernel.vault.db.index"):
         vault = make(folder)
     try:
         report = vault.stores[0].index.rebuild_report or ""
@@ -171,17 +173,17 @@ def test_an_index_deleted_between_the_look_and_the_open_is_rebuilt(
     before = learn(vault)
     close(vault)
     db = folder / ".aries" / "index.db"
-    real_open = index.VaultIndex._open_engine
+    real_open = VaultIndex._open_engine
     deleted: list[bool] = []
 
-    def delete_first(self: index.VaultIndex) -> Any:
+    def delete_first(self: VaultIndex) -> Any:
         if not deleted and self.db_path == db:
             deleted.append(True)
             for suffix in ("", "-wal", "-shm"):
                 Path(f"{db}{suffix}").unlink(missing_ok=True)
         return real_open(self)
 
-    monkeypatch.setattr(index.VaultIndex, "_open_engine", delete_first)
+    monkeypatch.setattr(VaultIndex, "_open_engine", delete_first)
     vault = make(folder)
     try:
         assert deleted, "the file went in the window"
@@ -194,7 +196,7 @@ def test_an_index_deleted_between_the_look_and_the_open_is_rebuilt(
 def test_learned_state_is_exported_every_n_changes_atomically(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(index, "LEARNING_EXPORT_EVERY", 3)
+    monkeypatch.setattr(learning_export, "LEARNING_EXPORT_EVERY", 3)
     folder = tmp_path / "vault"
     export = folder / ".aries" / "index.learning.json"
     vault = make(folder)

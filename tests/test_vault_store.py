@@ -14,8 +14,9 @@ import pytest
 
 import aries_kernel.vault as vault_pkg
 from aries_kernel.vault import HashEmbedder, NoteError, open_vault
-from aries_kernel.vault import index as vault_index
-from aries_kernel.vault.index import MIGRATIONS, VaultIndex
+from aries_kernel.vault.db import VaultIndex
+from aries_kernel.vault.db import search as vault_search
+from aries_kernel.vault.db.schema import MIGRATIONS
 from aries_kernel.vault.notes import MAX_NOTE_BYTES, parse_text, sanitize_title, wiki_links
 from tests.vault_support import T0, Clock
 
@@ -36,7 +37,7 @@ def files_under(path: Path) -> set[str]:
 def test_exported_names() -> None:
     assert set(vault_pkg.__all__) == {
         "AddResult", "AriesVault", "Embedder", "HashEmbedder", "NoteError", "NoteText", "Session", "Vault",
-        "VaultBusyError", "VaultIndex", "WordLlamaEmbedder", "make_embedder", "open_vault",
+        "VaultBusyError", "VaultIndex", "VaultUnavailable", "WordLlamaEmbedder", "make_embedder", "open_vault",
     }  # fmt: skip
 
 
@@ -362,7 +363,7 @@ def test_bm25_in_a_large_vault_skips_common_only_notes_with_exact_scores(
 ) -> None:
     # "Large" starts at COMMON_TERMS_MIN_NOTES (5,000); 1,200 notes over a lowered bar show the same pruning
     # at a fifth of the cost (this test took half a minute on PostgreSQL).
-    monkeypatch.setattr(vault_index, "COMMON_TERMS_MIN_NOTES", 1000)
+    monkeypatch.setattr(vault_search, "COMMON_TERMS_MIN_NOTES", 1000)
     vault = make(tmp_path)
     colours = ["red", "green", "blue", "amber", "violet", "cyan", "ochre", "teal", "plum", "sand"]
     items = [
@@ -386,7 +387,7 @@ def test_bm25_in_a_large_vault_skips_common_only_notes_with_exact_scores(
         assert [s for _, s in pruned] == pytest.approx([s for _, s in full])
     # only common words: the plain query runs
     assert len(index.bm25(["project", "status"], 10)) == 10
-    monkeypatch.setattr(vault_index, "COMMON_TERMS_MIN_NOTES", 1201)
+    monkeypatch.setattr(vault_search, "COMMON_TERMS_MIN_NOTES", 1201)
     index._df_generation = -1  # the note count is read again
     assert index._common_terms(["project"]) == []  # below the bar nothing is left out
 

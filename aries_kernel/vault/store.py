@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import difflib
-import hashlib
 import math
 import re
 from collections.abc import Callable, Sequence
@@ -20,11 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from sqlalchemy import delete, func, or_, select, update
-from sqlalchemy.engine import Connection
-
 from aries_kernel.redact import redact
-from aries_kernel.vault.index import VaultIndex, _insert, query_terms
+from aries_kernel.vault.db import Connection, PurgeScope, VaultIndex, path_hash, query_terms
 from aries_kernel.vault.notes import (
     FOLDERS,
     MAX_NOTE_BYTES,
@@ -34,7 +30,6 @@ from aries_kernel.vault.notes import (
     content_hash,
     iter_note_files,
     move_file,
-    normalize_title,
     not_a_file,
     note_exists,
     parse_note,
@@ -47,18 +42,6 @@ from aries_kernel.vault.notes import (
 )
 from aries_kernel.vault.provenance import Provenance
 from aries_kernel.vault.provenance import current as current_provenance
-from aries_kernel.vault.schema import (
-    access,
-    archive,
-    audit,
-    cooccurrence,
-    embeddings,
-    links,
-    missing,
-    notes,
-    purged,
-    q_values,
-)
 
 __all__ = ["AddResult", "NoteStore", "Skipped"]
 
@@ -140,7 +123,7 @@ class NoteStore:
         own table."""
         if self.index.shared:
             return 0
-        known = {r[0] for r in self.index.rows(select(archive.c.archived_path))}
+        known = self.index.archived_paths()
         rows = []
         for entry in self._archive_files():
             rel = entry["archived_path"]
@@ -161,7 +144,7 @@ class NoteStore:
             return 0
 
         def work(conn: Connection) -> None:
-            conn.execute(archive.insert(), rows)
+            self.index.list_archived(conn, rows)
             detail = f"{len(rows)} archived notes listed again from {ARCHIVE_DIR}/"
             self.index.audit(conn, self.clock(), "recover", "", "", detail)
 
@@ -183,10 +166,7 @@ class NoteStore:
         if self.index.shared:
             return self._sync_shared()
         file_in_use = self.index.identity
-        indexed: dict[str, tuple[int, int]] = {
-            r[0]: (int(r[1]), int(r[2]))
-            for r in self.index.rows(select(notes.c.path, notes.c.mtime_ns, notes.c.size))
-        }
+        indexed = self.index.file_stamps()
         changed: list[Note] = []
         broken: list[str] = []
         skipped: list[Skipped] = []
@@ -245,14 +225,14 @@ class NoteStore:
             self._set_aside_if_new(conn, note)
             self.index.upsert_note(conn, note, note.created, note.mtime_ns / 1e9)
         for rel in broken:
-            VaultIndex.delete_note(conn, rel)
+            self.index.delete_note(conn, rel)
         gone = len(broken)
         for rel in removed:
             # Another process may have written this note after we listed the folder: keep it if it exists now.
             if not (self.root / rel).exists():
-                VaultIndex.delete_note(conn, rel)
+                self.index.delete_note(conn, rel)
                 gone += 1
-        VaultIndex.bump(conn)
+        self.index.bump(conn)
         self.index.audit(conn, self.clock(), "sync", "", "", f"{len(changed)} indexed, {gone} removed")
 
     def _sync_shared(self) -> tuple[int, int]:
@@ -260,36 +240,9 @@ class NoteStore:
         or edited here after the database's copy was written, is indexed; a note the folder lacks, or has an
         older copy of, is written from the database; a file whose note was forgotten elsewhere since it was
         written is moved to the archive. A file deleted by hand comes back: :meth:`forget` removes a note."""
-        n = notes.c
-        rows = {
-            r.path: r
-            for r in self.index.rows(
-                select(
-                    n.path,
-                    n.title,
-                    n.type,
-                    n.description,
-                    n.body,
-                    n.created,
-                    n.content_hash,
-                    n.mtime_ns,
-                    n.author,
-                    n.origin,
-                    n.session_id,
-                    n.turn,
-                    n.kernel,
-                    n.superseded_by,
-                )
-            )
-        }
-        a = archive.c
-        forgotten = {
-            r[0]: float(r[1])
-            for r in self.index.rows(
-                select(a.path, func.max(a.archived_at)).where(a.restored_at.is_(None)).group_by(a.path)
-            )
-        }
-        tombstones = {r[0]: float(r[1]) for r in self.index.rows(select(purged.c.path_hash, purged.c.at))}
+        rows = self.index.mirror_rows()
+        forgotten = self.index.forgotten_paths()
+        tombstones = self.index.tombstones()
         changed: list[Note] = []
         export: list[Any] = []
         aside: list[str] = []
@@ -322,7 +275,7 @@ class NoteStore:
                     continue
                 if row is None and forgotten.get(rel, -math.inf) >= note.mtime_ns / 1e9:
                     aside.append(rel)
-                elif row is None and tombstones.get(_path_hash(rel), -math.inf) >= note.mtime_ns / 1e9:
+                elif row is None and tombstones.get(path_hash(rel), -math.inf) >= note.mtime_ns / 1e9:
                     gone.append(rel)  # purged elsewhere: this machine's copy goes too
                 elif row is None or note.mtime_ns > row.mtime_ns:
                     changed.append(note)
@@ -353,18 +306,17 @@ class NoteStore:
         return len(changed) + len(export), len(aside) + len(gone)
 
     def _apply_shared(self, conn: Connection, changed: Sequence[Note]) -> None:
-        n = notes.c
         indexed = 0
         for note in changed:
             # Another user may have written this note since we read it: the newer copy wins.
-            current = conn.execute(select(n.mtime_ns).where(n.path == note.path)).scalar()
+            current = self.index.note_mtime(conn, note.path)
             if current is None or note.mtime_ns > current:
                 if current is None:
                     self._set_aside_if_new(conn, note)
                 self.index.upsert_note(conn, note, note.created, note.mtime_ns / 1e9)
                 indexed += 1
         if indexed:
-            VaultIndex.bump(conn)
+            self.index.bump(conn)
             self.index.audit(conn, self.clock(), "sync", "", "", f"{indexed} indexed from {self.root}")
 
     def _set_aside_if_new(self, conn: Connection, note: Note) -> None:
@@ -373,20 +325,19 @@ class NoteStore:
         files are the notes the damaged index held, whose learned state the export just brought back."""
         if self.index.rebuilt_unsynced:
             return
-        if conn.execute(select(notes.c.id).where(notes.c.path == note.path)).first() is None:
+        if not self.index.is_indexed(conn, note.path):
             self._set_aside(conn, note.title)
 
     def _set_aside(self, conn: Connection, title: str) -> None:
         key = title.casefold()
-        VaultIndex.set_aside_learning(conn, key, f"{self.source}:{key}")
+        self.index.set_aside_learning(conn, key, f"{self.source}:{key}")
 
     def rebuild(self) -> None:
         """Forget every note row and index the files again; learned state and the audit log are kept."""
 
         def clear(conn: Connection) -> None:
-            conn.execute(delete(links))
-            conn.execute(delete(notes))
-            VaultIndex.bump(conn)
+            self.index.clear_notes(conn)
+            self.index.bump(conn)
             self.index.audit(conn, self.clock(), "rebuild", "", "", "index cleared")
 
         self.index.write(clear)
@@ -396,26 +347,7 @@ class NoteStore:
 
     def find(self, title: str) -> dict[str, Any] | None:
         """The row of the note titled ``title`` (case-insensitive, sanitized like a file name), or None."""
-        key = sanitize_title(title).casefold()
-        n = notes.c
-        return self.index.first(
-            select(
-                n.id,
-                n.title,
-                n.key,
-                n.path,
-                n.folder,
-                n.type,
-                n.description,
-                n.body,
-                n.created,
-                n.updated,
-                n.superseded_by,
-            )
-            .where(n.key == key)
-            .order_by(n.path)
-            .limit(1)
-        )
+        return self.index.find_note(sanitize_title(title).casefold())
 
     # -- writes ---------------------------------------------------------------------------------------
 
@@ -466,7 +398,7 @@ class NoteStore:
                 for (title, body, kind), moment in zip(prepared, moments, strict=False)
             ]
             if any(r.action != "unchanged" for r in results):
-                VaultIndex.bump(conn)
+                self.index.bump(conn)
             return results
 
         return self.index.write(work)
@@ -567,34 +499,18 @@ class NoteStore:
             return None
 
     def _duplicate(self, conn: Connection, title: str, body: str, near: bool) -> dict[str, Any] | None:
-        n = notes.c
-        found = (
-            conn.execute(
-                select(n.id, n.title, n.path, n.body, n.created)
-                .where(
-                    (n.key == title.casefold())
-                    | (n.norm == normalize_title(title))
-                    | (n.content_hash == content_hash(f"{title}\n{body}"))
-                )
-                .limit(1)
-            )
-            .mappings()
-            .first()
-        )
+        found = self.index.twin(conn, title, body)
         if found:
-            return dict(found)
+            return found
         words = set(_WORD.findall(body.casefold()))
         if not near or len(words) < 5:
             return None
-        ids = VaultIndex.similar(conn, query_terms(" ".join(sorted(words, key=len, reverse=True)[:24])), 3)
-        found_rows = conn.execute(
-            select(n.id, n.title, n.path, n.body, n.created).where(n.id.in_(ids))
-        ).mappings()
-        by_id = {row["id"]: row for row in found_rows}
+        ids = self.index.similar(conn, query_terms(" ".join(sorted(words, key=len, reverse=True)[:24])), 3)
+        by_id = self.index.notes_by_id(conn, ids)
         for row in (by_id[i] for i in ids if i in by_id):
             other = set(_WORD.findall(row["body"].casefold()))
             if other and len(words & other) / len(words | other) >= NEAR_DUPLICATE_JACCARD:
-                return dict(row)
+                return row
         return None
 
     def forget(self, title: str) -> str:
@@ -609,19 +525,18 @@ class NoteStore:
             kept = _read_text(self.root, row["path"])
             if kept is not None:
                 move_file(self.root, row["path"], rel)
-            VaultIndex.delete_note(conn, row["path"])
-            conn.execute(
-                archive.insert().values(
-                    title=row["title"],
-                    key=row["key"],
-                    path=row["path"],
-                    archived_path=rel,
-                    archived_at=self.clock(),
-                    archived_by=self.index.user,
-                    text=kept if kept is not None else render_note({"type": row["type"]}, row["body"]),
-                )
+            self.index.delete_note(conn, row["path"])
+            self.index.archive_note(
+                conn,
+                title=row["title"],
+                key=row["key"],
+                path=row["path"],
+                archived_path=rel,
+                archived_at=self.clock(),
+                archived_by=self.index.user,
+                text=kept if kept is not None else render_note({"type": row["type"]}, row["body"]),
             )
-            VaultIndex.bump(conn)
+            self.index.bump(conn)
             self.index.audit(conn, self.clock(), "forget", row["title"], row["path"], f"archived to {rel}")
             return rel
 
@@ -630,13 +545,7 @@ class NoteStore:
     def restore(self, title: str) -> AddResult:
         """Bring the most recently archived note titled ``title`` back to where it was."""
         key = sanitize_title(title).casefold()
-        a = archive.c
-        row = self.index.first(
-            select(a.id, a.title, a.path, a.archived_path, a.text)
-            .where(a.key == key, a.restored_at.is_(None))
-            .order_by(a.archived_at.desc())
-            .limit(1)
-        )
+        row = self.index.archived_entry(key)
         if row is None:
             row = self._archived_on_disk(key)
         if row is None:
@@ -654,13 +563,9 @@ class NoteStore:
             note = parse_note(self.root, self.root / row["path"])
             self.index.upsert_note(conn, note, note.created, note.mtime_ns / 1e9)
             if row.get("id") is not None:
-                conn.execute(
-                    update(archive)
-                    .where(archive.c.id == row["id"])
-                    .values(restored_at=self.clock(), restored_by=self.index.user)
-                )
-                VaultIndex.take_back_learning(conn, row["id"])
-            VaultIndex.bump(conn)
+                self.index.mark_restored(conn, row["id"], self.clock())
+                self.index.take_back_learning(conn, row["id"])
+            self.index.bump(conn)
             self.index.audit(
                 conn, self.clock(), "restore", note.title, note.path, f"from {row['archived_path']}"
             )
@@ -690,7 +595,7 @@ class NoteStore:
             self._write(
                 conn, row["title"], row["path"], meta, body, row["created"], action, who, body, detail
             )
-            VaultIndex.bump(conn)  # a superseded note leaves retrieval: the corpus is read again
+            self.index.bump(conn)  # a superseded note leaves retrieval: the corpus is read again
 
         self.index.write(work)
 
@@ -707,87 +612,47 @@ class NoteStore:
         return self.index.read(work) if dry_run else self.index.write(work)
 
     def _purge(self, conn: Connection, key: str, apply: bool) -> list[tuple[str, str, int]]:
-        n, a, au, e = notes.c, archive.c, audit.c, embeddings.c
         found: list[tuple[str, str, int]] = []
-        rows = conn.execute(select(n.id, n.title, n.path, n.content_hash).where(n.key == key)).all()
-        kept = conn.execute(select(a.id, a.title, a.path, a.archived_path, a.text).where(a.key == key)).all()
+        candidates = self.index.purge_candidates(conn, key)
+        rows, kept = candidates.notes, candidates.archived
         on_disk = self._archived_on_disk(key, every=True)
         titles = {r.title for r in rows} | {r.title for r in kept} | {r["title"] for r in on_disk}
         # A note missing from the folder (another branch checked out) is purged too: its learned state is kept.
-        if not titles and conn.execute(select(missing.c.key).where(missing.c.key == key)).first() is None:
+        if not titles and not candidates.missing:
             return []
         files = [r.path for r in rows if note_exists(self.root, r.path)]
         archived = sorted({r.archived_path for r in kept} | {r["archived_path"] for r in on_disk})
         archived = [rel for rel in archived if note_exists(self.root, rel)]
-        hashes = {r.content_hash for r in rows}
-        hashes.update(
-            conn.execute(select(au.content_hash).where(au.key == key, au.content_hash != "")).scalars()
-        )
+        hashes = {r.content_hash for r in rows} | candidates.audit_hashes
         for r in kept:
             with contextlib.suppress(NoteError):
                 hashes.add(content_hash(f"{r.title}\n{parse_text(r.text, r.archived_path)[1].strip()}"))
-        others = {h for h in conn.execute(select(n.content_hash).where(n.key != key)).scalars()} & hashes
-        hashes -= others
-        uid = f"{self.source}:{key}"
+        hashes -= self.index.hashes_elsewhere(conn, key, hashes)
         paths = {r.path for r in rows} | {r.path for r in kept} | set(archived)
-        mentions = [au.key == key, au.path.in_(sorted(paths))]
-        mentions += [au.title == t for t in titles] + [
-            au.detail.contains(f"[[{t}]]", autoescape=True) for t in titles
-        ]
-        tables = [
-            ("notes row", notes, n.key == key),
-            ("links", links, links.c.src.in_([r.id for r in rows])),
-            ("archive row", archive, a.key == key),
-            ("q_values", q_values, q_values.c.key == key),
-            ("access", access, access.c.key == key),
-            ("missing", missing, missing.c.key == key),
-            ("cooccurrence", cooccurrence, (cooccurrence.c.a == uid) | (cooccurrence.c.b == uid)),
-            ("embeddings", embeddings, e.content_hash.in_(sorted(hashes))),
-            ("audit", audit, or_(*mentions)),
-        ]
+        scope = PurgeScope(
+            key=key,
+            uid=f"{self.source}:{key}",
+            note_ids=[r.id for r in rows],
+            paths=sorted(paths),
+            titles=sorted(titles),
+            hashes=sorted(hashes),
+        )
         found += [("file", rel, 1) for rel in files] + [("archived file", rel, 1) for rel in archived]
-        for what, table, where in tables:
-            count = int(conn.execute(select(func.count()).select_from(table).where(where)).scalar_one())
-            if count:
-                found.append((what, self.source, count))
+        found += [(what, self.source, count) for what, count in self.index.purge_counts(conn, scope)]
         if not apply:
             return found
-        if conn.dialect.name == "sqlite":
-            # Deleted rows are zeroed in the file, not left in its free pages.
-            conn.exec_driver_sql("PRAGMA secure_delete = ON")
         for rel in files + archived:
             remove_file(self.root, rel)
             self._seen.pop(rel, None)
-        for _, table, where in tables:
-            conn.execute(delete(table).where(where))
-        if conn.dialect.name == "sqlite":
-            # FTS5 keeps a deleted note's terms in its older segments until they are merged.
-            conn.exec_driver_sql("INSERT INTO notes_fts (notes_fts) VALUES ('optimize')")
-        elif paths:
-            stmt = _insert(conn, purged)
-            conn.execute(
-                stmt.on_conflict_do_update(index_elements=["path_hash"], set_={"at": stmt.excluded.at}),
-                [{"path_hash": _path_hash(rel), "at": self.clock()} for rel in sorted(paths)],
-            )
-        VaultIndex.bump(conn)
+        self.index.purge_rows(conn, scope, self.clock())
+        self.index.bump(conn)
         removed = sum(count for _, _, count in found)
         self.index.audit(conn, self.clock(), "purge", "", "", f"a note purged: {removed} files and rows")
         return found
 
     def drop_cooccurrence(self, uid: str, dry_run: bool = False) -> int:
         """Remove (or, with ``dry_run``, count) every user's co-occurrence rows naming ``uid`` on either side."""
-        c = cooccurrence.c
-        where = (c.a == uid) | (c.b == uid)
-
-        def work(conn: Connection) -> int:
-            count = int(
-                conn.execute(select(func.count()).select_from(cooccurrence).where(where)).scalar_one()
-            )
-            if count and not dry_run:
-                conn.execute(delete(cooccurrence).where(where))
-            return count
-
-        return self.index.read(work) if dry_run else self.index.write(work)
+        return self.index.drop_cooccurrence(uid, dry_run=dry_run)
 
     def _archive_files(self) -> list[dict[str, Any]]:
         """The notes of the archive folder: title, path (where it was) and archived_path, each."""
@@ -828,10 +693,6 @@ def describe_change(before: str, after: str) -> str:
     changed = [line for line in lines if line[:1] in "+-" and not line.startswith(("+++", "---"))]
     text = "\n".join(changed)
     return text if len(text) <= _CHANGE_CHARS else text[: _CHANGE_CHARS - 3] + "..."
-
-
-def _path_hash(rel: str) -> str:
-    return hashlib.sha256(rel.encode("utf-8")).hexdigest()
 
 
 def _read_text(root: Path, rel: str) -> str | None:

@@ -22,17 +22,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import rustworkx as rx
-from sqlalchemy import ColumnElement, func, select
 from traitlets import Bool, Dict, Int, Unicode
 from traitlets.config import Configurable
 
 from aries_kernel.paths import aries_path, aries_setting
 from aries_kernel.vault import learning, provenance, ranking
+from aries_kernel.vault.db import query_terms
 from aries_kernel.vault.embeddings import Embedder, make_embedder
-from aries_kernel.vault.index import query_terms
 from aries_kernel.vault.notes import NoteError, parse_note, sanitize_title
 from aries_kernel.vault.provenance import Provenance
-from aries_kernel.vault.schema import archive, audit, links, notes
 from aries_kernel.vault.store import AddResult, NoteStore
 
 __all__ = ["AriesVault", "NoteText", "Vault", "open_vault"]
@@ -312,14 +310,7 @@ class Vault:
         kept = self._store_rows.get(s)
         if kept is not None and kept[0] == generation:
             return kept[1], kept[2]
-        index = self.stores[s].index
-        n = notes.c
-        rows = index.rows(
-            select(
-                n.id, n.title, n.key, n.folder, n.type, n.path, n.created, n.content_hash, n.superseded_by
-            ).order_by(n.id)
-        )
-        edges = index.rows(select(links.c.src, links.c.target))
+        rows, edges = self.stores[s].index.corpus_rows()
         self._store_rows[s] = (generation, rows, edges)
         return rows, edges
 
@@ -342,11 +333,7 @@ class Vault:
                 missing.setdefault(store_col[n], []).append(n)
         for s, rows in missing.items():
             store = self.stores[s]
-            wanted = [ids[n] for n in rows]
-            bodies: dict[int, str] = {}
-            for start in range(0, len(wanted), 500):
-                chunk = wanted[start : start + 500]
-                bodies.update(store.index.rows(select(notes.c.id, notes.c.body).where(notes.c.id.in_(chunk))))
+            bodies = store.index.bodies([ids[n] for n in rows])
             texts = [f"{titles[n]}\n{bodies.get(ids[n], '')[:_EMBED_CHARS]}" for n in rows]
             fresh = self.embedder.embed(texts)
             new = {hashes[n]: fresh[k] for k, n in enumerate(rows)}
@@ -575,9 +562,7 @@ class Vault:
             wanted = [int(corpus.ids[n]) for n in order if corpus.store[n] == s]
             if not wanted:
                 continue
-            for note_id, body in store.index.rows(
-                select(notes.c.id, notes.c.body).where(notes.c.id.in_(wanted))
-            ):
+            for note_id, body in store.index.bodies(wanted).items():
                 n = corpus.position.get((s, int(note_id)))
                 if n is not None:
                     out[n] = body
@@ -782,8 +767,7 @@ class Vault:
         superseded stays superseded (by "a purged note"), its ``successor`` no longer lists it."""
         out: list[tuple[str, str, str, int]] = []
         for store in self.stores:
-            n = notes.c
-            linked = store.index.rows(select(n.title, n.superseded_by).where(n.superseded_by != ""))
+            linked = store.index.superseding()
             changes: dict[str, dict[str, Any]] = {
                 title: {"superseded_by": _PURGED} for title, by in linked if by.casefold() == key
             }
@@ -839,14 +823,9 @@ class Vault:
         detail and change (the lines removed ``-`` and added ``+``)."""
         columns = [*_HISTORY_COLUMNS, "change"]
         key = sanitize_title(title).casefold()
-        a = audit.c
         frames = []
         for store in [self._store(where)] if where else self.stores:
-            rows = store.index.rows(
-                select(a.at, a.action, a.actor, a.origin, a.session_id, a.turn, a.kernel, a.detail, a.change)
-                .where((a.key == key) | ((a.key == "") & (func.lower(a.title) == key)))
-                .order_by(a.id)
-            )
+            rows = store.index.history(key)
             frame = pd.DataFrame([(r[0], store.source, *r[1:]) for r in rows], columns=columns)
             frames.append(frame)
         result = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
@@ -864,26 +843,14 @@ class Vault:
         turn, at (the last such write) and path."""
         columns = ["title", "source", "wrote", "origin", "session", "turn", "at", "path"]
         out = []
-        a, n = audit.c, notes.c
         for store in self.stores:
-            where: list[ColumnElement[bool]] = [
-                a.origin.in_(provenance.AGENT_ORIGINS),
-                a.action.in_(["add", "update"]),
-            ]
-            if kernel is not None:
-                where.append(a.kernel == kernel)
-            writes = store.index.rows(
-                select(a.key, a.action, a.origin, a.session_id, a.turn, a.at).where(*where).order_by(a.id)
-            )
+            writes = store.index.agent_writes(sorted(provenance.AGENT_ORIGINS), kernel)
             by_key: dict[str, list[Any]] = {}
             for w in writes:
                 by_key.setdefault(w[0], []).append(w)
             if not by_key:
                 continue
-            live = {
-                r[0]: r
-                for r in store.index.rows(select(n.key, n.title, n.path).where(n.key.in_(sorted(by_key))))
-            }
+            live = store.index.live_notes(sorted(by_key))
             for key, ws in by_key.items():
                 if key not in live:
                     continue  # forgotten or purged since
@@ -912,10 +879,7 @@ class Vault:
         frames = []
         columns = ["at", "action", "title", "path", "detail", "actor"]
         for store in self.stores:
-            a = audit.c
-            rows = store.index.rows(
-                select(a.at, a.action, a.title, a.path, a.detail, a.actor).order_by(a.id.desc()).limit(limit)
-            )
+            rows = store.index.recent_audit(limit)
             frame = pd.DataFrame(rows, columns=columns)
             frame.insert(1, "source", store.source)
             frames.append(frame)
@@ -964,7 +928,9 @@ class Vault:
         # A note forgotten while the session ran is not credited: no learned row may name a missing note.
         present = self._corpus().by_uid
         used = {uid for uid in session.used if uid in present}
-        shown = replace(session, retrieved={u: k for u, k in session.retrieved.items() if u in present}, used=used)
+        shown = replace(
+            session, retrieved={u: k for u, k in session.retrieved.items() if u in present}, used=used
+        )
         credits = learning.credit(shown, learned)
         pairs = learning.cooccurrence_pairs(used)
         now = self.clock()
@@ -1028,40 +994,21 @@ class Vault:
 
     def note_counts(self) -> dict[str, int]:
         """Notes per store, by source ("global", "project")."""
-        return {
-            store.source: int(store.index.rows(select(func.count()).select_from(notes))[0][0])
-            for store in self.stores
-        }
+        return {store.source: store.index.note_count() for store in self.stores}
 
     def titles(self) -> list[str]:
         """The title of every note in every store."""
-        return [row[0] for store in self.stores for row in store.index.rows(select(notes.c.title))]
+        return [title for store in self.stores for title in store.index.titles()]
 
     def authors(self) -> dict[str, str]:
         """Title -> author of every note (who wrote it first; the audit log says who changed it since)."""
-        return {
-            row[0]: row[1]
-            for store in self.stores
-            for row in store.index.rows(select(notes.c.title, notes.c.author))
-        }
+        return {title: author for store in self.stores for title, author in store.index.authors()}
 
     def summary(self) -> list[dict[str, Any]]:
         """Per store: source, folder, notes, links, archived, last write (UTC)."""
         out = []
         for store in self.stores:
-            counts = store.index.rows(
-                select(
-                    select(func.count()).select_from(notes).scalar_subquery(),
-                    select(func.count()).select_from(links).scalar_subquery(),
-                    select(func.count())
-                    .select_from(archive)
-                    .where(archive.c.restored_at.is_(None))
-                    .scalar_subquery(),
-                    select(func.max(audit.c.at))
-                    .where(audit.c.action.not_in(["sync", "session"]))
-                    .scalar_subquery(),
-                )
-            )[0]
+            counts = store.index.summary_counts()
             last = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(counts[3])) if counts[3] else "never"
             out.append(
                 {
