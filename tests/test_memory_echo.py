@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from aries_kernel.agent.echo import EchoDetector, content_terms, stem
+from aries_kernel.agent.echo import EchoDetector, content_terms
+from aries_kernel.words import stem
 
 # Every test here runs on SQLite and on PostgreSQL (tests/pg_support.py).
 pytestmark = pytest.mark.usefixtures("backend")

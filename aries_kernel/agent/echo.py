@@ -29,16 +29,9 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-__all__ = ["GENERIC_WORDS", "STOP_WORDS", "EchoDetector", "EchoEvidence", "content_terms", "stem"]
+from aries_kernel.words import STOP_WORDS, stem
 
-STOP_WORDS = frozenset(
-    """a about above after again against all also am an and any are as at be because been before being below
-    between both but by can could did do does doing down during each either every few for from further had
-    has have having he her here hers him his how i if in into is it its itself just me more most my no nor
-    not now of off on once only or other our ours out over own same she should so some such than that the
-    their theirs them then there these they this those through to too under until up us very via was we
-    were what when where which while who whom unless why will with would yet you your yours""".split()
-)
+__all__ = ["GENERIC_WORDS", "EchoDetector", "EchoEvidence", "content_terms"]
 
 # Words too common in English or in any programming talk to show that a response used a particular note.
 GENERIC_WORDS = frozenset(
@@ -72,29 +65,6 @@ GENERIC_WORDS = frozenset(
 
 _TOKEN = re.compile(r"[^\W_]+(?:_[^\W_]+)*")
 _WIKILINK = re.compile(r"\[\[([^\[\]|#\n]+)(?:#[^\[\]|\n]*)?(?:\|[^\[\]\n]*)?\]\]")
-
-
-def stem(word: str) -> str:
-    """A light suffix stripper: plurals, -ing, -ed, -ly, doubled consonants, final e and y ("caching" ->
-    "cach")."""
-    w = word
-    if w.endswith("ies") and len(w) > 4:
-        w = w[:-3] + "y"
-    elif w.endswith(("sses", "xes", "ches", "shes")):
-        w = w[:-2]
-    elif w.endswith("s") and len(w) > 3 and not w.endswith(("ss", "us", "is")):
-        w = w[:-1]
-    if w.endswith("ing") and len(w) > 5:
-        w = w[:-3]
-    elif (w.endswith("ed") and len(w) > 4) or (w.endswith("ly") and len(w) > 5):
-        w = w[:-2]
-    if len(w) > 3 and w[-1] == w[-2] and w[-1] not in "lsz":
-        w = w[:-1]
-    if len(w) > 3 and w.endswith("e"):
-        w = w[:-1]
-    if len(w) > 3 and w.endswith("y"):
-        w = w[:-1] + "i"
-    return w
 
 
 def _words(text: str) -> list[str]:

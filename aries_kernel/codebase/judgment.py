@@ -39,6 +39,7 @@ from aries_kernel.codebase.shapes import (
 from aries_kernel.codebase.style import StyleProfile, percentile_rank, style_profile
 from aries_kernel.codebase.syntax import nodes_of
 from aries_kernel.redact import redact
+from aries_kernel.words import STOP_WORDS, stem
 
 if TYPE_CHECKING:
     from tree_sitter import Node, Tree
@@ -78,11 +79,10 @@ _SIGNATURE_KINDS = {
     "variable": ("variable",),
 }
 # fmt: off
-_STOPWORDS = frozenset({
-    "a", "an", "and", "are", "as", "at", "be", "by", "for", "from", "has", "have", "in", "into", "is", "it",
-    "its", "of", "on", "or", "that", "the", "this", "to", "with", "which", "when", "where", "will", "new",
-    "code", "module", "file", "files", "function", "functions", "class", "something", "some",
-})
+# Words of any description of code, beside the English ones.
+_STOPWORDS = STOP_WORDS | frozenset(
+    ["new", "code", "module", "file", "files", "function", "functions", "class", "something"]
+)
 
 
 def _walk(node: Node) -> Iterator[Node]:
@@ -183,20 +183,7 @@ _WORD = re.compile(r"[A-Za-z][A-Za-z0-9]*")
 @functools.lru_cache(maxsize=1 << 16)
 def _word_tokens(word: str) -> tuple[str, ...]:
     """Tokens of one word; cached because code repeats its words endlessly."""
-    return tuple(_stem(t) for t in split_identifier(word) if len(t) > 1 and t not in _STOPWORDS)
-
-
-def _stem(token: str) -> str:
-    """Crude suffix folding so that cache/caches/caching/cached and handle/handler/handling meet."""
-    if token.endswith("ies") and len(token) > 4:
-        token = token[:-3] + "y"
-    elif token.endswith("s") and not token.endswith("ss") and len(token) > 3:
-        token = token[:-1]
-    for suffix in ("ing", "ed", "er"):
-        if token.endswith(suffix) and len(token) - len(suffix) >= 4:
-            token = token[: -len(suffix)]
-            break
-    return token[:-1] if token.endswith("e") and len(token) > 3 else token
+    return tuple(stem(t) for t in split_identifier(word) if len(t) > 1 and t not in _STOPWORDS)
 
 
 class JudgmentMixin:
@@ -656,7 +643,7 @@ class JudgmentMixin:
             raise ValueError(f"limit must be at least 1, got {limit}")
         query = list(dict.fromkeys(_tokens(description)))
         # Show the user's own words in the rationale, not their stems.
-        shown = {_stem(t): t for t in reversed(split_identifier(description))}
+        shown = {stem(t): t for t in reversed(split_identifier(description))}
         if not query:
             raise ValueError(
                 f"The description {description!r} has no searchable words; describe what the code does."

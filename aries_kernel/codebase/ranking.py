@@ -26,46 +26,17 @@ from typing import Any
 
 from aries_kernel.codebase.graph import FileGraph
 from aries_kernel.codebase.notebooks import is_notebook
+from aries_kernel.words import STOP_WORDS
 
 __all__ = ["Rankings", "community_label", "from_stored", "stored_form"]
 
-_LABEL_STOPWORDS = frozenset(
-    [
-        "get",
-        "set",
-        "is",
-        "has",
-        "to",
-        "from",
-        "the",
-        "a",
-        "an",
-        "of",
-        "in",
-        "on",
-        "for",
-        "and",
-        "or",
-        "with",
-        "by",
-        "as",
-        "test",
-        "tests",
-        "init",
-        "main",
-        "index",
-        "util",
-        "utils",
-    ]
-) | frozenset(
-    # English words that identifiers and test names are made of but that name nothing, and generic code words
+# Beside the English function words: words that identifiers and test names are made of but that name nothing,
+# and generic code words.
+_LABEL_STOPWORDS = STOP_WORDS | frozenset(
     """
-    are was were be been not no all any can do does did if it its this that then than there here
-    into out over per via when where which while what how why who will would should must may one
-    two new our your we you they them but at up off only also just more most less some each every
-    other same own too very so read make made use used uses using gets sets still once twice self
-    cls none true false str int bool dict list tuple obj tmp foo bar baz helper helpers common base
-    impl max min
+    get gets set sets init main index util utils test tests helper helpers common base impl max min self cls
+    none true false str int bool dict list tuple obj tmp foo bar baz new one two per less may must make made
+    read still twice use used uses using
     """.split()
 )
 
