@@ -61,13 +61,13 @@ def make_agent(repo: Path, vault: Vault, router: ModelRouter, **memory: Any) -> 
 def row_of(vault: Vault, title: str, where: str = "global") -> dict[str, Any]:
     store = vault._store(where)
     n = notes.c
-    found = store.index.first(
+    found = store.index.rows(
         select(n.origin, n.session_id, n.turn, n.kernel, n.author, n.superseded_by).where(
             n.key == title.casefold()
         )
     )
-    assert found is not None, title
-    return found
+    assert found, title
+    return dict(found[0]._mapping)
 
 
 def front_matter(vault: Vault, title: str, where: str = "global") -> dict[str, Any]:

@@ -37,6 +37,7 @@ from aries_kernel.vault.db.search import Bm25Search, note_count
 from aries_kernel.vault.errors import VaultBusyError, VaultUnavailable
 from aries_kernel.vault.notes import Note
 from aries_kernel.vault.provenance import Provenance
+from aries_kernel.vault.provenance import current as current_provenance
 
 __all__ = ["VaultIndex"]
 
@@ -355,18 +356,19 @@ class VaultIndex(FileRecovery, Bm25Search):
         """Append one line to the audit log, naming this index's user (every write to a note goes through) and
         the write's provenance (default: :func:`.provenance.current`); an edit also gives the note's content
         hash after it and what it changed."""
-        records.audit_line(
-            conn,
-            self.user,
-            at,
-            action,
-            title,
-            path,
-            detail,
-            provenance=provenance,
-            content_hash=content_hash,
-            change=change,
-        )
+        line = {
+            "at": at,
+            "action": action,
+            "title": title,
+            "path": path,
+            "detail": detail,
+            "actor": self.user,
+            "key": title.casefold(),
+            "content_hash": content_hash,
+            "change": change,
+            **records.provenance_columns(provenance or current_provenance()),
+        }
+        records.audit_line(conn, line)
 
     def mark_restored(self, conn: Connection, entry_id: int, at: float) -> None:
         """Record that the archive entry ``entry_id`` was restored at ``at`` by this index's user."""
@@ -503,6 +505,14 @@ class VaultIndex(FileRecovery, Bm25Search):
 
     def import_learning(self, data: dict[str, list[list[Any]]]) -> None:
         """Merge exported learned state into this user's: Q-values and co-occurrence replace, accesses add."""
-        unlisted = self.write(lambda conn: learned.import_learning(conn, self.user, data))
+
+        def load(conn: Connection) -> dict[str, str]:
+            unlisted = learned.import_learning(conn, self.user, data)
+            self.audit(
+                conn, time.time(), "import_learning", "", "", f"{len(data.get('q_values', []))} q-values"
+            )
+            return unlisted
+
+        unlisted = self.write(load)
         # Kept for the archive entries that are listed again only afterwards (NoteStore.list_archived_files).
         self.archived_learning.update(unlisted)

@@ -385,9 +385,6 @@ def import_learning(conn: Connection, user: str, data: dict[str, list[list[Any]]
         ).rowcount
         if not listed:  # its entry comes back with the archive folder's listing
             unlisted[str(archived_path)] = str(learned)
-    records.audit_line(
-        conn, user, time.time(), "import_learning", "", "", f"{len(data.get('q_values', []))} q-values"
-    )
     return unlisted
 
 

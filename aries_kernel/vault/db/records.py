@@ -33,7 +33,6 @@ from aries_kernel.vault.db.schema import (
 )
 from aries_kernel.vault.notes import Note, content_hash, normalize_title
 from aries_kernel.vault.provenance import Provenance
-from aries_kernel.vault.provenance import current as current_provenance
 
 __all__ = [
     "PurgeCandidates",
@@ -63,6 +62,7 @@ __all__ = [
     "mirror_rows",
     "note_mtime",
     "path_hash",
+    "provenance_columns",
     "notes_by_id",
     "purge_candidates",
     "purge_counts",
@@ -129,7 +129,7 @@ def upsert_note(conn: Connection, user: str, note: Note, created: float, updated
         "size": note.size,
         "mtime_ns": note.mtime_ns,
         "author": str(meta.get("author") or user)[:200],
-        **_provenance_columns(Provenance.from_front_matter(meta)),
+        **provenance_columns(Provenance.from_front_matter(meta)),
         "superseded_by": str(meta.get("superseded_by") or "")[:400],
     }
     existing = conn.execute(select(notes.c.id).where(notes.c.path == note.path)).scalar()
@@ -275,35 +275,9 @@ def summary_counts(conn: Connection) -> tuple[int, int, int, float | None]:
 # -- audit ----------------------------------------------------------------------------------------------------
 
 
-def audit_line(
-    conn: Connection,
-    user: str,
-    at: float,
-    action: str,
-    title: str,
-    path: str,
-    detail: str = "",
-    *,
-    provenance: Provenance | None = None,
-    content_hash: str = "",
-    change: str = "",
-) -> None:
-    """Append one line to the audit log, naming ``user`` and the write's provenance (default:
-    :func:`.provenance.current`); an edit also gives the note's content hash after it and what it changed."""
-    conn.execute(
-        audit.insert().values(
-            at=at,
-            action=action,
-            title=title,
-            path=path,
-            detail=detail,
-            actor=user,
-            key=title.casefold(),
-            content_hash=content_hash,
-            change=change,
-            **_provenance_columns(provenance or current_provenance()),
-        )
-    )
+def audit_line(conn: Connection, line: dict[str, Any]) -> None:
+    """Append ``line`` (the values of its columns) to the audit log (``VaultIndex.audit`` says what goes in)."""
+    conn.execute(audit.insert().values(**line))
 
 
 def history(conn: Connection, key: str) -> list[Any]:
@@ -519,7 +493,7 @@ def path_hash(rel: str) -> str:
     return hashlib.sha256(rel.encode("utf-8")).hexdigest()
 
 
-def _provenance_columns(provenance: Provenance) -> dict[str, Any]:
+def provenance_columns(provenance: Provenance) -> dict[str, Any]:
     """The origin, session_id, turn and kernel columns of a note or audit row."""
     return {
         "origin": provenance.origin,
