@@ -100,7 +100,7 @@ def test_hashes_and_profiles_come_with_the_index_and_follow_a_reindex(
     pd.testing.assert_frame_equal(after, fresh(mixed_repo).detect_duplication(snippet, threshold=0.5))
     # A deleted file's stored profiles go with it.
     digest = cold._records.digest("app/core.py")
-    assert cold.judgment_data("profiles", ["app/core.py"])
+    assert cold._judgment_data("profiles", ["app/core.py"])
     path.unlink()
     cold.reindex(["app/core.py"])
     assert cold._store is not None and cold._store.judgment("profiles", {"app/core.py": digest}) == {}

@@ -435,7 +435,7 @@ def test_answers_from_the_stored_profiles_are_those_of_parsing_every_file(
     assert scanned == len(codebase.top_files(limit=40))
     assert _answers(codebase).keys() == stored.keys() and len(parsed) == scanned
     # What the operations compute when the index holds nothing for them: every file parsed here.
-    monkeypatch.setattr(Codebase, "judgment_data", lambda self, kind, files: {})
+    monkeypatch.setattr(Codebase, "_judgment_data", lambda self, kind, files: {})
     unstored = Codebase(root)
     unstored.wait_ready()
     computed = _answers(unstored)
@@ -455,7 +455,7 @@ def test_every_hashed_definition_has_the_profile_a_parse_gives(tmp_path: Path) -
         symbols = codebase.symbol_table()
         symbols = symbols[symbols["shape_hash"] != ""]
         files = sorted(set(symbols["file"]))
-        stored = codebase.judgment_data("profiles", files)
+        stored = codebase._judgment_data("profiles", files)
         assert set(stored) == set(files), fixture.name
         for file, rows in symbols.groupby("file"):
             language = codebase.language_of(file)

@@ -602,9 +602,9 @@ class Codebase(QueryMixin, JudgmentMixin):
         return hit[1]
 
     def _save_profiles(self, rows: list[tuple[str, str, Any]]) -> None:
-        self.save_judgment("profiles", rows)
+        self._save_judgment("profiles", rows)
 
-    def save_judgment(self, kind: str, rows: list[tuple[str, str, Any]]) -> None:
+    def _save_judgment(self, kind: str, rows: list[tuple[str, str, Any]]) -> None:
         """Keep ``(path, content hash, value)`` rows of judgment data (see :meth:`IndexStore.judgment`) in
         index.db, or in memory when there is none."""
         if self._store is not None:
@@ -613,7 +613,7 @@ class Codebase(QueryMixin, JudgmentMixin):
             held = self._judged.setdefault(kind, {})
             held.update((rel, (digest, value)) for rel, digest, value in rows)
 
-    def judgment_data(self, kind: str, files: list[str]) -> dict[str, Any]:
+    def _judgment_data(self, kind: str, files: list[str]) -> dict[str, Any]:
         """The stored judgment data of ``kind`` for those of ``files`` that have it for their indexed content."""
         with self._lock:
             wanted = {rel: self._records.digest(rel) for rel in files if rel in self._records}

@@ -190,7 +190,7 @@ class JudgmentMixin:
     """Operations called before writing new code; mixed into `Codebase`, which supplies the index.
 
     The host class provides `wait_ready`, `symbol_table`, `source`, `language_of`, `parse`, `list_files`,
-    `top_files`, `communities`, and the judgment data it keeps (`judgment_data`, `save_judgment`).
+    `top_files`, `communities`, and the judgment data it keeps (`_judgment_data`, `_save_judgment`).
     """
 
     if TYPE_CHECKING:
@@ -204,8 +204,8 @@ class JudgmentMixin:
         def top_files(self, limit: int = 20) -> pd.DataFrame: ...
         def communities(self) -> pd.DataFrame: ...
         def _file(self, file: Any) -> str: ...
-        def judgment_data(self, kind: str, files: list[str]) -> dict[str, Any]: ...
-        def save_judgment(self, kind: str, rows: list[tuple[str, str, Any]]) -> None: ...
+        def _judgment_data(self, kind: str, files: list[str]) -> dict[str, Any]: ...
+        def _save_judgment(self, kind: str, rows: list[tuple[str, str, Any]]) -> None: ...
 
         _records: Any
 
@@ -332,7 +332,7 @@ class JudgmentMixin:
     def _profiles_of(self, files: list[str], kind: str) -> dict[str, StoredProfiles]:
         """The profiles of `kind` ("function" or "class") of each file's definitions: as stored by the index,
         or else from a parse of the file."""
-        stored = self.judgment_data("profiles", files)
+        stored = self._judgment_data("profiles", files)
         out: dict[str, StoredProfiles] = {}
         for file in files:
             found = _decoded(stored.get(file), kind)
@@ -755,7 +755,7 @@ class JudgmentMixin:
         """Every topic's hits in each file: stored, or scanned now (all topics at once) and stored for the next
         call and the next kernel, unless the file's text is not the indexed content or a hit's text holds what
         looks like a credential (index.db keeps no such text)."""
-        found = {f: v for f, v in self.judgment_data("conventions", files).items() if _conventions_ok(v)}
+        found = {f: v for f, v in self._judgment_data("conventions", files).items() if _conventions_ok(v)}
         new: list[tuple[str, str, Any]] = []
         for file in files:
             if file in found:
@@ -776,7 +776,7 @@ class JudgmentMixin:
             if content_hash(text.encode("utf-8")) == digest and all(redact(t) == t for t in texts):
                 new.append((file, digest, found[file]))
         if new:
-            self.save_judgment("conventions", new)
+            self._save_judgment("conventions", new)
         return found
 
 
