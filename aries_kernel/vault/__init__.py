@@ -61,3 +61,7 @@ def __getattr__(name: str) -> Any:
     value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
     globals()[name] = value  # the next use finds it without this hook
     return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
