@@ -36,7 +36,8 @@ Two backends, one code path of SQLAlchemy Core queries:
 ``conn.dialect.name`` or :attr:`VaultIndex.backend`:
 
 1. an engine and its connect arguments (:mod:`.engine`: beside :func:`.engine.sqlite_engine` and
-   :func:`.engine.server_engine`, chosen in ``VaultIndex.__init__``);
+   :func:`.engine.server_engine`, chosen in ``VaultIndex.__init__``), and whether it is shared
+   (:attr:`VaultIndex.shared`: a server's database, not the folder, is the source of truth);
 2. its DDL type names and its full-text index (:mod:`.schema`: ``_TYPES`` and migration ``m002_fts``);
 3. BM25 over that index and its document counts (:func:`.search.bm25_scores`, :func:`.search.document_counts`);
 4. ``INSERT ... ON CONFLICT`` (:func:`.engine.upsert`);
