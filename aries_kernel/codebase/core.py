@@ -615,8 +615,9 @@ class Codebase(QueryMixin, JudgmentMixin):
 
     def _judgment_data(self, kind: str, files: list[str]) -> dict[str, Any]:
         """The stored judgment data of ``kind`` for those of ``files`` that have it for their indexed content."""
-        with self._lock:
-            wanted = {rel: self._records.digest(rel) for rel in files if rel in self._records}
+        # Not under the lock, which a warm start's background completion of the graph holds for a while.
+        records = self._records
+        wanted = {rel: records.digest(rel) for rel in files if rel in records}
         if self._store is not None:
             return self._store.judgment(kind, wanted)
         held = self._judged.get(kind, {})
