@@ -29,6 +29,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Connection
 
+from aries_kernel.paths import aries_setting
+
 __all__ = [
     "MIGRATIONS",
     "access",
@@ -122,7 +124,7 @@ _TYPES = {
 
 def current_user() -> str:
     """Who is writing: ``$ARIES_USER``, else the login name (``uid<n>`` when the system has none)."""
-    name = os.environ.get("ARIES_USER", "").strip()
+    name = aries_setting("ARIES_USER").strip()
     if name:
         return name
     try:

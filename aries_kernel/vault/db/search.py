@@ -18,21 +18,11 @@ from sqlalchemy import func, select, text
 from sqlalchemy.engine import Connection
 
 from aries_kernel.vault.db.schema import notes
+from aries_kernel.words import STOP_WORDS
 
 __all__ = ["COMMON_TERMS_MIN_NOTES", "Bm25Search", "bm25_scores", "fts_query", "note_count", "query_terms"]
 
 T = TypeVar("T")
-
-# Dropped from BM25 queries: they match most notes and say little about any of them.
-# fmt: off
-_STOPWORDS = frozenset({
-    "a", "an", "and", "are", "as", "at", "be", "but", "by", "did", "do", "does", "for", "from", "had",
-    "has", "have", "how", "i", "in", "is", "it", "its", "of", "on", "or", "so", "that", "the", "their",
-    "them", "then", "there", "these", "they", "this", "to", "was", "were", "what", "when", "where", "which",
-    "who", "whom", "why", "will", "with", "you", "your", "he", "she", "his", "her", "him", "we", "our",
-    "us", "me", "my",
-})
-# fmt: on
 
 # From this many notes on, BM25 leaves out the notes that match only terms in more than 5% of notes (they cannot
 # reach the top results, and matching them all is what makes a big vault's query slow); below it, every match.
@@ -44,7 +34,7 @@ _TS_WEIGHTS = "'{0.1, 0.25, 0.5, 1.0}'::float4[]"
 def query_terms(text: str) -> list[str]:
     """The distinct lowercase words of ``text`` without stop words (all words if only stop words)."""
     words = re.findall(r"\w+", text.casefold())
-    return list(dict.fromkeys([w for w in words if w not in _STOPWORDS] or words))
+    return list(dict.fromkeys([w for w in words if w not in STOP_WORDS] or words))
 
 
 def fts_query(terms: Sequence[str]) -> str:
