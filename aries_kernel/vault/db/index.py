@@ -7,7 +7,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import random
 import threading
 import time
 import weakref
@@ -21,6 +20,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DatabaseError, DBAPIError, OperationalError
 from sqlalchemy.sql import Executable
 
+from aries_kernel.retry import Backoff
 from aries_kernel.vault.db import export as learning_export
 from aries_kernel.vault.db import learned, records, schema, vectors
 from aries_kernel.vault.db.engine import (
@@ -241,7 +241,7 @@ class VaultIndex(FileRecovery, Bm25Search):
         while the PostgreSQL server is away. A write on SQLite is ``BEGIN IMMEDIATE``; on PostgreSQL it first
         takes this vault's advisory lock, so writers are serialized the same way on both."""
         deadline = time.monotonic() + self.retry_seconds
-        delay = 0.01
+        waits = Backoff(0.01, 0.5).delays()  # the one retry policy (aries_kernel.retry)
         while True:
             try:
                 with engine.connect() as conn:
@@ -284,8 +284,7 @@ class VaultIndex(FileRecovery, Bm25Search):
                         f"retrying for up to {self.retry_seconds:.0f} s."
                     )
                     log.warning("%s", self.status)
-            time.sleep(delay * (0.5 + random.random()))
-            delay = min(delay * 2, 0.5)
+            time.sleep(next(waits))
 
     # -- transactions ---------------------------------------------------------------------------------
 
