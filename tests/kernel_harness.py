@@ -7,6 +7,7 @@ directory unless the caller's ``env`` says otherwise.
 
 from __future__ import annotations
 
+import json
 import os
 import queue
 import sys
@@ -22,10 +23,18 @@ from jupyter_client.manager import KernelManager
 
 from aries_kernel.kernelspec import KERNEL_NAME, write_kernelspec
 
-__all__ = ["CellResult", "start_kernel", "run_cell", "stop_kernel", "JUPYTER_DATA"]
+__all__ = ["CellResult", "start_kernel", "run_cell", "stop_kernel", "JUPYTER_DATA", "KERNEL_PYTHON"]
 
+# The interpreter the kernels run on: this one, or another environment's where ``ARIES_TEST_KERNEL_ENV`` names
+# one (.ci/run: a venv with the wheel installed and the oldest ipykernel and ipywidgets the package declares).
+KERNEL_ENV = os.environ.get("ARIES_TEST_KERNEL_ENV")
+KERNEL_PYTHON = str(Path(KERNEL_ENV) / "bin" / "python") if KERNEL_ENV else sys.executable
 JUPYTER_DATA = Path(tempfile.mkdtemp(prefix="aries-test-jupyter-"))
-write_kernelspec(JUPYTER_DATA / "kernels" / KERNEL_NAME, python=sys.executable)
+_SPEC = write_kernelspec(JUPYTER_DATA / "kernels" / KERNEL_NAME, python=KERNEL_PYTHON)
+if KERNEL_ENV:  # the installed package, never a checkout in the kernel's working folder (python -P)
+    _kernel_json = json.loads((_SPEC / "kernel.json").read_text())
+    _kernel_json["env"] = {**_kernel_json.get("env", {}), "PYTHONSAFEPATH": "1"}
+    (_SPEC / "kernel.json").write_text(json.dumps(_kernel_json))
 os.environ["JUPYTER_PATH"] = os.pathsep.join(
     filter(None, [str(JUPYTER_DATA), os.environ.get("JUPYTER_PATH")])
 )
