@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import itertools
+from pathlib import Path
 
 from traitlets.config import Config
 
@@ -28,3 +30,17 @@ def test_the_router_waits_by_the_policy_unless_the_server_says_how_long() -> Non
     assert 1.0 <= client._retry_delay(failure, 0) <= 2.0
     assert 2.5 <= client._retry_delay(failure, 3) <= 5.0
     assert client._retry_delay(Failure(429, "slow down", retry_after=7.0), 0) == 7.0
+
+
+def test_no_module_draws_its_own_jitter() -> None:
+    """Backoff with jitter is written once: no other module calls random.random or random.uniform."""
+    checkout = Path(__file__).resolve().parents[1]
+    own = [
+        f"{path.relative_to(checkout)}:{node.lineno}"
+        for folder in ("aries_kernel", "magics", "widgets")
+        for path in sorted((checkout / folder).rglob("*.py"))
+        if path.name != "retry.py"
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Call) and ast.unparse(node.func) in {"random.random", "random.uniform"}
+    ]
+    assert not own, own
