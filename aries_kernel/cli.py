@@ -58,6 +58,16 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _require(extra: str, command: str) -> None:
+    """Exit with the message naming the extra when ``command``'s optional part is not installed."""
+    from aries_kernel.extras import MissingExtraError, require
+
+    try:
+        require(extra, command)
+    except MissingExtraError as exc:
+        raise SystemExit(f"aries-kernel: {exc}") from None
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of ``aries-kernel`` and ``python -m aries_kernel``."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -78,6 +88,7 @@ def main(argv: list[str] | None = None) -> None:
     from aries_kernel.kernelspec import install_kernelspec, uninstall_kernelspec
 
     if argv[0] == "console":
+        _require("console", "aries-kernel console")
         install_kernelspec(prefix=sys.prefix)
         from aries_kernel.console import AriesConsoleApp
 
@@ -85,6 +96,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     args = _parser().parse_args(argv)
     if args.command == "mcp":
+        _require("mcp", "aries-kernel mcp")
         from aries_kernel.mcp_server import main as serve_mcp
 
         serve_mcp(args)

@@ -181,3 +181,19 @@ def test_a_url_server_with_headers_serves_the_agent(small_repo: Path, tmp_path: 
         text = hook.servers.call("aries", "find_symbol", {"name": "Engine"})
         assert "app/core.py" in text
         hook.servers.close()  # before the server goes away, so nothing is left waiting on it
+
+
+def test_without_the_mcp_extra_a_server_is_reported_with_the_extra_to_install(
+    repo: Path, hook: McpHook, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "mcp", None)  # as if the extra were not installed
+    primary = ScriptedClient(Reply(text="Working without it."))
+    settings = AriesAgent(mcp_servers={"tools": "some-mcp-server --stdio"})
+    agent = Agent(root=repo, router=ScriptedRouter(primary), settings=settings, hooks=[hook])
+    events = _run(agent, "hello")
+    notices = [event.text for event in events if isinstance(event, Notice)]
+    assert any(
+        "MCP server 'tools' is not available" in text and "pip install 'aries-kernel[mcp]'" in text
+        for text in notices
+    ), notices
+    assert events[-1].reason == "done"

@@ -30,6 +30,7 @@ from aries_kernel.agent import register_hook
 from aries_kernel.agent.events import Event, Notice
 from aries_kernel.agent.loop import Agent, AgentHook
 from aries_kernel.agent.tools import Tool, ToolEnv, ToolError
+from aries_kernel.extras import require
 
 __all__ = ["McpHook", "McpServers", "tool_name"]
 
@@ -226,6 +227,7 @@ async def _wait(future: asyncio.Future[None]) -> None:
 async def _client(spec: str | dict[str, Any], timeout: float) -> AsyncIterator[Any]:
     """An open mcp ``Client`` for a server spec: a command line, a URL, or a dict of command/args/env/cwd or
     url/headers."""
+    require("mcp", "An MCP server of c.AriesAgent.mcp_servers")
     from mcp import Client, StdioServerParameters
 
     if isinstance(spec, str):
