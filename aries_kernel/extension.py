@@ -17,12 +17,10 @@ from aries_kernel.context import AriesContext, set_context
 from aries_kernel.diagnostics import install_stack_dump, stack_dump_problem
 from aries_kernel.lazy import LazyName
 from aries_kernel.notebook.executed import CellLog
-from aries_kernel.pillars import VaultUnavailable, shared_models, shared_vault
+from aries_kernel.pillars import BODY_NAMES, VaultUnavailable, shared_models, shared_vault
 from aries_kernel.settings_owner import ONLY_YOU
 
 __all__ = ["install", "uninstall", "BODY_NAMES", "VaultUnavailable"]
-
-BODY_NAMES = ("codebase", "vault", "rlm_call", "rlm_batch", "rlm_stats")
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,11 @@ if TYPE_CHECKING:
     from aries_kernel.models import ModelRouter
     from aries_kernel.vault import Vault
 
-__all__ = ["VaultUnavailable", "shared_models", "shared_vault"]
+__all__ = ["BODY_NAMES", "VaultUnavailable", "shared_models", "shared_vault"]
+
+# The names under which the extension puts the pillars in the user's namespace (the REPL body); the notebook's
+# description of the user's variables leaves them out.
+BODY_NAMES = ("codebase", "vault", "rlm_call", "rlm_batch", "rlm_stats")
 
 log = logging.getLogger(__name__)
 

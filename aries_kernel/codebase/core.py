@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from aries_kernel.codebase import bounded, extract
 from aries_kernel.codebase.config import AriesCodebase
+from aries_kernel.codebase.errors import CodebaseError
 from aries_kernel.codebase.extract import Record, content_hash
 from aries_kernel.codebase.files import CONFIG_FILES, Problem, SourceFile, Walk, indexable, walk
 from aries_kernel.codebase.graph import FileGraph
@@ -42,10 +43,6 @@ __all__ = ["Codebase", "CodebaseError"]
 
 log = logging.getLogger(__name__)
 _STORED_TABLES = frozenset({"roles"})
-
-
-class CodebaseError(RuntimeError):
-    """The index could not be built or a request names something the index does not hold."""
 
 
 class Codebase(QueryMixin, JudgmentMixin):

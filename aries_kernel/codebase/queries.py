@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from aries_kernel.codebase.errors import CodebaseError
 from aries_kernel.codebase.notebooks import CellSpan, NotebookSource, cell_label, is_notebook
 from aries_kernel.codebase.roles import file_role, read_header, select_roles
 
@@ -238,8 +239,6 @@ class QueryMixin:
         files searched, as for :meth:`top_files`.
         """
         import pandas as pd
-
-        from aries_kernel.codebase.core import CodebaseError
 
         needle = query.strip().lower()
         if not needle:

@@ -21,7 +21,7 @@ from typing import Any
 
 from aries_kernel.models.tokens import estimate_text_tokens
 from aries_kernel.notebook.describe import BRIEF, FULL, describe_variable, type_name, user_variables
-from aries_kernel.notebook.executed import CellLog, CellRun, names_read
+from aries_kernel.notebook.executed import CellLog, CellRun, cell_log, names_read
 from aries_kernel.notebook.nbfile import Cell, NotebookError, read_notebook
 from aries_kernel.notebook.session import notebook_path
 from aries_kernel.redact import redact
@@ -56,13 +56,6 @@ def repeated(previous: str, text: str) -> bool:
         return [line for line in section_text.splitlines() if not line.startswith(_RUNNING)]
 
     return bool(previous) and state(previous) == state(text)
-
-
-def cell_log(context: Any) -> CellLog | None:
-    """The record of executed cells the extension keeps for ``context`` (None outside a kernel)."""
-    built = getattr(context, "built", None)
-    log = built("cells") if built is not None else None
-    return log if isinstance(log, CellLog) else None
 
 
 def _notebook(shell: Any, context: Any) -> tuple[Path | None, list[Cell], str]:

@@ -125,7 +125,7 @@ def type_name(value: Any) -> str:
 def user_variables(shell: Any, skip: tuple[str, ...] = ()) -> list[tuple[str, Any]]:
     """The user's variables in ``shell.user_ns``, newest first: no private or IPython names, nothing IPython or
     Aries hid (``user_ns_hidden``, the REPL body) unless the user rebound it, nothing in ``skip``."""
-    from aries_kernel.extension import BODY_NAMES
+    from aries_kernel.pillars import BODY_NAMES
 
     hidden = getattr(shell, "user_ns_hidden", {}) or {}
     found = []

@@ -24,7 +24,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["CellLog", "CellRun", "ErrorRecord", "OUTPUT_CHARS", "error_message", "names_read"]
+__all__ = ["CellLog", "CellRun", "ErrorRecord", "OUTPUT_CHARS", "cell_log", "error_message", "names_read"]
 
 OUTPUT_CHARS = 4000  # characters of a cell's printed output kept (head and tail)
 MAX_CELLS = 500  # cells kept; older ones are forgotten
@@ -270,3 +270,10 @@ def names_read(source: str, shell: Any = None) -> list[str]:
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
             names.setdefault(node.id, None)
     return list(names)
+
+
+def cell_log(context: Any) -> CellLog | None:
+    """The record of executed cells the extension keeps for ``context`` (None outside a kernel)."""
+    built = getattr(context, "built", None)
+    log = built("cells") if built is not None else None
+    return log if isinstance(log, CellLog) else None

@@ -21,6 +21,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from aries_kernel.notebook.executed import cell_log
 from aries_kernel.notebook.nbfile import Cell
 
 __all__ = [
@@ -286,8 +287,6 @@ def register(context: Any) -> NotebookBridge | None:
         return None
 
     def running_cell() -> str | None:
-        from aries_kernel.notebook.context import cell_log
-
         cells = cell_log(context)
         return cells.current_id if cells is not None else None
 
