@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -365,27 +366,24 @@ def test_hooks_add_system_sections_and_events(repo: Path) -> None:
     assert agent.turn_context == []
 
 
-def test_registered_hook_factories_join_every_agent_built_for_a_context(repo: Path) -> None:
+def test_a_hook_factory_registered_on_a_context_joins_that_contexts_agent_only(repo: Path) -> None:
     from aries_kernel import agent as agent_package
+    from aries_kernel.agent.memory import MemoryHook
 
     class Marker(AgentHook):
         def status(self, agent: Agent) -> str | None:
             return "Marker: on"
 
-    def factory(agent: Agent) -> AgentHook | None:
-        return Marker() if agent.root == repo.resolve() else None
+    context = recording_context(repo, build=True)
+    agent_package.register_hook(context, lambda agent: Marker())
+    built = agent_package.agent_for(context)
+    assert Marker in [type(hook) for hook in built.hooks]
+    from aries_kernel.magics.agent import agent_status
 
-    agent_package.register_hook(factory)
-    try:
-        built = agent_package.agent_for(recording_context(repo, build=True))
-        assert Marker in [type(hook) for hook in built.hooks]
-        from aries_kernel.magics.agent import agent_status
-
-        assert "Marker: on" in agent_status(built.context).splitlines()
-        other = agent_package.agent_for(recording_context(repo.parent, build=True))
-        assert Marker not in [type(hook) for hook in other.hooks]
-    finally:
-        agent_package._HOOK_FACTORIES.remove(factory)
+    assert "Marker: on" in agent_status(built.context).splitlines()
+    other = agent_package.agent_for(recording_context(repo, build=True))  # a second kernel, same repository
+    assert Marker not in [type(hook) for hook in other.hooks]
+    assert MemoryHook in [type(hook) for hook in other.hooks]  # the plug-ins' hooks join every agent
 
 
 def test_a_model_error_ends_the_run_with_its_message_and_a_well_formed_transcript(repo: Path) -> None:
@@ -435,6 +433,16 @@ PLANTED = "sk-ant-api03-" + "T" * 40  # printed by the step before it stops
 def test_an_interrupted_step_keeps_what_it_printed_for_its_card_and_the_model(
     repo: Path, name: str, arguments: dict[str, Any]
 ) -> None:
+    # SIGINT raises KeyboardInterrupt here as in a kernel, whatever this process inherited: a shell starts a
+    # background job (.ci/run's pytest) with SIGINT ignored, and Python then leaves it ignored.
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        _interrupted_step(repo, name, arguments)
+    finally:
+        signal.signal(signal.SIGINT, inherited)
+
+
+def _interrupted_step(repo: Path, name: str, arguments: dict[str, Any]) -> None:
     agent, primary, _ = make_agent(repo, Reply(tool_calls=[(name, arguments)]))
     events = run_all(agent, "tick five times, then wait", auto_approve=True)
     assert isinstance(events[-1], RunFinished) and events[-1].reason == "interrupted"

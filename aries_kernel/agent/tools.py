@@ -20,6 +20,7 @@ import re
 import signal
 import socket
 import subprocess
+import threading
 import time
 import types
 import typing
@@ -698,33 +699,60 @@ def bash(env: ToolEnv, command: str, timeout: float = 0) -> str:
             env.settings.pass_env_keys
         ),  # provider keys stay out of `env` output and child tools
     )
+    # The output is read on a thread of its own: an interrupt of the main thread can then land anywhere without
+    # losing a chunk already read (communicate() drops one when it lands between a read and its append).
+    output = _Output(process)
     try:
-        output, _ = process.communicate(timeout=limit)
+        process.wait(timeout=limit)
+        output.join(limit - (time.monotonic() - started))  # a child still holding the pipe counts as running
     except subprocess.TimeoutExpired:
-        output = _kill_group(process)
-        text = output.decode("utf-8", errors="replace")
+        text = output.stop()
         raise ToolError(
             f"timed out after {limit:g} s; the command and its children were killed. Output so far:\n{text}"
         ) from None
     except KeyboardInterrupt:
-        printed = _kill_group(process).decode("utf-8", errors="replace").rstrip("\n")
-        raise StepInterrupted(printed) from None
-    text = output.decode("utf-8", errors="replace")
+        raise StepInterrupted(output.stop().rstrip("\n")) from None
     seconds = time.monotonic() - started
-    return f"exit code {process.returncode} ({seconds:.1f} s)\n{text}".rstrip("\n")
+    return f"exit code {process.returncode} ({seconds:.1f} s)\n{output.text()}".rstrip("\n")
 
 
-def _kill_group(process: subprocess.Popen[bytes]) -> bytes:
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    try:
-        output, _ = process.communicate(timeout=5)
-    except subprocess.TimeoutExpired:  # a grandchild left the group and holds the pipe; stop waiting for it
-        process.kill()
-        output = b""
-    return output or b""
+class _Output:
+    """What a command writes to its stdout pipe, read to the end on a daemon thread."""
+
+    def __init__(self, process: subprocess.Popen[bytes]) -> None:
+        self.process = process
+        self._chunks: list[bytes] = []
+        self._reader = threading.Thread(target=self._read, name="aries-bash-output", daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        stream = self.process.stdout
+        assert stream is not None  # Popen(stdout=PIPE)
+        for chunk in iter(lambda: stream.read1(65536), b""):
+            self._chunks.append(chunk)
+        stream.close()
+
+    def join(self, seconds: float) -> None:
+        """Wait up to ``seconds`` for the end of the output; TimeoutExpired if it has not come."""
+        self._reader.join(max(seconds, 0.0))
+        if self._reader.is_alive():
+            raise subprocess.TimeoutExpired(self.process.args, seconds)
+
+    def text(self) -> str:
+        return b"".join(list(self._chunks)).decode("utf-8", errors="replace")
+
+    def stop(self) -> str:
+        """Kill the command and everything it started; what it wrote until then."""
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self._reader.join(5)  # a grandchild that left the group may hold the pipe: stop waiting for it then
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+        return self.text()
 
 
 # ----------------------------------------------------------------------------------------------- code graph
