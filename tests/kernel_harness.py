@@ -66,7 +66,9 @@ def start_kernel(
     full_env["ARIES_VAULT"] = str(scratch / "vault")  # its own, unless ``env`` names one
     full_env["ARIES_LOG_DIR"] = str(scratch / "logs")
     full_env.update(env or {})
-    km = KernelManager(kernel_name=kernel_name)
+    # IPC sockets in the kernel's scratch folder, not TCP ports: a port the manager picked can be taken by another
+    # process before the kernel binds it ("Address already in use" when suites run side by side).
+    km = KernelManager(kernel_name=kernel_name, transport="ipc", connection_file=str(scratch / "kernel.json"))
     km.start_kernel(cwd=str(cwd), env=full_env)
     kc = km.client()
     kc.start_channels()
