@@ -29,7 +29,6 @@ from typing import Any
 __all__ = ["can_process_ui_events", "on_click_arrival", "process_ui_events"]
 
 _COMM_MESSAGES = frozenset({"comm_open", "comm_msg", "comm_close"})
-_deferred: set[asyncio.Future[Any]] = set()  # strong references: the event loop keeps only weak ones
 
 
 def _kernel() -> Any:
@@ -106,5 +105,14 @@ def _dispatch(kernel: Any, raw: list[Any], handler: Any) -> None:
         kernel.shell_handlers[kind](kernel.shell_stream, idents, msg)
         return
     future = asyncio.ensure_future(handler(raw))  # queued behind the running cell, in arrival order
-    _deferred.add(future)
-    future.add_done_callback(_deferred.discard)
+    deferred = _deferred(kernel)
+    deferred.add(future)
+    future.add_done_callback(deferred.discard)
+
+
+def _deferred(kernel: Any) -> set[asyncio.Future[Any]]:
+    """The messages handed back to ``kernel``'s handler and not yet handled: strong references (the event loop
+    keeps only weak ones), kept on the kernel's Aries context, so one kernel's never mix with another's."""
+    from aries_kernel.context import get_context
+
+    return get_context(kernel.shell).lazy("ui_deferred", lambda _: set())  # type: ignore[no-any-return]

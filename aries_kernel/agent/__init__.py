@@ -1,8 +1,10 @@
 """The coding agent: a loop that emits typed events, its tools, phases, safety, compaction and sessions.
 
 ``agent_for(context)`` is the one agent of a kernel. Display lives elsewhere (``render`` for text, the widgets
-for a panel); the loop only yields events. Parts that extend the loop (memory) register a hook factory with
-:func:`register_hook`; every agent built by :func:`agent_for` gets their hooks.
+for a panel); the loop only yields events. The parts that extend the loop (memory, MCP servers' tools, the
+notebook's hidden-state check) are plug-in modules, each naming its hook factory ``AGENT_HOOK``; every agent
+built by :func:`agent_for` gets their hooks. :func:`register_hook` adds one to the agent of one context: the
+factories are kept on that context (``context.lazy``), so two kernels in one process never share them.
 """
 
 from __future__ import annotations
@@ -14,10 +16,9 @@ if TYPE_CHECKING:
     from aries_kernel.agent.loop import Agent, AgentHook
     from aries_kernel.agent.settings import AriesAgent
 
-__all__ = ["Agent", "AgentHook", "AriesAgent", "agent_for", "register_hook"]
+__all__ = ["Agent", "AgentHook", "AriesAgent", "HookFactory", "agent_for", "register_hook"]
 
 HookFactory = Callable[["Agent"], "AgentHook | None"]
-_HOOK_FACTORIES: list[HookFactory] = []
 _LAZY = {"Agent": "loop", "AgentHook": "loop", "AriesAgent": "settings"}
 
 
@@ -30,35 +31,44 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'aries_kernel.agent' has no attribute {name!r}")
 
 
-def register_hook(factory: HookFactory) -> HookFactory:
-    """Give every agent built from now on the hook ``factory(agent)`` returns (None: no hook for it)."""
-    if factory not in _HOOK_FACTORIES:
-        _HOOK_FACTORIES.append(factory)
+def register_hook(context: Any, factory: HookFactory) -> HookFactory:
+    """Give the agent of ``context`` the hook ``factory(agent)`` returns (None: no hook for it), if the agent is
+    built from now on; no other context's agent gets it."""
+    factories = _registered(context)
+    if factory not in factories:
+        factories.append(factory)
     return factory
 
 
-# Modules that register hooks when imported (memory: warm context, preflight, echo/fizzle, reflection; MCP
-# servers' tools; the notebook's hidden-state check at a run's end).
+def _registered(context: Any) -> list[HookFactory]:
+    return context.lazy("agent_hook_factories", lambda _: [])  # type: ignore[no-any-return]
+
+
+# The plug-in modules, each defining AGENT_HOOK (memory: warm context, preflight, echo/fizzle, reflection; MCP
+# servers' tools; the notebook's hidden-state check at a run's end). Code, not state: the same in every kernel.
 _PLUGIN_MODULES = ("aries_kernel.agent.memory", "aries_kernel.agent.mcp_tools", "aries_kernel.notebook.watch")
 
 
-def _load_plugins() -> None:
+def _plugin_hooks() -> list[HookFactory]:
     import importlib
 
-    for module in _PLUGIN_MODULES:
+    factories = []
+    for name in _PLUGIN_MODULES:
         try:
-            importlib.import_module(module)
+            module = importlib.import_module(name)
         except ModuleNotFoundError as exc:
-            if exc.name != module:  # a plug-in that is there but broken is a real error
+            if exc.name != name:  # a plug-in that is there but broken is a real error
                 raise
+            continue
+        factories.append(module.AGENT_HOOK)
+    return factories
 
 
 def _build(context: Any) -> Agent:
     from aries_kernel.agent.loop import Agent
 
-    _load_plugins()
     agent = Agent(context)
-    for factory in _HOOK_FACTORIES:
+    for factory in [*_plugin_hooks(), *_registered(context)]:
         hook = factory(agent)
         if hook is not None:
             agent.hooks.append(hook)

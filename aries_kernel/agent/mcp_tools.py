@@ -26,13 +26,13 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from aries_kernel.agent import register_hook
+from aries_kernel.agent import HookFactory
 from aries_kernel.agent.events import Event, Notice
 from aries_kernel.agent.loop import Agent, AgentHook
 from aries_kernel.agent.tools import Tool, ToolEnv, ToolError
 from aries_kernel.extras import require
 
-__all__ = ["McpHook", "McpServers", "tool_name"]
+__all__ = ["AGENT_HOOK", "McpHook", "McpServers", "tool_name"]
 
 _PREFIX = "mcp"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
@@ -321,4 +321,4 @@ def _close_if_alive(ref: weakref.ref[McpServers]) -> None:
         servers.close()
 
 
-register_hook(McpHook.for_agent)  # every agent built by agent_for() can use MCP servers
+AGENT_HOOK: HookFactory = McpHook.for_agent  # every agent built by agent_for() can use MCP servers

@@ -34,7 +34,7 @@ import pandas as pd
 from traitlets import Bool, Float, Int
 from traitlets.config import Configurable
 
-from aries_kernel.agent import register_hook
+from aries_kernel.agent import HookFactory
 from aries_kernel.agent.compaction import SUMMARY_HEADER, render_transcript
 from aries_kernel.agent.echo import EchoDetector, content_terms
 from aries_kernel.agent.events import (
@@ -52,6 +52,7 @@ from aries_kernel.vault.notes import NoteError, parse_note
 from aries_kernel.vault.provenance import Provenance
 
 __all__ = [
+    "AGENT_HOOK",
     "PREFLIGHT_OPEN",
     "WARM_OPEN",
     "AriesMemory",
@@ -673,7 +674,7 @@ def _call_if_alive(method: weakref.WeakMethod[Callable[[], object]]) -> None:
         bound()
 
 
-register_hook(MemoryHook.for_agent)  # every agent built by agent_for() has memory
+AGENT_HOOK: HookFactory = MemoryHook.for_agent  # every agent built by agent_for() has memory
 
 
 # ---------------------------------------------------------------------------------------------------- helpers

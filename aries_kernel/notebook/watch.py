@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from aries_kernel.agent import register_hook
+from aries_kernel.agent import HookFactory
 from aries_kernel.agent.events import Event, Notice
 from aries_kernel.agent.loop import Agent, AgentHook
 from aries_kernel.notebook.hidden import fresh_names, hidden_state
 from aries_kernel.notebook.nbfile import read_notebook
 from aries_kernel.notebook.session import notebook_path
 
-__all__ = ["HiddenStateHook"]
+__all__ = ["AGENT_HOOK", "HiddenStateHook"]
 
 _SHOWN = 3  # findings named in the Notice; %aries hidden lists them all
 
@@ -31,7 +31,7 @@ class HiddenStateHook(AgentHook):
 
     @classmethod
     def for_agent(cls, agent: Agent) -> HiddenStateHook:
-        """The hook factory :func:`aries_kernel.agent.register_hook` calls for each agent."""
+        """The hook factory :func:`aries_kernel.agent.agent_for` calls for each agent (``AGENT_HOOK``)."""
         return cls()
 
     def after_turn(self, agent: Agent, turn: int, tools_used: int) -> Iterable[Event]:
@@ -70,4 +70,4 @@ class HiddenStateHook(AgentHook):
         )
 
 
-register_hook(HiddenStateHook.for_agent)
+AGENT_HOOK: HookFactory = HiddenStateHook.for_agent  # every agent built by agent_for() runs the check
