@@ -7,6 +7,7 @@ the traits' validation leaves them as they were, and the next Edit is still aske
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from aries_kernel.agent.settings import AriesAgent
 from aries_kernel.context import AriesContext, set_context
 from tests.agent_scripted import ScriptedClient, ScriptedRouter
 from tests.loopback import Reply
+from tests.package_sources import package_trees
 from tests.test_agent_loop import RecordingGraph, make_agent, run_all
 
 EDIT = ("Edit", {"file_path": "pkg/core.py", "old_string": "42", "new_string": "43"})
@@ -123,15 +125,14 @@ def test_the_mode_is_resolved_in_one_place() -> None:
         effective_mode(settings, "yolo")
     # The run, the MCP client's step and the replay read the settings through it, never themselves (only
     # %aries status reads auto_approve, to name the alias).
-    package = Path(__file__).resolve().parents[1]
     readers = [
-        f"{path.relative_to(package)}:{number}"
-        for folder in ("aries_kernel", "magics", "widgets")
-        for path in sorted((package / folder).rglob("*.py"))
-        if path.name != "permissions.py"
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
-        if "effective_mode(" not in line
-        and ("settings.permission_mode" in line or ("settings.auto_approve" in line and "alias" not in line))
+        f"{rel}:{node.lineno}: {ast.unparse(node)}"
+        for rel, tree in package_trees(skip=("aries_kernel/agent/permissions.py",))
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and node.attr in {"permission_mode", "auto_approve"}
+        and ast.unparse(node.value).endswith("settings")
+        and (rel, ast.unparse(node)) != ("magics/agent.py", "agent.settings.auto_approve")
     ]
     assert not readers, readers
 

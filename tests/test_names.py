@@ -6,17 +6,15 @@ from __future__ import annotations
 
 import ast
 from collections import defaultdict
-from pathlib import Path
 
-CHECKOUT = Path(__file__).resolve().parents[1]
+from tests.package_sources import package_trees
 
 
 def test_every_class_name_of_the_package_is_defined_once() -> None:
     where: dict[str, list[str]] = defaultdict(list)
-    for folder in ("aries_kernel", "magics", "widgets"):
-        for path in sorted((CHECKOUT / folder).rglob("*.py")):
-            for node in ast.parse(path.read_text(encoding="utf-8")).body:
-                if isinstance(node, ast.ClassDef):
-                    where[node.name].append(f"{path.relative_to(CHECKOUT)}:{node.lineno}")
+    for rel, tree in package_trees():
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef):
+                where[node.name].append(f"{rel}:{node.lineno}")
     twins = {name: places for name, places in where.items() if len(places) > 1}
     assert not twins, twins

@@ -12,9 +12,7 @@ from aries_kernel.codebase.index_key import key_path
 from aries_kernel.diagnostics import stack_dump_path
 from aries_kernel.models.budget import spend_file_path
 from aries_kernel.paths import aries_home, aries_path, aries_setting
-
-CHECKOUT = Path(__file__).resolve().parents[1]
-PACKAGE = [CHECKOUT / "aries_kernel", CHECKOUT / "magics", CHECKOUT / "widgets"]
+from tests.package_sources import package_trees
 
 
 def test_the_variable_wins_over_the_setting_which_wins_over_the_default(
@@ -99,15 +97,12 @@ _NOT_THE_RULE = {("aries_kernel/context.py", "Path.home()")}
 
 
 def test_no_module_spells_the_settings_rule_itself() -> None:
-    offenders = []
-    for folder in PACKAGE:
-        for path in sorted(folder.rglob("*.py")):
-            rel = path.relative_to(CHECKOUT).as_posix()
-            if rel == "aries_kernel/paths.py":
-                continue
-            for line, code in _rule_spelled_out(ast.parse(path.read_text(encoding="utf-8"))):
-                if (rel, code) not in _NOT_THE_RULE:
-                    offenders.append(f"{rel}:{line}: {code}")
+    offenders = [
+        f"{rel}:{line}: {code}"
+        for rel, tree in package_trees(skip=("aries_kernel/paths.py",))
+        for line, code in _rule_spelled_out(tree)
+        if (rel, code) not in _NOT_THE_RULE
+    ]
     assert not offenders, "use aries_kernel.paths (aries_path, aries_setting, aries_home):\n" + "\n".join(
         offenders
     )

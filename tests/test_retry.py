@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ast
 import itertools
-from pathlib import Path
 
 from traitlets.config import Config
 
@@ -12,6 +11,7 @@ from aries_kernel.models.provider import Failure
 from aries_kernel.models.router import AriesModels, SlotClient
 from aries_kernel.models.shortnames import resolve
 from aries_kernel.retry import Backoff
+from tests.package_sources import package_trees
 
 
 def test_the_waits_double_up_to_the_longest_with_jitter() -> None:
@@ -34,13 +34,10 @@ def test_the_router_waits_by_the_policy_unless_the_server_says_how_long() -> Non
 
 def test_no_module_draws_its_own_jitter() -> None:
     """Backoff with jitter is written once: no other module calls random.random or random.uniform."""
-    checkout = Path(__file__).resolve().parents[1]
     own = [
-        f"{path.relative_to(checkout)}:{node.lineno}"
-        for folder in ("aries_kernel", "magics", "widgets")
-        for path in sorted((checkout / folder).rglob("*.py"))
-        if path.name != "retry.py"
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        f"{rel}:{node.lineno}"
+        for rel, tree in package_trees(skip=("aries_kernel/retry.py",))
+        for node in ast.walk(tree)
         if isinstance(node, ast.Call) and ast.unparse(node.func) in {"random.random", "random.uniform"}
     ]
     assert not own, own

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
 from aries_kernel.codebase.judgment import _word_tokens
 from aries_kernel.codebase.ranking import _LABEL_STOPWORDS
 from aries_kernel.words import STOP_WORDS, stem
-
-CHECKOUT = Path(__file__).resolve().parents[1]
+from tests.package_sources import package_trees
 
 
 def test_the_stemmer_folds_a_word_family_and_the_code_search_uses_it() -> None:
@@ -27,26 +25,15 @@ def test_every_list_starts_from_the_english_stop_words() -> None:
 def test_no_module_keeps_a_stemmer_or_stop_words_of_its_own() -> None:
     """A stop-word set elsewhere is STOP_WORDS plus its domain's words; a stemmer is words.stem alone."""
     own = []
-    for folder in ("aries_kernel", "magics", "widgets"):
-        for path in sorted((CHECKOUT / folder).rglob("*.py")):
-            rel = path.relative_to(CHECKOUT).as_posix()
-            if rel == "aries_kernel/words.py":
+    for rel, tree in package_trees(skip=("aries_kernel/words.py",)):
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef) and node.name.lstrip("_") in {"stem", "stemmed", "stemmer"}:
+                own.append(f"{rel}:{node.lineno}: def {node.name}")
+            if not isinstance(node, ast.Assign):
                 continue
-            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-                if isinstance(node, ast.FunctionDef) and node.name.lstrip("_") in {
-                    "stem",
-                    "stemmed",
-                    "stemmer",
-                }:
-                    own.append(f"{rel}:{node.lineno}: def {node.name}")
-                if isinstance(node, ast.Assign) and any(
-                    isinstance(target, ast.Name)
-                    and "STOP" in target.id.upper()
-                    and "WORD" in target.id.upper()
-                    for target in node.targets
-                ):
-                    value = node.value
-                    extends = isinstance(value, ast.BinOp) and ast.unparse(value.left) == "STOP_WORDS"
-                    if not (extends or ast.unparse(value) == "STOP_WORDS"):
-                        own.append(f"{rel}:{node.lineno}: {ast.unparse(node.targets[0])} = ...")
+            names = [target.id for target in node.targets if isinstance(target, ast.Name)]
+            if any("STOP" in name.upper() and "WORD" in name.upper() for name in names):
+                extends = isinstance(node.value, ast.BinOp) and ast.unparse(node.value.left) == "STOP_WORDS"
+                if not (extends or ast.unparse(node.value) == "STOP_WORDS"):
+                    own.append(f"{rel}:{node.lineno}: {names[0]} = ...")
     assert not own, "use aries_kernel.words (STOP_WORDS, stem):\n" + "\n".join(own)
