@@ -491,6 +491,7 @@ class Codebase(QueryMixin, JudgmentMixin):
         max_bytes = self.settings.max_file_size
         changes: dict[str, str] = {}
         to_parse: list[SourceFile] = []
+        saved: list[tuple[str, int, int, Record]] = []  # stored at the end, with the profiles: one commit
         for rel in sorted(checked):
             source = candidates.get(rel)
             old = self._records.get(rel)
@@ -509,14 +510,14 @@ class Codebase(QueryMixin, JudgmentMixin):
                     data = None
                 if old is not None and data is not None and old["hash"] == content_hash(data):
                     self._stat[rel] = (source.size, source.mtime_ns)
-                    if self._store is not None:
-                        self._store.save([(rel, source.size, source.mtime_ns, old)])
+                    saved.append((rel, source.size, source.mtime_ns, old))
                     continue
                 to_parse.append(source)
                 continue
             changes[rel] = "added" if old is None else "modified"
-            self._set_record(source, record)
+            self._set_record(source, record, saved)
         workers = self.settings.workers or default_workers()
+        profiles: list[tuple[str, str, Any]] = []
         parsed = run_plan(
             self.root,
             to_parse,
@@ -524,13 +525,15 @@ class Codebase(QueryMixin, JudgmentMixin):
             workers,
             lambda done: None,
             budget=self.settings.parse_timeout,
-            on_profiles=self._save_profiles,
+            on_profiles=profiles.extend if self._store is not None else self._save_profiles,
         )
         for source in to_parse:
             old = self._records.get(source.rel)
             if old != parsed[source.rel]:  # an unreadable file that is still unreadable is no change
                 changes[source.rel] = "added" if old is None else "modified"
-            self._set_record(source, parsed[source.rel])
+            self._set_record(source, parsed[source.rel], saved)
+        if self._store is not None:
+            self._store.save(saved, profiles)
         deleted = [rel for rel, change in changes.items() if change == "deleted"]
         for rel in deleted:
             del self._records[rel]
@@ -541,11 +544,14 @@ class Codebase(QueryMixin, JudgmentMixin):
             self._records.sort()
         return changes
 
-    def _set_record(self, source: SourceFile, record: Record) -> None:
+    def _set_record(
+        self, source: SourceFile, record: Record, saved: list[tuple[str, int, int, Record]]
+    ) -> None:
+        """Put ``record`` in the index, and in ``saved`` (to store) when it may be stored."""
         self._records[source.rel] = record
         self._stat[source.rel] = (source.size, source.mtime_ns)
-        if self._store is not None and _cacheable(record):
-            self._store.save([(source.rel, source.size, source.mtime_ns, record)])
+        if _cacheable(record):
+            saved.append((source.rel, source.size, source.mtime_ns, record))
 
     # accessors shared by the query and judgment operations
 

@@ -37,7 +37,7 @@ import stat
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, MutableMapping
+from collections.abc import Callable, Iterable, Iterator, MutableMapping, Sequence
 from itertools import chain
 from operator import itemgetter
 from pathlib import Path
@@ -301,8 +301,13 @@ class IndexStore:
             log.warning("Could not read records from %s (%s); parsing those files again", self.path, exc)
         return found
 
-    def save(self, rows: Iterable[tuple[str, int, int, dict[str, Any]]]) -> None:
-        """Store ``(path, size, mtime_ns, record)`` rows, replacing older ones."""
+    def save(
+        self,
+        rows: Iterable[tuple[str, int, int, dict[str, Any]]],
+        profiles: Sequence[tuple[str, str, Any]] = (),
+    ) -> None:
+        """Store ``(path, size, mtime_ns, record)`` rows, replacing older ones, and with them (one transaction,
+        one commit) the files' ``profiles`` rows, as :meth:`save_judgment` stores them."""
         rows = list(rows)
 
         def data() -> Iterator[tuple[str, int, int, str, bytes]]:
@@ -317,8 +322,10 @@ class IndexStore:
                     self._key.tag((rel, size, mtime, record["hash"]), blob) + blob,
                 )
 
-        if rows:
-            self._write("INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?)", data())
+        self._write(
+            *([("INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?)", data())] if rows else []),
+            *([self._judgment_rows("profiles", profiles)] if profiles else []),
+        )
 
     def save_blob(self, name: str, blob: bytes | list[memoryview]) -> bytes:
         """Store the ``graph`` snapshot or its ``rankings`` (bytes, or consecutive parts), replacing the one
@@ -364,6 +371,9 @@ class IndexStore:
     def save_judgment(self, kind: str, rows: Iterable[tuple[str, str, Any]]) -> None:
         """Store ``(path, content hash, value)`` rows of one of :data:`JUDGMENT_KINDS` (a marshallable value),
         replacing older ones."""
+        self._write(self._judgment_rows(kind, rows))
+
+    def _judgment_rows(self, kind: str, rows: Iterable[tuple[str, str, Any]]) -> tuple[str, Iterator[Any]]:
         if kind not in JUDGMENT_KINDS:
             raise ValueError(f"no judgment data is called {kind!r}")
 
@@ -372,7 +382,7 @@ class IndexStore:
                 blob = marshal.dumps(value)
                 yield rel, kind, digest, self._key.tag((f"{kind}:{rel}", 0, 0, digest), blob) + blob
 
-        self._write("INSERT OR REPLACE INTO judgment VALUES (?, ?, ?, ?)", data())
+        return "INSERT OR REPLACE INTO judgment VALUES (?, ?, ?, ?)", data()
 
     def judgment(self, kind: str, wanted: dict[str, str]) -> dict[str, Any]:
         """The stored values of ``kind`` for the files of ``wanted`` (path -> content hash) whose rows hold that
@@ -407,13 +417,18 @@ class IndexStore:
         """Forget files that are gone."""
         gone = [(p,) for p in paths]
         if gone:
-            self._write("DELETE FROM files WHERE path = ?", gone)
-            self._write("DELETE FROM judgment WHERE path = ?", gone)
+            self._write(
+                ("DELETE FROM files WHERE path = ?", gone), ("DELETE FROM judgment WHERE path = ?", gone)
+            )
 
-    def _write(self, sql: str, rows: Iterable[tuple[Any, ...]]) -> None:
+    def _write(self, *writes: tuple[str, Iterable[tuple[Any, ...]]]) -> None:
+        """Each ``(statement, rows)`` of ``writes``, in one transaction."""
+        if not writes:
+            return
         try:
             with self._lock, self._conn:
-                self._conn.executemany(sql, rows)
+                for sql, rows in writes:
+                    self._conn.executemany(sql, rows)
         except (sqlite3.Error, ValueError) as exc:
             log.warning("Could not update %s (%s); the index in memory is unaffected", self.path, exc)
 
