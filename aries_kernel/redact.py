@@ -21,9 +21,18 @@ an upper-case name in code (``TOKEN = ...``, with spaces) are left alone. :func:
 of a database URL or connection string: its passwords as ``***``.
 
 :func:`scrubbed_env` is the environment handed to subprocesses the agent starts: a copy of ``os.environ``
-without the key variables, unless the user allowed them by name. :func:`withheld_keys` takes them out of this
-process's own ``os.environ`` for a block (an agent Repl step) and puts them back after; meanwhile
-:func:`environ_value` (what the model router reads keys with) and :func:`redact` still know them.
+without the key variables, unless the user allowed them by name. :func:`withheld_keys` hides them from
+``os.environ`` for a block (an agent Repl step) and puts them back after; meanwhile :func:`environ_value` (what
+the model router reads keys with) and :func:`redact` still know them.
+
+What sees what while a block runs: code in the block's context (the step's code, the functions it calls, the
+asyncio tasks it starts) finds no withheld key in ``os.environ``, ``os.getenv`` or ``os.environb``, and
+neither does any process started while a block runs, from any thread: the process's C environment, which a
+child inherits and a C library's ``getenv`` reads, is one per process, so the keys leave it for the block
+(the one process-wide change, put back when the last block holding a key ends). Every other thread (the
+indexer, warm-up, MCP and rlm threads, a thread of the user's) still finds the keys in ``os.environ``; so does
+a thread the block itself starts (a new thread starts outside the block's context), which is one of the
+ways out the README lists for the Repl guard.
 """
 
 from __future__ import annotations
@@ -31,8 +40,9 @@ from __future__ import annotations
 import os
 import re
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping
 from contextlib import contextmanager
+from contextvars import ContextVar
 
 __all__ = [
     "KEY_VARIABLES",
@@ -219,15 +229,54 @@ def scrubbed_env(allow: Iterable[str] = (), environ: Mapping[str, str] | None = 
     allowed = {name.upper() for name in allow}
     source = os.environ if environ is None else environ
     return {
-        name: value
-        for name, value in source.items()
-        if not is_key_variable(name) or name.upper() in allowed
+        name: value for name, value in source.items() if not is_key_variable(name) or name.upper() in allowed
     }
 
 
-# Key variables taken out of os.environ by withheld_keys, by name, until the block that took them ends.
+# Process-wide, as the environment is: the keys withheld by running blocks (their values when the first block
+# withholding each took it) and how many blocks withhold each; the C environment lacks a key while any does.
 _WITHHELD: dict[str, str] = {}
+_HOLDERS: dict[str, int] = {}
+_BLOCKS = 0  # blocks running: os.environ has the view below as its storage while any does
 _WITHHELD_LOCK = threading.Lock()
+# The encoded names os.environ hides in this context: one set per block, so the block's own write shows again.
+_HIDDEN: ContextVar[set[bytes] | frozenset[bytes]] = ContextVar("aries_withheld_keys", default=frozenset())
+
+
+class _BlockView(MutableMapping[bytes, bytes]):
+    """``os.environ``'s storage while a block withholds keys: the same entries (one dict, shared with every
+    thread), without the names the current context hides. On POSIX the storage holds names and values as
+    bytes (``os.fsencode``), and ``os.environb`` shares it."""
+
+    def __init__(self, data: dict[bytes, bytes]) -> None:
+        self.data = data
+
+    def __getitem__(self, key: bytes) -> bytes:
+        if key in _HIDDEN.get():
+            raise KeyError(key)
+        return self.data[key]
+
+    def __setitem__(self, key: bytes, value: bytes) -> None:
+        hidden = _HIDDEN.get()
+        if key in hidden:
+            hidden.discard(key)  # type: ignore[union-attr]  # only a block's own set holds names
+        self.data[key] = value
+
+    def __delitem__(self, key: bytes) -> None:
+        if key in _HIDDEN.get():
+            raise KeyError(key)
+        del self.data[key]
+
+    def __iter__(self) -> Iterator[bytes]:
+        hidden = _HIDDEN.get()
+        return iter([key for key in list(self.data) if key not in hidden])
+
+    def __len__(self) -> int:
+        hidden = _HIDDEN.get()
+        return sum(1 for key in list(self.data) if key not in hidden)
+
+    def copy(self) -> dict[bytes, bytes]:
+        return dict(self.items())
 
 
 def environ_value(name: str, default: str = "") -> str:
@@ -237,17 +286,43 @@ def environ_value(name: str, default: str = "") -> str:
 
 @contextmanager
 def withheld_keys(allow: Iterable[str] = ()) -> Iterator[list[str]]:
-    """Remove the credential variables (except those in ``allow``) from ``os.environ`` for the block, so code
-    run in this process and the processes it starts do not see them; yields their names and restores them
-    (their original values) when the block ends."""
+    """Hide the credential variables (except those in ``allow``) from ``os.environ`` in the block's context and
+    from the processes started meanwhile; yields their names and puts them back (their values when the block
+    began) when it ends. Other threads keep seeing them (the module's docstring says what sees what)."""
+    global _BLOCKS
     allowed = {name.upper() for name in allow}
     with _WITHHELD_LOCK:
         names = [name for name in os.environ if is_key_variable(name) and name.upper() not in allowed]
+        if not _BLOCKS:
+            _view(install=True)
+        _BLOCKS += 1
         for name in names:
-            _WITHHELD[name] = os.environ.pop(name)
+            if name not in _HOLDERS:
+                _WITHHELD[name] = os.environ[name]
+                os.unsetenv(name)
+            _HOLDERS[name] = _HOLDERS.get(name, 0) + 1
+        token = _HIDDEN.set({*_HIDDEN.get(), *map(os.fsencode, names)})
     try:
         yield names
     finally:
+        _HIDDEN.reset(token)
         with _WITHHELD_LOCK:
             for name in names:
-                os.environ[name] = _WITHHELD.pop(name)
+                _HOLDERS[name] -= 1
+                if not _HOLDERS[name]:
+                    del _HOLDERS[name]
+                    os.environ[name] = _WITHHELD.pop(name)  # the C environment and os.environ, as they were
+            _BLOCKS -= 1
+            if not _BLOCKS:
+                _view(install=False)
+
+
+def _view(*, install: bool) -> None:
+    """Put :class:`_BlockView` in as the storage of ``os.environ`` (and ``os.environb``, which shares it), or
+    take it out again, leaving the entries in place."""
+    current = os.environ._data  # type: ignore[attr-defined]
+    if install == isinstance(current, _BlockView):
+        return
+    data = _BlockView(current) if install else current.data
+    os.environ._data = data  # type: ignore[attr-defined]
+    os.environb._data = data  # type: ignore[attr-defined]

@@ -16,9 +16,13 @@ interpreter raises before it changes the world:
   and IPython ``!`` lines (they go through a pty fork), treated as a Bash call.
 
 A refusal raises :class:`PermissionError` inside the agent's code, naming what was refused and why. The hook
-is installed once per process and does nothing unless the current context (a :mod:`contextvars` variable set
-by :func:`guarded`) is inside a step, so the user's own cells, other threads and Aries' code outside the step
-are never affected. Inside a step, writes by Aries' own stores (the vault, the code index) are exempt: an event
+is installed once per process (``sys.addaudithook`` cannot be undone) and does nothing unless the current
+context (a :mod:`contextvars` variable set by :func:`guarded`) is inside a step, so the user's own cells, other
+threads and Aries' code outside the step are never affected. The functions it replaces (``sqlite3.connect``,
+``os.mkfifo``, ``os.mknod``) are replaced only while a step runs (in any thread or kernel of the process) and put
+back when the last one ends; meanwhile they pass straight through outside a step. The step's imports write no
+bytecode cache (the import system's write is refused quietly, as on a read-only disk, and not asked for), while
+``sys.dont_write_bytecode`` and every other thread's imports are left as they are. Inside a step, writes by Aries' own stores (the vault, the code index) are exempt: an event
 whose nearest non-library caller is in ``aries_kernel/vault``, ``codebase``, ``models``, ``context`` or ``lazy``
 is Aries' own, except a note written into the project brain (``<root>/.aries/memory``), an edit of the
 repository like ``ProjectSave``. One approved action covers what it does internally (``shutil.rmtree``'s unlinks, the spawn
@@ -91,9 +95,13 @@ class _Step:
 
 
 _current: ContextVar[_Step | None] = ContextVar("aries_repl_guard", default=None)
+# Process-wide by necessity: an audit hook is the interpreter's and cannot be removed, so it is added once (for
+# every kernel of the process) and is inert outside a step; the replaced functions are module attributes, one
+# per process, replaced while at least one step runs (_running counts them, in every thread and kernel).
 _install_lock = threading.Lock()
 _installed = False
-_in_forked_child = False
+_running = 0
+_in_forked_child = False  # set in a forked child, which is a process of its own
 
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
 _ARIES = Path(__file__).resolve().parent.parent
@@ -128,38 +136,61 @@ def in_step() -> bool:
 @contextmanager
 def guarded(root: str | os.PathLike[str], ask: Ask) -> Iterator[GuardReport]:
     """Guard the block (one Repl step) in the current context: file writes confined to ``root`` and weighed
-    as edits, processes weighed as commands, both through ``ask``. Python does not write bytecode caches
-    meanwhile (an import would otherwise ask to write ``__pycache__``)."""
-    _install()
+    as edits, processes weighed as commands, both through ``ask``. The block's imports write no bytecode cache
+    (they would otherwise ask to write ``__pycache__``). Everything it changes outside the block's context is
+    put back when it ends (the replaced functions, once no other step runs)."""
+    _start()
     step = _Step(root=os.path.realpath(root), ask=ask, report=GuardReport())
     token = _current.set(step)
-    bytecode = sys.dont_write_bytecode
-    sys.dont_write_bytecode = True
     try:
         yield step.report
     finally:
         step.active = False
         step.approved_frames.clear()
         step.denied_frames.clear()
-        sys.dont_write_bytecode = bytecode
         _current.reset(token)
+        _end()
 
 
-def _install() -> None:
-    global _installed
+# No audit event says enough for these: the functions themselves are replaced wherever they are reachable.
+_MODULES_CONNECT: tuple[Any, ...] = (sqlite3, sqlite3.dbapi2, _sqlite3)  # _sqlite3 has no stubs
+_REPLACED = ("mkfifo", "mknod")
+
+
+def _start() -> None:
+    global _installed, _running
     with _install_lock:
         if not _installed:
             sys.addaudithook(_hook)
             os.register_at_fork(after_in_child=_forget_in_child)
-            # No audit event says enough: the functions themselves are replaced wherever they are reachable.
-            for name, wrapper in (("mkfifo", _guarded_mkfifo), ("mknod", _guarded_mknod)):
+            _installed = True
+        if _running == 0:
+            for name, wrapper in zip(_REPLACED, (_guarded_mkfifo, _guarded_mknod), strict=True):
                 setattr(os, name, wrapper)
                 setattr(posix, name, wrapper)
                 os.supports_dir_fd.add(wrapper)
-            modules: tuple[Any, ...] = (sqlite3, sqlite3.dbapi2, _sqlite3)  # _sqlite3 has no stubs
-            for module in modules:
+            for module in _MODULES_CONNECT:
                 module.connect = _guarded_connect
-            _installed = True
+        _running += 1
+
+
+def _end() -> None:
+    """The last step ending puts the replaced functions back (not where other code has replaced them since)."""
+    global _running
+    with _install_lock:
+        _running -= 1
+        if _running:
+            return
+        for name, wrapper, original in zip(
+            _REPLACED, (_guarded_mkfifo, _guarded_mknod), (_MKFIFO, _MKNOD), strict=True
+        ):
+            for module in (os, posix):
+                if getattr(module, name) is wrapper:
+                    setattr(module, name, original)
+            os.supports_dir_fd.discard(wrapper)
+        for module in _MODULES_CONNECT:
+            if module.connect is _guarded_connect:
+                module.connect = _CONNECT
 
 
 def _forget_in_child() -> None:
@@ -182,11 +213,42 @@ def _watch(handler: _Handler, args: tuple[Any, ...], frame: FrameType) -> None:
     step = _current.get()
     if step is None or not step.active or step.busy or _in_forked_child:
         return
+    if _caches_bytecode(frame):
+        # The import system writing a __pycache__ file: it takes an OSError as "cannot write here" and imports
+        # on, so the step's imports write no cache and ask nothing, and sys.dont_write_bytecode stays as it is.
+        raise PermissionError("aries-kernel's Repl guard: no bytecode cache is written during a step")
     step.busy = True
     try:
         handler(step, args, frame)
     finally:
         step.busy = False
+
+
+def _bytecode_writers() -> frozenset[Any]:
+    from importlib import _bootstrap_external as external  # the import system's own (frozen) module
+
+    return frozenset(
+        {
+            external.SourceLoader._cache_bytecode.__code__,  # type: ignore[attr-defined]
+            external.SourceFileLoader._cache_bytecode.__code__,  # type: ignore[attr-defined]
+        }
+    )
+
+
+_BYTECODE_WRITERS = _bytecode_writers()
+
+
+def _caches_bytecode(frame: FrameType) -> bool:
+    """Whether ``frame`` is the import system writing a bytecode cache: ``_cache_bytecode`` calling
+    ``set_data`` (its folder) and ``_write_atomic`` (the file), so at most two frames up."""
+    current: FrameType | None = frame
+    for _ in range(3):
+        if current is None:
+            return False
+        if current.f_code in _BYTECODE_WRITERS:
+            return True
+        current = current.f_back
+    return False
 
 
 # ------------------------------------------------------------------------------------------------ frames

@@ -29,7 +29,10 @@ TAG_BYTES = 32
 log = logging.getLogger(__name__)
 
 _lock = threading.Lock()
-_keys: dict[str, IndexKey] = {}  # by key file location, so each process reads (or warns about) a key once
+# By key file location, and process-wide on purpose: the key is the user's, not a kernel's. Two kernels of one
+# process indexing one repository must tag its rows alike, and so must share a process-only key when the file
+# cannot be had (each with its own would empty the other's rows); the file is read, or warned about, once.
+_keys: dict[str, IndexKey] = {}
 
 
 @dataclass(frozen=True)
