@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import posixpath
 import random
 from collections import defaultdict
 from itertools import combinations
@@ -127,8 +128,16 @@ def test_labels_do_not_overlap_and_the_main_communities_are_named(layout: GraphL
     assert texts[largest[0].key].startswith("pkg") and "/" not in texts[largest[0].key]
 
 
+def opened_to_files(layout: GraphLayout, keys: list[str]) -> list[str]:
+    """``keys`` and every part they open into, down to the files."""
+    out = []
+    for key in keys:
+        out += [key, *opened_to_files(layout, [p.key for p in layout.parts_of(key)])]
+    return out
+
+
 def test_labels_of_expanded_files_do_not_overlap_either(layout: GraphLayout) -> None:
-    opened = [g.key for g in layout.groups[:3]]
+    opened = opened_to_files(layout, [g.key for g in layout.groups[:3]])
     labels = layout.labels(opened)
     assert boxes_overlap(labels) == []
     files = {label.key for label in labels if label.key in layout.group_of}
@@ -148,7 +157,7 @@ def test_expand_gives_a_communitys_files_inside_its_disc(codebase: Codebase, lay
     assert spread.max() > 0.3 * disc.r, "the files are spread over the disc, not piled in its centre"
     by_rank = files.sort_values("pagerank")
     assert by_rank["r"].is_monotonic_increasing, "a file's dot grows with its PageRank"
-    view = layout.view([disc.key])
+    view = layout.view(opened_to_files(layout, [disc.key]))
     assert {n["id"] for n in view["nodes"]} == set(files["file"])
     inner = [e for e in view["edges"] if e[0] in disc.files and e[1] in disc.files]
     outer = [e for e in view["edges"] if (e[0] in disc.files) != (e[1] in disc.files)]
@@ -264,12 +273,64 @@ def test_a_large_community_opens_into_its_folders_then_its_files() -> None:
     labels = layout.labels(["c0", web])
     assert boxes_overlap(labels) == []
     assert {label.text for label in labels if label.key in dots} <= {n["short"] for n in dots.values()}
-    # Files of a large community in one folder are shown as files: there is nothing to split by.
-    flat = shop_layout()
-    flat.group("c0").files = [
-        f.replace("/web/", "/billing/").replace("/reports/", "/billing/") for f in shop.files
-    ]
-    assert flat.parts_of("c0") == []
+
+
+def flat_layout() -> GraphLayout:
+    """A 93-file community whose files all sit in ``shop/``: three chains of 30 (orders, prices, users), each
+    file named after its chain, and three files that import nothing of it."""
+    rows, edges, names = [], [], {}
+    for number, topic in enumerate(("order", "price", "user")):
+        files = [f"shop/{topic}_{i:02d}.py" for i in range(30)]
+        rows += [
+            (f, "source", 0, "shop: order, price", 0.003 - 0.001 * number + 1e-6 * i)
+            for i, f in enumerate(files)
+        ]
+        edges += [(a, b, "import", 1.0, False) for a, b in combinations(files, 2)]
+        names.update({f: [f"load_{topic}", f"{topic}_total", "get_helper"] for f in files})
+    edges.append(("shop/order_00.py", "shop/price_00.py", "import", 1.0, False))
+    edges.append(("shop/price_00.py", "shop/user_00.py", "import", 1.0, False))
+    rows += [(f"shop/stray_{i}.py", "source", 0, "shop: order, price", 0.0001) for i in range(3)]
+    return GraphLayout(
+        pd.DataFrame(rows, columns=["file", "role", "community", "label", "pagerank"]),
+        pd.DataFrame(edges, columns=["source", "target", "kind", "weight", "type_only"]),
+        names_of=lambda rel: names.get(rel, []),
+    )
+
+
+def test_a_large_community_in_one_folder_opens_into_its_sub_communities_then_its_files() -> None:
+    layout = flat_layout()
+    shop = layout.group("c0")
+    assert len(shop.files) > SPLIT_ABOVE and {posixpath.dirname(f) for f in shop.files} == {"shop"}
+    view = layout.view(["c0"])
+    subs = [g for g in view["groups"] if g["parent"] == "c0"]
+    assert view["nodes"] == [], "sub-communities first, not 93 dots"
+    assert [s["kind"] for s in subs] == ["sub"] * 4
+    # Labelled as communities are: the folder and the commonest words of the names, no stop words.
+    assert [s["short"] for s in subs] == ["shop: order, load, total", "shop: price, load, total",
+                                         "shop: user, load, total", "3 loose files"]  # fmt: skip
+    assert [s["files"] for s in subs] == [30, 30, 30, 3]
+    assert all("helper" not in s["label"] and s["label"].endswith(f"files of {shop.label}") for s in subs)
+    for sub in subs:  # inside the community's disc, apart from each other
+        assert math.hypot(sub["x"] - shop.x, sub["y"] - shop.y) + sub["r"] <= shop.r + 0.02
+    for a, b in combinations(subs, 2):
+        assert math.hypot(a["x"] - b["x"], a["y"] - b["y"]) >= a["r"] + b["r"] - 0.02
+    prices = subs[1]["key"]
+    assert {end for edge in view["edges"] for end in edge[:2]} == {s["key"] for s in subs[:3]}
+    opened = layout.view(["c0", prices])
+    assert {n["id"] for n in opened["nodes"]} == {f"shop/price_{i:02d}.py" for i in range(30)}
+    assert {n["short"] for n in opened["nodes"]} == {f"price_{i:02d}.py" for i in range(30)}
+    assert layout.parts_of(prices) == [], "30 files open into their files"
+
+
+def test_a_real_community_in_one_folder_opens_into_sub_communities(layout: GraphLayout) -> None:
+    # Each package of the generated repository is one community of 99 modules in one folder.
+    big = layout.groups[0]
+    assert len(big.files) > SPLIT_ABOVE and len({posixpath.dirname(f) for f in big.files}) == 1
+    subs = layout.parts_of(big.key)
+    assert len(subs) >= 2 and all(s.kind == "sub" for s in subs)
+    assert sorted(f for s in subs for f in s.files) == sorted(big.files)
+    assert all(s.short.startswith(posixpath.dirname(big.files[0]) + ": f") for s in subs if len(s.files) > 1)
+    assert all(len(s.files) <= SPLIT_ABOVE for s in subs)
 
 
 def test_names_carry_enough_of_the_path_to_tell_files_apart() -> None:
@@ -304,8 +365,13 @@ def test_static_svg_draws_every_disc_edge_and_label(layout: GraphLayout) -> None
     assert svg.count("<line") == len(layout.group_edges())
     assert svg.count("<text") == len(layout.labels())
     assert f"<title>{layout.groups[0].label}" in svg, "the full name is there on hover"
+    subs = layout.parts_of(layout.groups[0].key)
     opened = graph_svg(layout, [layout.groups[0].key])
-    assert opened.count("<circle") == len(layout.groups) + len(layout.groups[0].files)
+    assert opened.count("<circle") == len(layout.groups) + len(subs), (
+        "99 files in one folder: sub-communities"
+    )
+    opened = graph_svg(layout, opened_to_files(layout, [layout.groups[0].key]))
+    assert opened.count("<circle") == len(layout.groups) + len(subs) + len(layout.groups[0].files)
 
 
 def test_the_widget_expands_collapses_and_keeps_a_static_image(codebase: Codebase) -> None:
@@ -317,6 +383,10 @@ def test_the_widget_expands_collapses_and_keeps_a_static_image(codebase: Codebas
     community = int(graph.graph_layout.groups[2].key[1:])
     files = graph.expand(community)
     assert graph.expanded == [f"c{community}"]
+    subs = {g["key"] for g in graph.groups if g["parent"] == f"c{community}"}
+    assert graph.nodes == [] and len(subs) >= 2, "99 files in one folder open into sub-communities"
+    for key in sorted(subs):
+        graph.expand(key)
     assert {n["id"] for n in graph.nodes} == set(files["file"])
     graph.collapse(community)
     assert graph.expanded == [] and graph.nodes == []
@@ -438,7 +508,7 @@ def test_the_script_draws_names_on_hover_and_asks_to_expand_on_click(
     saved = page.evaluate("window.saved")
     assert saved and saved[-1]["expanded"] == [target.key]
 
-    # The kernel's answer (the files of that community) is drawn, zoomed onto the community, files named.
+    # The kernel's answer (99 files in one folder: the community's sub-communities) is drawn, zoomed onto it.
     view = layout.view([target.key])
     page.evaluate("traits => window.kernelSets(traits)", {**view, "expanded": [target.key]})
     focused = json.loads(page.eval_on_selector("canvas", "c => c.dataset.view"))
@@ -446,15 +516,29 @@ def test_the_script_draws_names_on_hover_and_asks_to_expand_on_click(
     box = page.locator("canvas").bounding_box()
     centre = to_screen(page, target.x, target.y)
     assert centre == pytest.approx((box["x"] + box["width"] / 2, box["y"] + box["height"] / 2), abs=0.5)
-    files = layout.expand(target.key)
+    subs = layout.parts_of(target.key)
+    assert len(subs) >= 2 and view["nodes"] == []
+    sub = subs[0]
+    page.mouse.move(*to_screen(page, sub.x, sub.y))
+    assert sub.label in tip.inner_text() and "sub-community" in tip.inner_text()
+    page.screenshot(path=str(tmp_path / "sub-communities.png"))
+
+    # A click on a sub-community opens it into its files, named.
+    page.mouse.click(*to_screen(page, sub.x, sub.y))
+    assert page.evaluate("window.saved")[-1]["expanded"] == [target.key, sub.key]
+    opened = [target.key, sub.key]
+    view = layout.view(opened)
+    page.evaluate("traits => window.kernelSets(traits)", {**view, "expanded": opened})
+    files = pd.DataFrame(view["nodes"])
+    assert set(files["id"]) == set(sub.files)
     named = {d["id"] for d in json.loads(page.eval_on_selector("canvas", "c => c.dataset.labels"))}
-    assert len(named & set(files["file"])) >= 10, "zoomed onto a community, its files get their names"
+    assert len(named & set(sub.files)) >= len(sub.files) // 2, (
+        "zoomed onto a sub-community, its files are named"
+    )
     top = files.sort_values("pagerank").iloc[-1]
     page.mouse.move(*to_screen(page, top["x"], top["y"]))
-    assert top["file"] in tip.inner_text()
-    assert "shown" in page.inner_text(".aries-graph") and f"{len(files)} shown" in page.inner_text(
-        ".aries-graph"
-    )
+    assert top["id"] in tip.inner_text()
+    assert f"{len(sub.files)} shown" in page.inner_text(".aries-graph")
     page.screenshot(path=str(tmp_path / "expanded.png"))
 
     # Zoom by the wheel around the pointer, and pan by a drag.
@@ -470,7 +554,7 @@ def test_the_script_draws_names_on_hover_and_asks_to_expand_on_click(
     assert panned["tx"] == pytest.approx(zoomed["tx"] - 100) and panned["ty"] == pytest.approx(
         zoomed["ty"] - 50
     )
-    assert len(page.evaluate("window.saved")) == 1, "a drag is not a click"
+    assert len(page.evaluate("window.saved")) == 2, "a drag is not a click"
     page.click("text=Fit")
     assert json.loads(page.eval_on_selector("canvas", "c => c.dataset.view")) == pytest.approx(fitted)
 
@@ -479,9 +563,7 @@ def test_the_script_draws_names_on_hover_and_asks_to_expand_on_click(
         (target.x + 0.95 * target.r * math.cos(a / 10), target.y + 0.95 * target.r * math.sin(a / 10))
         for a in range(63)
     ]
-    empty = next(
-        (x, y) for x, y in rim if all(math.hypot(x - f.x, y - f.y) > f.r + 8 for f in files.itertuples())
-    )
+    empty = next((x, y) for x, y in rim if all(math.hypot(x - p.x, y - p.y) > p.r + 8 for p in subs))
     page.mouse.click(*to_screen(page, *empty))
     assert page.evaluate("window.saved")[-1]["expanded"] == []
 

@@ -6,9 +6,11 @@ its folder, and the files of the other roles (tests, fixtures, examples) are fol
 fixtures" group. A group is a disc whose radius grows with its PageRank; the discs are placed by igraph's
 Fruchterman-Reingold layout of the group graph and then pushed apart until none overlap. A group expanded into
 its files gets a local layout of its own subgraph inside its disc; one of more than :data:`SPLIT_ABOVE` files
-opens into its folders first (``part`` groups, each expandable in turn), and a file is named by as much of its
-path as tells it from the others shown with it (``billing/__init__.py``, not ``__init__.py``). Labels are
-placed greedily by descending PageRank and skipped where their box would cover a placed one.
+opens into its folders first (``part`` groups, each expandable in turn), or, when its files share one folder, into
+the communities of its own subgraph (``sub`` groups, labelled as communities are, each expandable in turn); a
+file is named by as much of its path as tells it from the others shown with it (``billing/__init__.py``, not
+``__init__.py``). Labels are placed greedily by descending PageRank and skipped where their box would cover a
+placed one.
 
 Coordinates are pixels of the view at its first zoom (``width`` x ``height``), so the label boxes estimated here
 are the boxes drawn.
@@ -21,7 +23,7 @@ import math
 import posixpath
 import random
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -75,7 +77,9 @@ class Group:
     key: str
     label: str
     short: str
-    kind: str  # "community", "folder" (loose files), "rest" (the other roles) or "part" (a folder of a group)
+    # "community", "folder" (loose files), "rest" (the other roles), "part" (a folder of a group) or "sub" (a
+    # community of a group's own subgraph, when its files share one folder)
+    kind: str
     files: list[str]
     pagerank: float
     colour: str
@@ -311,6 +315,7 @@ class GraphLayout:
     width: int = 960
     height: int = 640
     roles: str | Iterable[str] = "source"
+    names_of: Callable[[str], Iterable[str]] = field(default=lambda rel: ())  # a file's top-level names
     groups: list[Group] = field(init=False)
     group_of: dict[str, str] = field(init=False)
 
@@ -330,8 +335,20 @@ class GraphLayout:
         cls, codebase: Any, roles: str | Iterable[str] = "source", **options: Any
     ) -> GraphLayout:
         """The layout of ``codebase``'s ``communities()`` (of every file: those of other roles are folded into
-        one group) and ``edges()``."""
-        return cls(codebase.communities(roles="all"), codebase.edges(), roles=roles, **options)
+        one group) and ``edges()``; sub-communities are labelled by the files' top-level names."""
+        names: dict[str, list[str]] = {}
+
+        def names_of(rel: str) -> list[str]:
+            if not names:  # read once, on the first split into sub-communities
+                table = codebase.symbol_table(hashes=False)
+                top = table[table["parent"] == ""]
+                names.update(top.groupby("file")["name"].agg(list))
+                names.setdefault("", [])
+            return names.get(rel, [])
+
+        return cls(
+            codebase.communities(roles="all"), codebase.edges(), roles=roles, names_of=names_of, **options
+        )
 
     # building
 
@@ -492,8 +509,9 @@ class GraphLayout:
         return pd.DataFrame(self._view_edges(self.group_of), columns=["source", "target", "weight"])
 
     def parts_of(self, key: str) -> list[Group]:
-        """What group ``key`` opens into before its files: its folders, as ``part`` groups laid out inside its
-        disc, when it has more than :data:`SPLIT_ABOVE` files in more than one folder; else none."""
+        """What group ``key`` opens into before its files when it has more than :data:`SPLIT_ABOVE` of them: its
+        folders, as ``part`` groups laid out inside its disc, or, when they share one folder, its sub-communities
+        (``sub`` groups); else none."""
         if key not in self._parts:
             self._parts[key] = self._split(self._by_key[key])
             self._by_key.update((part.key, part) for part in self._parts[key])
@@ -537,8 +555,8 @@ class GraphLayout:
             if len(folders) > 1:
                 break
             (only,) = folders
-            if only == base:  # every file sits in the one folder: nothing to split by
-                return []
+            if only == base:  # every file sits in the one folder: split by the edges among them instead
+                return self._sub_communities(group)
             base = only
         ranked = sorted(folders.items(), key=lambda kv: (-sum(self._pagerank[f] for f in kv[1]), kv[0]))
         parts = []
@@ -559,6 +577,48 @@ class GraphLayout:
                     folder=folder,
                 )
             )
+        return self._place_parts(group, parts)
+
+    def _sub_communities(self, group: Group) -> list[Group]:
+        """The communities of ``group``'s own subgraph (as :func:`leiden_parts` finds them for
+        ``codebase.communities()``), labelled as communities are; its files that link to none of the others are
+        one part of loose files. None when that makes fewer than two parts."""
+        from aries_kernel.codebase.ranking import community_label, leiden_parts
+
+        found = leiden_parts(group.files, ((a, b, w) for (a, b), w in self._file_edges.items()))
+        members = [part for part in found if len(part) > 1]
+        loose = sorted(f for part in found if len(part) == 1 for f in part)
+        if len(members) + bool(loose) < 2:
+            return []
+        seen: Counter[str] = Counter()
+        parts = []
+        for number, files in enumerate(members):
+            label = community_label(files, (name for rel in files for name in self.names_of(rel)))
+            seen[label] += 1
+            if seen[label] > 1:  # as codebase.communities() numbers a repeated label
+                label = f"{label} ({seen[label]})"
+            parts.append(self._part(group, f"{group.key}/~{number}", label, files))
+        if loose:
+            parts.append(self._part(group, f"{group.key}/~loose", f"{len(loose)} loose files", loose))
+        parts.sort(key=lambda p: (-p.pagerank, p.key))
+        return self._place_parts(group, parts)
+
+    def _part(self, group: Group, key: str, label: str, files: list[str]) -> Group:
+        """A sub-community of ``group``: a ``sub`` group inside it."""
+        return Group(
+            key=key,
+            label=f"{label} · {len(files)} files of {group.label}",
+            short=short_label(label),
+            kind="sub",
+            files=files,
+            pagerank=float(sum(self._pagerank[f] for f in files)),
+            colour=group.colour,
+            parent=group.key,
+            folder=group.folder,
+        )
+
+    def _place_parts(self, group: Group, parts: list[Group]) -> list[Group]:
+        """``parts`` laid out inside ``group``'s disc by the edges between them."""
         pos, radii = self._pack(group, [p.files for p in parts], fill=0.6, largest=0.45)
         for part, (x, y), r in zip(parts, pos, radii, strict=True):
             part.x, part.y, part.r = float(x + group.x), float(y + group.y), float(r)

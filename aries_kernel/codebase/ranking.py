@@ -28,7 +28,7 @@ from aries_kernel.codebase.graph import FileGraph
 from aries_kernel.codebase.notebooks import is_notebook
 from aries_kernel.words import STOP_WORDS
 
-__all__ = ["Rankings", "community_label", "from_stored", "stored_form"]
+__all__ = ["Rankings", "community_label", "from_stored", "leiden_parts", "stored_form"]
 
 # Beside the English function words: words that identifiers and test names are made of but that name nothing,
 # and generic code words.
@@ -165,39 +165,10 @@ class Rankings:
     def _communities_of(self, g: Any, labels: Counter[str], first: int = 0) -> dict[str, tuple[int, str]]:
         """The communities of ``g``, numbered from ``first``; ``labels`` counts the labels given so far, so a
         repeated one gets a number."""
-        import igraph
-
-        files = sorted(g[n] for n in g.node_indices())
-        if not files:
-            return {}
-        position = {rel: i for i, rel in enumerate(files)}
-        undirected: dict[tuple[int, int], float] = {}
-        for source, target, data in g.weighted_edge_list():
-            a, b = position[g[source]], position[g[target]]
-            if a != b:
-                key = (a, b) if a < b else (b, a)
-                undirected[key] = undirected.get(key, 0.0) + data[1]
-        pairs = sorted(undirected)
-        ig = igraph.Graph(n=len(files), edges=pairs)
-        weights = [undirected[p] for p in pairs]
-        # Leiden is randomized; a fixed seed makes the same graph give the same communities every time.
-        igraph.set_random_number_generator(random.Random(0))
-        try:
-            membership = ig.community_leiden(
-                objective_function="modularity", weights=weights or None, n_iterations=-1
-            ).membership
-        finally:
-            igraph.set_random_number_generator(random)
-        groups: dict[int, list[int]] = {}
-        for vertex, community in enumerate(membership):
-            groups.setdefault(community, []).append(vertex)
-        # A community must be connected: split any that is not into its connected parts.
-        parts: list[list[str]] = []
-        for members in groups.values():
-            sub = ig.subgraph(members)
-            for component in sub.connected_components():
-                parts.append(sorted(files[members[i]] for i in component))
-        parts.sort(key=lambda p: (-len(p), p[0]))
+        parts = leiden_parts(
+            [g[n] for n in g.node_indices()],
+            ((g[source], g[target], data[1]) for source, target, data in g.weighted_edge_list()),
+        )
         out: dict[str, tuple[int, str]] = {}
         for number, part in enumerate(parts, start=first):
             label = community_label(part, (name for rel in part for name in self._names_of(rel)))
@@ -207,6 +178,46 @@ class Rankings:
             for rel in part:
                 out[rel] = (number, label)
         return out
+
+
+def leiden_parts(files: Iterable[str], edges: Iterable[tuple[str, str, float]]) -> list[list[str]]:
+    """The communities of the graph of ``files`` with the weighted ``edges`` (either way round; ends that are not
+    among ``files`` are ignored): Leiden's modularity communities, each split into its connected parts, largest
+    first. The same graph gives the same communities every time."""
+    import igraph
+
+    files = sorted(set(files))
+    if not files:
+        return []
+    position = {rel: i for i, rel in enumerate(files)}
+    undirected: dict[tuple[int, int], float] = {}
+    for source, target, weight in edges:
+        a, b = position.get(source), position.get(target)
+        if a is not None and b is not None and a != b:
+            key = (a, b) if a < b else (b, a)
+            undirected[key] = undirected.get(key, 0.0) + weight
+    pairs = sorted(undirected)
+    ig = igraph.Graph(n=len(files), edges=pairs)
+    weights = [undirected[p] for p in pairs]
+    # Leiden is randomized; a fixed seed makes the same graph give the same communities every time.
+    igraph.set_random_number_generator(random.Random(0))
+    try:
+        membership = ig.community_leiden(
+            objective_function="modularity", weights=weights or None, n_iterations=-1
+        ).membership
+    finally:
+        igraph.set_random_number_generator(random)
+    groups: dict[int, list[int]] = {}
+    for vertex, community in enumerate(membership):
+        groups.setdefault(community, []).append(vertex)
+    # A community must be connected: split any that is not into its connected parts.
+    parts: list[list[str]] = []
+    for members in groups.values():
+        sub = ig.subgraph(members)
+        for component in sub.connected_components():
+            parts.append(sorted(files[members[i]] for i in component))
+    parts.sort(key=lambda p: (-len(p), p[0]))
+    return parts
 
 
 def stored_form(key: str, value: Any, files: tuple[str, ...]) -> Any:

@@ -4,7 +4,8 @@
 // draws it, zooms (wheel) and pans (drag), shows full names on hover, places labels greedily by PageRank
 // (skipping any whose box would cover a placed one, measured at the current zoom), and toggles a group's
 // expansion on click by writing the synced `expanded` trait, which Python answers with the group's files, or
-// with its folders first (groups of kind "part", drawn inside it) when it has too many files to read as dots.
+// with its folders first (groups of kind "part", drawn inside it) when it has too many files to read as dots,
+// or its sub-communities (kind "sub") when those files share one folder.
 
 const FONT_PX = 12;
 const FONT = `${FONT_PX}px system-ui, -apple-system, "Segoe UI", sans-serif`;
@@ -261,7 +262,7 @@ function render({ model, el: host }) {
   function describe(item) {
     if (item.type === "group") {
       const share = ((100 * item.pagerank) / data.total).toFixed(1);
-      const kinds = { folder: "files in no large community", rest: "files that are not source", part: "folder" };
+      const kinds = { folder: "files in no large community", rest: "files that are not source", part: "folder", sub: "sub-community" };
       const kind = kinds[item.kind] || "community";
       const action = item.expanded ? "click to collapse" : "click to expand";
       return `${item.label}\n${kind} · ${item.files} files · PageRank ${share}% of all\n${action}`;
