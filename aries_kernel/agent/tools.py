@@ -728,7 +728,7 @@ class _Output:
     def _read(self) -> None:
         stream = self.process.stdout
         assert stream is not None  # Popen(stdout=PIPE)
-        for chunk in iter(lambda: stream.read1(65536), b""):
+        for chunk in iter(lambda: os.read(stream.fileno(), 65536), b""):  # what has arrived, as it arrives
             self._chunks.append(chunk)
         stream.close()
 
