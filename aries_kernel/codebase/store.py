@@ -269,34 +269,37 @@ class IndexStore:
                 self._conn = self._rebuild(str(exc) or type(exc).__name__)
             return {}
 
+    def _rows_of(self, select: str, params: list[Any], paths: list[str]) -> Iterator[tuple[Any, ...]]:
+        """The rows of ``select`` (ending in WHERE or AND) whose path is one of ``paths``, read in batches with
+        the lock released between them: a query reading one row while the index reads them all waits for a
+        batch, not for the whole table."""
+        for start in range(0, len(paths), _READ_BATCH):
+            batch = paths[start : start + _READ_BATCH]
+            with self._lock:
+                rows = self._conn.execute(
+                    f"{select} path IN ({', '.join('?' * len(batch))})", [*params, *batch]
+                ).fetchall()
+            yield from rows
+
     def records(self, wanted: dict[str, Pending]) -> dict[str, dict[str, Any]]:
         """The records of ``wanted`` whose rows still hold those stat keys and hash, verify and are well formed;
         the others are left out (the caller parses their files again)."""
         found: dict[str, dict[str, Any]] = {}
-        paths = list(wanted)
         try:
-            # In batches, the lock released between them: a query reading one record while the index reads
-            # them all waits for a batch, not for the whole table.
-            for start in range(0, len(paths), _READ_BATCH):
-                batch = paths[start : start + _READ_BATCH]
-                with self._lock:
-                    rows = self._conn.execute(
-                        "SELECT path, size, mtime_ns, hash, record FROM files WHERE path IN "
-                        f"({', '.join('?' * len(batch))})",
-                        batch,
-                    ).fetchall()
-                for path, size, mtime_ns, digest, blob in rows:
-                    known = wanted.get(path)
-                    if known is None or (known.size, known.mtime_ns, known.digest) != (
-                        size,
-                        mtime_ns,
-                        digest,
-                    ):
-                        continue
-                    try:
-                        found[path] = self._decode_row(path, size, mtime_ns, digest, blob)
-                    except _Broken as exc:
-                        log.warning("A stored record in %s is not used: %s", self.path, exc)
+            for path, size, mtime_ns, digest, blob in self._rows_of(
+                "SELECT path, size, mtime_ns, hash, record FROM files WHERE", [], list(wanted)
+            ):
+                known = wanted.get(path)
+                if known is None or (known.size, known.mtime_ns, known.digest) != (
+                    size,
+                    mtime_ns,
+                    digest,
+                ):
+                    continue
+                try:
+                    found[path] = self._decode_row(path, size, mtime_ns, digest, blob)
+                except _Broken as exc:
+                    log.warning("A stored record in %s is not used: %s", self.path, exc)
         except sqlite3.Error as exc:
             log.warning("Could not read records from %s (%s); parsing those files again", self.path, exc)
         return found
@@ -388,27 +391,20 @@ class IndexStore:
         """The stored values of ``kind`` for the files of ``wanted`` (path -> content hash) whose rows hold that
         hash and verify; the others are left out (the caller computes them)."""
         found: dict[str, Any] = {}
-        paths = list(wanted)
         try:
-            for start in range(0, len(paths), _READ_BATCH):
-                batch = paths[start : start + _READ_BATCH]
-                with self._lock:
-                    rows = self._conn.execute(
-                        "SELECT path, hash, blob FROM judgment WHERE kind = ? AND path IN "
-                        f"({', '.join('?' * len(batch))})",
-                        [kind, *batch],
-                    ).fetchall()
-                for path, digest, blob in rows:
-                    if wanted.get(path) != digest or not isinstance(blob, bytes):
-                        continue
-                    tag, body = blob[:TAG_BYTES], blob[TAG_BYTES:]
-                    if not self._key.verifies((f"{kind}:{path}", 0, 0, digest), body, tag):
-                        log.warning("Stored %s of %r in %s do not verify; not used", kind, path, self.path)
-                        continue
-                    try:
-                        found[path] = marshal.loads(body)
-                    except (EOFError, ValueError, TypeError, MemoryError, RecursionError):
-                        log.warning("Stored %s of %r in %s do not load; not used", kind, path, self.path)
+            for path, digest, blob in self._rows_of(
+                "SELECT path, hash, blob FROM judgment WHERE kind = ? AND", [kind], list(wanted)
+            ):
+                if wanted.get(path) != digest or not isinstance(blob, bytes):
+                    continue
+                tag, body = blob[:TAG_BYTES], blob[TAG_BYTES:]
+                if not self._key.verifies((f"{kind}:{path}", 0, 0, digest), body, tag):
+                    log.warning("Stored %s of %r in %s do not verify; not used", kind, path, self.path)
+                    continue
+                try:
+                    found[path] = marshal.loads(body)
+                except (EOFError, ValueError, TypeError, MemoryError, RecursionError):
+                    log.warning("Stored %s of %r in %s do not load; not used", kind, path, self.path)
         except sqlite3.Error as exc:
             log.warning("Could not read the stored %s from %s (%s); computing them", kind, self.path, exc)
         return found
