@@ -608,6 +608,8 @@ class Agent:
         timeouts = getattr(client, "timeouts", None)
         idle = float(timeouts().idle) if timeouts is not None else None
         began = False
+        reported: mt.Usage | None = None  # what the provider's stream said it counted so far
+        streamed: list[str] = []  # the answer's text and call arguments so far, for a stopped call's count
         stream = read_in_thread(client.stream(request))
         try:
             for item in stream:
@@ -626,7 +628,12 @@ class Agent:
                 began = True
                 if isinstance(item, mt.StreamText):
                     self._partial_text += item.text
+                    streamed.append(item.text)
                     yield TextDelta(item.text, turn=turn)
+                elif isinstance(item, mt.ToolCallDelta):
+                    streamed.append(item.arguments_fragment)
+                elif isinstance(item, mt.StreamUsage):
+                    reported = item.usage
                 elif isinstance(item, mt.Completion):
                     completion = item
         except BudgetExceeded as exc:
@@ -637,10 +644,26 @@ class Agent:
             raise _Stopped(f"The model call failed: {exc}") from exc
         finally:
             stream.close()  # an interrupt mid-stream tells the reader to close the HTTP response
+            if completion is None and began:
+                self._record_stopped_call(client, request, reported, "".join(streamed))
         if completion is None:
             raise _Stopped("The model stream ended without a completion.")
         self._record_usage(completion)
         return completion
+
+    def _record_stopped_call(
+        self, client: Any, request: mt.ModelRequest, reported: mt.Usage | None, streamed: str
+    ) -> None:
+        """Count a call that stopped after its answer began (a Stop, an interrupt, a broken stream): the
+        provider bills it, so its tokens and cost stay in the footer, the session, ``%aries cost`` and the
+        spend ledger."""
+        charge = getattr(client, "charge_stopped", None)  # a scripted client in tests may not have one
+        if charge is None:
+            return
+        usage = charge(request, reported, streamed)
+        self._record_usage(
+            mt.Completion(mt.Message("assistant", streamed), "other", usage, client.model, client.slot, 0.0)
+        )
 
     def _record_usage(self, completion: mt.Completion) -> None:
         """Count one finished model call in the session (its file) and the run's totals."""

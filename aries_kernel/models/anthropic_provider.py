@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Generator, Iterator
 from typing import Any
 
@@ -23,6 +24,7 @@ from aries_kernel.models.types import (
     StopReason,
     StreamText,
     StreamToolCall,
+    StreamUsage,
     ToolCall,
     ToolCallDelta,
     Usage,
@@ -156,6 +158,7 @@ def _read_stream(events: Any, model: str) -> Iterator[ProviderEvent]:
         if kind == "message_start":
             usage = _usage(event.message.usage)
             model = event.message.model or model
+            yield StreamUsage(dataclasses.replace(usage))  # the input is billed even if the answer is stopped
         elif kind == "content_block_start":
             block = event.content_block
             if block.type == "tool_use":

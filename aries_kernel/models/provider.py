@@ -27,6 +27,7 @@ from aries_kernel.models.types import (
     StopReason,
     StreamText,
     StreamToolCall,
+    StreamUsage,
     ToolCallDelta,
     Usage,
 )
@@ -110,7 +111,7 @@ class ProviderResult:
     model: str
 
 
-ProviderEvent = StreamText | StreamToolCall | ToolCallDelta | ProviderResult
+ProviderEvent = StreamText | StreamToolCall | ToolCallDelta | StreamUsage | ProviderResult
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import re
@@ -49,8 +50,15 @@ from aries_kernel.models.shortnames import (
     resolve,
     with_overrides,
 )
-from aries_kernel.models.tokens import TokenEstimator, estimator_for
-from aries_kernel.models.types import Completion, ModelRequest, SlotUsage, StreamEvent
+from aries_kernel.models.tokens import TokenEstimator, estimate_text_tokens, estimator_for
+from aries_kernel.models.types import (
+    Completion,
+    ModelRequest,
+    SlotUsage,
+    StreamEvent,
+    StreamUsage,
+    Usage,
+)
 from aries_kernel.redact import environ_value
 from aries_kernel.retry import Backoff
 from aries_kernel.settings_owner import PROTECTED, check_change
@@ -393,7 +401,9 @@ class SlotClient:
             started = False
             try:
                 for event in events:
-                    started = True
+                    # Content shown cannot be taken back, so a failure after it is not retried; a usage report
+                    # (Anthropic's first event) is not content.
+                    started = started or not isinstance(event, StreamUsage)
                     yield event
                 return
             except ModelError:
@@ -486,6 +496,31 @@ class SlotClient:
             )
         return ProviderError(f"{where} answered HTTP {status}{tries}: {detail}", status)
 
+    def charge_stopped(self, request: ModelRequest, reported: Usage | None, streamed: str) -> Usage:
+        """Count a streamed call that was stopped (a Stop click, an interrupt) after its answer began: the
+        provider bills the prompt it read and what it wrote, though no Completion came. The input is what the
+        stream ``reported`` (Anthropic says it first), else this slot's estimate; the output is estimated
+        from the text and arguments ``streamed`` so far. Returns the usage counted, with its cost."""
+        usage = (
+            dataclasses.replace(reported) if reported is not None else Usage(self.estimate_tokens(request))
+        )
+        usage.output_tokens = max(usage.output_tokens, estimate_text_tokens(streamed))
+        self._charge(usage, self.price(), 0.0)
+        return usage
+
+    def _charge(self, usage: Usage, price: Price, seconds: float) -> None:
+        """Price ``usage`` (setting its cost) and count it in this slot's totals and the spend limits."""
+        usage.cost_usd = price.cost(
+            usage.input_tokens, usage.output_tokens, usage.cache_read_tokens, usage.cache_write_tokens
+        )
+        with self._lock:
+            self.usage.add(usage, seconds)
+            first_unpriced = self.usage.calls == 1 and not price.known
+        if first_unpriced:
+            log.warning("Its cost is counted as 0: %s.", price.problem)
+        spent = usage.input_tokens + usage.output_tokens + usage.cache_read_tokens + usage.cache_write_tokens
+        self.limits.record(spent, usage.cost_usd)
+
     def _overflow(self, status: int, detail: str, request: ModelRequest | None) -> ContextOverflowError:
         """The request did not fit: learn the window and the request's true size from the message, if given."""
         numbers = {
@@ -513,20 +548,11 @@ class SlotClient:
         self, request: ModelRequest, result: ProviderResult, start: float, price: Price
     ) -> Completion:
         usage = result.usage
-        usage.cost_usd = price.cost(
-            usage.input_tokens, usage.output_tokens, usage.cache_read_tokens, usage.cache_write_tokens
-        )
         self.estimator.observe(
             request, usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens
         )
         seconds = time.perf_counter() - start
-        with self._lock:
-            self.usage.add(usage, seconds)
-            first_unpriced = self.usage.calls == 1 and not price.known
-        if first_unpriced:
-            log.warning("Its cost is counted as 0: %s.", price.problem)
-        spent = usage.input_tokens + usage.output_tokens + usage.cache_read_tokens + usage.cache_write_tokens
-        self.limits.record(spent, usage.cost_usd)
+        self._charge(usage, price, seconds)
         completion = Completion(
             result.message, result.stop_reason, usage, result.model or self.model, self.slot, seconds
         )

@@ -93,6 +93,14 @@ class ToolCallDelta:
     arguments_fragment: str
 
 
+@dataclass
+class StreamUsage:
+    """The tokens a provider's stream has reported so far (Anthropic's says the input at its start): what a
+    call stopped before its end is counted at."""
+
+    usage: Usage
+
+
 StopReason = Literal["end_turn", "tool_use", "max_tokens", "stop_sequence", "refusal", "other"]
 
 
@@ -106,4 +114,4 @@ class Completion:
     seconds: float
 
 
-StreamEvent = StreamText | StreamToolCall | ToolCallDelta | Completion
+StreamEvent = StreamText | StreamToolCall | ToolCallDelta | StreamUsage | Completion
