@@ -21,6 +21,7 @@ from tests.kernel_harness import run_cell
 from tests.loopback import Reply, ScriptedModelServer
 from tests.models_support import fast_config
 from tests.test_panel_kernel import (
+    TICKING,
     Message,
     buttons,
     click,
@@ -29,6 +30,7 @@ from tests.test_panel_kernel import (
     lab_kernel,
     run_interacting,
     subshell,
+    when_ticked,
 )
 
 __all__ = ["lab", "lab_kernel"]  # the panel tests' kernel fixtures, used here
@@ -93,12 +95,7 @@ def test_a_run_stopped_mid_answer_counts_the_call_on_both_wires(
 def test_stop_clicked_while_the_model_writes_keeps_the_cost_in_the_footer_cost_and_ledger(
     lab: Any, server: ScriptedModelServer
 ) -> None:
-    spend_file = Path(os.environ["ARIES_SPEND_FILE"])  # the suite's, which the kernels inherit (conftest)
-    before = (
-        sum(day["tokens"] for day in json.loads(spend_file.read_text())["days"].values())
-        if spend_file.exists()
-        else 0
-    )
+    before = spent_tokens()
     server.script(stalled())
     stopped: list[bool] = []
     side = subshell(lab)  # where JupyterLab sends widget messages
@@ -117,5 +114,26 @@ def test_stop_clicked_while_the_model_writes_keeps_the_cost_in_the_footer_cost_a
     cost = run_cell(lab, "%aries cost")
     text = cost.stdout + (cost.result or "")
     assert "1669" in text.replace(",", ""), text
-    after = sum(day["tokens"] for day in json.loads(spend_file.read_text())["days"].values())
-    assert after - before > PROMPT_TOKENS, "the ledger has the prompt and what was written"
+    assert spent_tokens() - before > PROMPT_TOKENS, "the ledger has the prompt and what was written"
+
+
+def spent_tokens() -> int:
+    """Today's tokens (and every other day's) in the suite's spend ledger, which the kernels inherit."""
+    path = Path(os.environ["ARIES_SPEND_FILE"])
+    return sum(day["tokens"] for day in json.loads(path.read_text())["days"].values()) if path.exists() else 0
+
+
+def test_stop_clicked_mid_step_keeps_the_answered_turn_in_cost_and_ledger(
+    lab: Any, small_repo: Path, server: ScriptedModelServer
+) -> None:
+    before = spent_tokens()
+    server.script(Reply(tool_calls=[("Repl", {"code": TICKING})], input_tokens=1234, output_tokens=56))
+    side = subshell(lab)
+    react = when_ticked(small_repo, lambda msg, so_far: click(lab, buttons(so_far, "Stop")[0], side))
+    messages = run_interacting(lab, "%aries --yes tick, then sleep a minute", react)
+    _, update = final_output(messages)
+    assert "interrupted · 1 turn(s) · 1,234 in / 56 out" in update["data"]["text/html"]
+    cost = run_cell(lab, "%aries cost")
+    rows = [line.split() for line in (cost.stdout + (cost.result or "")).splitlines()]
+    assert ["primary", "1", "1234", "56"] in [row[:4] for row in rows], rows
+    assert spent_tokens() - before == 1234 + 56
