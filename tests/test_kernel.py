@@ -201,6 +201,40 @@ def test_usr1_dumps_every_thread_stack(small_repo: Path, tmp_path: Path) -> None
         stop_kernel(km, kc)
 
 
+CHURN = """
+import threading
+def _deep(n):
+    return _deep(n - 1) if n else 0
+def _churn():
+    while not _stop_churn.is_set():
+        _deep(200)
+_stop_churn = threading.Event()
+threading.Thread(target=_churn, daemon=True).start()
+"""
+
+
+def test_usr1_dumps_while_other_threads_run_and_the_kernel_answers_after_each(
+    small_repo: Path, tmp_path: Path
+) -> None:
+    """A dump must not read a running thread's frames as they change: faulthandler's C handler did, and a dump
+    taken while a thread was busy could stop halfway and leave the kernel hung for good."""
+    logs = tmp_path / "logs"
+    km, kc = start_kernel(small_repo, env={"ARIES_LOG_DIR": str(logs)})
+    try:
+        pid = int(run_cell(kc, "import os; os.getpid()").result or "0")
+        assert run_cell(kc, CHURN).error is None  # a thread pushing and popping 200 frames, over and over
+        dump = logs / f"stack-dump-{pid}.txt"
+        for count in range(1, 21):
+            os.kill(pid, signal.SIGUSR1)
+            # Each dump ends with the main thread, whose stack starts at the kernel's entry point.
+            assert run_cell(kc, "1 + 1", timeout=60).result == "2", f"the kernel answers after dump {count}"
+            assert dump.read_text().count("in _run_module_as_main") == count
+        assert "in _deep" in dump.read_text(), "the busy thread's stack is in the dumps"
+        run_cell(kc, "_stop_churn.set()")
+    finally:
+        stop_kernel(km, kc)
+
+
 def test_codebase_reports_how_far_indexing_is(aries_kernel: tuple) -> None:
     _, kc = aries_kernel
     out = run_cell(kc, "codebase.status()")
