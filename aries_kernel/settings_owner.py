@@ -48,6 +48,7 @@ PROTECTED: dict[str, tuple[str, ...]] = {
         "session_budget_tokens",
         "daily_budget_usd",
         "daily_budget_tokens",
+        "team_daily_budget_usd",
         "spend_file",
     ),
 }

@@ -218,6 +218,22 @@ def split_args(args: str) -> list[str]:
         raise UsageError(f"Could not parse the arguments {args!r}: {exc}") from exc
 
 
+@status_section("User")
+def user_status(context: Any) -> str:
+    """Who the user is and where the name came from (aries_kernel.user), and where the day's spend is counted."""
+    from aries_kernel.user import user_and_source
+
+    name, source = user_and_source()
+    lines = [
+        f"{name} (from {source}): the author of your notes; your learned state and spend are kept as theirs"
+    ]
+    models = context.built("models")
+    team = models.limits.team if models is not None else None
+    if team is not None:
+        lines.append(f"Daily spend: the team ledger in {team.where} (%aries cost shows it)")
+    return "\n".join(lines)
+
+
 @status_section("Start-up")
 def startup_status(context: Any) -> str | None:
     """What could not be set up (an unwritable folder), each with the setting that moves it; None when all is."""

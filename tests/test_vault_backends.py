@@ -78,7 +78,7 @@ def test_migrations_are_named_ordered_and_applied_once(backend: str, tmp_path: P
     names = index.read(
         lambda c: list(c.execute(text("SELECT name FROM _vault_migrations ORDER BY applied_at")).scalars())
     )
-    assert names == [m.__name__ for m in MIGRATIONS] and names[-1] == "m009_missing_and_archived_learning"
+    assert names == [m.__name__ for m in MIGRATIONS] and names[-1] == "m010_spend"
     index.close()
     again = _index(backend, tmp_path)  # reopening applies nothing twice
     assert again.read(lambda c: c.execute(text("SELECT count(*) FROM _vault_migrations")).scalar()) == len(

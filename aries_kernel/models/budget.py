@@ -8,6 +8,16 @@ of the user, so a restart does not reset it. The file is updated under an exclus
 atomically; when it cannot be read or written (a read-only home), the day's budget is still enforced for this
 process in memory and :attr:`SpendLimits.problem` says why.
 
+**With a team vault** (``$ARIES_VAULT_URL`` or ``c.AriesVault.url``: a PostgreSQL database) the day's spend is
+the team ledger's (:class:`TeamLedger`): each call is added, atomically, to the user's row of the database's UTC
+day, so ``daily_budget_*`` and the team lead's ``team_daily_budget_usd`` hold over every server and machine of
+the user, and a member whose clock is off adds to the same day as the rest. While the database does not answer,
+a call's spend is kept as *pending* in the local spend file (under the user's name, so a home shared by several
+hub users keeps them apart), the limits count the last total the database gave plus what is pending, and
+:attr:`SpendLimits.problem` says so; when it answers again the pending spend is added to the ledger and taken
+off the file in one step under the file's lock, so it is counted once. The local file's days are written as
+before (this machine's own record).
+
 A call is refused (:class:`~aries_kernel.models.errors.BudgetExceeded`) once a limit is reached; a call that
 started below the limit finishes, so the spend may pass a limit by at most the calls already in flight. Under a
 USD limit, a call whose price is unknown (``pricing.py``: a model the price table does not know, behind a server
@@ -31,13 +41,17 @@ from pathlib import Path
 from typing import Any
 
 from aries_kernel.models.errors import BudgetExceeded
-from aries_kernel.paths import aries_path
+from aries_kernel.paths import aries_path, aries_setting
+from aries_kernel.redact import mask_url, redact
+from aries_kernel.user import current_user
 
-__all__ = ["Spend", "SpendLimits", "spend_file_path"]
+__all__ = ["Spend", "SpendLimits", "TeamLedger", "spend_file_path", "team_ledger"]
 
 log = logging.getLogger(__name__)
 
 _KEEP_DAYS = 31  # older days are dropped from the file on the next write
+# After the team ledger failed to answer, the seconds before a call tries it again (meanwhile: pending).
+TEAM_RETRY_SECONDS = 30.0
 
 
 def spend_file_path(setting: str = "") -> Path:
@@ -60,6 +74,9 @@ class Spend:
     session_tokens_limit: int
     daily_usd_limit: float
     daily_tokens_limit: int
+    team_daily_usd_limit: float = 0.0
+    # Where today's spend is counted, when not this machine's file ("the team ledger, alice, UTC day ...").
+    today_from: str = ""
 
     def exceeded(self) -> str | None:
         """Which limit is reached, as a phrase ("the session budget of $1.00"), or None."""
@@ -73,6 +90,7 @@ class Spend:
             ),
             (self.today_usd, self.daily_usd_limit, "daily", "c.AriesModels.daily_budget_usd"),
             (self.today_tokens, self.daily_tokens_limit, "daily", "c.AriesModels.daily_budget_tokens"),
+            (self.today_usd, self.team_daily_usd_limit, "team daily", "c.AriesModels.team_daily_budget_usd"),
         )
         for spent, limit, which, setting in checks:
             if limit and spent >= limit:
@@ -85,11 +103,15 @@ class Spend:
 
     def lines(self) -> list[str]:
         """One line for the session and one for today: spend, and the limits when set."""
+        team_cap = (
+            f", team cap {_amount(self.team_daily_usd_limit, True)}" if self.team_daily_usd_limit else ""
+        )
+        where = f" ({self.today_from})" if self.today_from else ""
         return [
             f"Session: {_against(self.session_usd, self.session_usd_limit, True)}, "
             f"{_against(self.session_tokens, self.session_tokens_limit, False)}",
-            f"Today: {_against(self.today_usd, self.daily_usd_limit, True)}, "
-            f"{_against(self.today_tokens, self.daily_tokens_limit, False)}",
+            f"Today{where}: {_against(self.today_usd, self.daily_usd_limit, True)}, "
+            f"{_against(self.today_tokens, self.daily_tokens_limit, False)}{team_cap}",
         ]
 
     def short(self) -> str:
@@ -101,6 +123,7 @@ class Spend:
                 (self.session_tokens, self.session_tokens_limit, False, "this session"),
                 (self.today_usd, self.daily_usd_limit, True, "today"),
                 (self.today_tokens, self.daily_tokens_limit, False, "today"),
+                (self.today_usd, self.team_daily_usd_limit, True, "today (team cap)"),
             )
             if limit
         ]
@@ -118,20 +141,51 @@ def _against(spent: float, limit: float, usd: bool) -> str:
 class SpendLimits:
     """The session and daily budgets of one router (``settings`` is its :class:`AriesModels`)."""
 
-    def __init__(self, settings: Any, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, settings: Any, clock: Callable[[], float] = time.time, team: TeamLedger | None = None
+    ) -> None:
+        """``team`` is the team ledger to count the day in; None: the one the settings name, if any
+        (:func:`team_ledger`, looked up on first use)."""
         self.settings = settings
         self._clock = clock
+        self._team = team
+        self._team_known = team is not None
         self._lock = threading.Lock()
         self._session = [0.0, 0]  # usd, tokens of this router
         self._memory_days: dict[
             str, list[float]
         ] = {}  # this process's spend by day, when the file is unusable
-        self.problem: str | None = None  # why the daily spend is kept in memory only
+        self._problem: str | None = None  # why the daily spend is kept in memory only
+
+    @property
+    def problem(self) -> str | None:
+        """Why the day's spend is not counted where it should be (the file, the team ledger), or None."""
+        team = self.team
+        return self._problem or (team.problem if team is not None else None)
+
+    @property
+    def team(self) -> TeamLedger | None:
+        """The team ledger the day is counted in, or None (no team vault: the local file)."""
+        if not self._team_known:
+            self._team = team_ledger(self.settings, self._path)
+            self._team_known = True
+        return self._team
+
+    def close(self) -> None:
+        """Release the team ledger's database connections, if it has any (it reconnects on demand)."""
+        if self._team is not None:
+            self._team.close()
 
     def spend(self) -> Spend:
-        """Spend so far: this session's, and today's across every kernel that shares the spend file."""
-        today = self._today()
-        usd, tokens = self._read_day(today)
+        """Spend so far: this session's, and today's: the team ledger's for this user with a team vault, else
+        across every kernel that shares the spend file."""
+        team = self.team
+        today_from = ""
+        if team is not None:
+            day, usd, tokens = team.today()
+            today_from = f"team ledger, {team.user}, UTC day {day}"
+        else:
+            usd, tokens = self._read_day(self._today())
         with self._lock:
             session_usd, session_tokens = self._session
         s = self.settings
@@ -144,6 +198,8 @@ class SpendLimits:
             int(s.session_budget_tokens),
             float(s.daily_budget_usd),
             int(s.daily_budget_tokens),
+            float(s.team_daily_budget_usd),
+            today_from,
         )
 
     def check(self, slot: str, unpriced: str = "") -> None:
@@ -151,12 +207,16 @@ class SpendLimits:
         USD limit is set and the call's price is unknown (``unpriced`` says why and what to set; "": known)."""
         s = self.settings
         if not (
-            s.session_budget_usd or s.session_budget_tokens or s.daily_budget_usd or s.daily_budget_tokens
+            s.session_budget_usd
+            or s.session_budget_tokens
+            or s.daily_budget_usd
+            or s.daily_budget_tokens
+            or s.team_daily_budget_usd
         ):
             return
         usd = [
             f"c.AriesModels.{name} ({_amount(float(getattr(s, name)), True)})"
-            for name in ("session_budget_usd", "daily_budget_usd")
+            for name in ("session_budget_usd", "daily_budget_usd", "team_daily_budget_usd")
             if getattr(s, name)
         ]
         if unpriced and usd:
@@ -178,6 +238,9 @@ class SpendLimits:
             self._session[1] += tokens
         if tokens or usd:
             self._add_day(self._today(), usd, tokens)
+            team = self.team
+            if team is not None:
+                team.add(usd, tokens)
 
     def _today(self) -> str:
         return time.strftime("%Y-%m-%d", time.localtime(self._clock()))
@@ -208,11 +271,11 @@ class SpendLimits:
         try:
             path = self._path()
             with _locked(path):
-                days = _read(path)
+                days, pending = _read_file(path)
                 entry = days.setdefault(day, {"usd": 0.0, "tokens": 0})
                 entry["usd"] = float(entry.get("usd", 0.0)) + usd
                 entry["tokens"] = int(entry.get("tokens", 0)) + tokens
-                _write(path, {key: days[key] for key in sorted(days)[-_KEEP_DAYS:]})
+                _write(path, {key: days[key] for key in sorted(days)[-_KEEP_DAYS:]}, pending)
         except (OSError, RuntimeError, ValueError) as exc:
             self._fall_back(exc)
             with self._lock:
@@ -223,42 +286,56 @@ class SpendLimits:
     def _fall_back(self, exc: BaseException) -> None:
         """Keep the day's spend in memory from now on (the limit still holds in this kernel), said once."""
         with self._lock:
-            if self.problem is not None:
+            if self._problem is not None:
                 return
             try:
                 where: Any = self._path()
             except RuntimeError:
                 where = "~/.aries/spend.json"
-            self.problem = (
+            self._problem = (
                 f"The daily spend cannot be kept in {where} ({exc}); it is counted in this kernel's memory only, "
                 "so a restart starts the day at $0. Set ARIES_SPEND_FILE or c.AriesModels.spend_file to a "
                 "writable file."
             )
             self._memory_days.setdefault(self._today(), [0.0, 0])
-        log.warning("%s", self.problem)
+        log.warning("%s", self._problem)
 
 
 def _read(path: Path) -> dict[str, dict[str, Any]]:
     """The file's days, or none when the file does not exist yet; a damaged file counts as empty."""
+    return _read_file(path)[0]
+
+
+def _read_file(path: Path) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+    """The file's days and its spend pending for the team ledger, by user (see :class:`TeamLedger`); none of
+    either when the file does not exist yet; a damaged file counts as empty."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        return {}
+        return {}, {}
     try:
         data = json.loads(text) if text.strip() else {}
     except json.JSONDecodeError:
         log.warning("%s is not valid JSON; today's spend starts again from it being empty", path)
-        return {}
-    days = data.get("days", {}) if isinstance(data, dict) else {}
-    return {key: value for key, value in days.items() if isinstance(value, dict)}
+        return {}, {}
+    parts = [data.get(name, {}) if isinstance(data, dict) else {} for name in ("days", "team_pending")]
+    return tuple(  # type: ignore[return-value]
+        {key: value for key, value in part.items() if isinstance(value, dict)}
+        if isinstance(part, dict)
+        else {}
+        for part in parts
+    )
 
 
-def _write(path: Path, days: dict[str, dict[str, Any]]) -> None:
+def _write(path: Path, days: dict[str, dict[str, Any]], pending: dict[str, dict[str, Any]]) -> None:
     """Replace the file atomically: a reader sees the old days or the new ones, never half a file."""
     temp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    data: dict[str, Any] = {"version": 1, "days": days}
+    if pending:
+        data["team_pending"] = pending
     try:
         with open(temp, "w", encoding="utf-8") as handle:
-            json.dump({"version": 1, "days": days}, handle)
+            json.dump(data, handle)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temp, path)
@@ -276,3 +353,168 @@ def _locked(path: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def team_ledger(settings: Any, spend_file: Callable[[], Path]) -> TeamLedger | None:
+    """The team ledger of the team vault that ``settings``' config names (``$ARIES_VAULT_URL``, else
+    ``c.AriesVault.url``; the schema ``$ARIES_VAULT_SCHEMA``, else ``c.AriesVault.schema``), or None without
+    one. ``spend_file`` gives the local file that keeps pending spend."""
+    from aries_kernel.vault.vault import AriesVault  # the vault's settings, only when spend is first counted
+
+    vault = AriesVault(config=getattr(settings, "config", None))
+    url = aries_setting("ARIES_VAULT_URL", vault.url)
+    if not url:
+        return None
+    return TeamLedger(url, aries_setting("ARIES_VAULT_SCHEMA", vault.schema), spend_file)
+
+
+class TeamLedger:
+    """One user's spend in a team vault's database, by the database's UTC day (see the module docstring).
+
+    ``user`` defaults to :func:`aries_kernel.user.current_user`. Every method is safe from several threads; a
+    failure of the database is never raised: the spend goes pending and :attr:`problem` says why."""
+
+    def __init__(
+        self,
+        url: str,
+        schema_name: str,
+        spend_file: Callable[[], Path],
+        *,
+        user: str | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.url = url
+        self.schema_name = schema_name
+        self.user = user or current_user()
+        self.where = f"{redact(mask_url(url))} (schema {schema_name})"
+        self.retry_seconds = TEAM_RETRY_SECONDS
+        self.problem: str | None = None  # why the ledger is not counting right now
+        self._spend_file = spend_file
+        self._monotonic = monotonic
+        self._lock = threading.RLock()
+        self._index: Any = None  # the VaultIndex on the database, opened on first use
+        self._known: tuple[str, float, int] = ("", 0.0, 0)  # (day, usd, tokens) the database last gave
+        self._failed_at = -float("inf")  # when the database last failed to answer (monotonic)
+        self._memory: list[float] = [0.0, 0, 0]  # pending spend the file could not keep: usd, tokens, calls
+
+    def today(self) -> tuple[str, float, int]:
+        """(day, usd, tokens) of this user today: the ledger's total, plus any spend still pending; while the
+        database is away, the last total it gave plus the pending spend ("" for a day it never gave)."""
+        with self._lock:
+            self._ask(lambda index: index.spend_today())
+            day, usd, tokens = self._known
+            pending = self._pending()
+            return day, usd + pending[0], tokens + int(pending[1])
+
+    def add(self, usd: float, tokens: int) -> None:
+        """Add one call's spend to the ledger, or, while it does not answer, to the pending spend."""
+        with self._lock:
+            if not self._ask(lambda index: index.add_spend(usd, tokens)):
+                self._keep_pending(usd, tokens)
+
+    def close(self) -> None:
+        """Release the database connections."""
+        with self._lock:
+            if self._index is not None:
+                self._index.close()
+                self._index = None
+
+    # -- the database ---------------------------------------------------------------------------------------
+
+    def _ask(self, work: Callable[[Any], tuple[str, float, int]]) -> bool:
+        """Push the pending spend, then ``work(index)`` (its result becomes the known total); False when the
+        database did not answer (or is not tried again yet)."""
+        from sqlalchemy.exc import SQLAlchemyError
+
+        from aries_kernel.vault.errors import VaultUnavailable
+
+        if self._monotonic() < self._failed_at + self.retry_seconds:
+            return False
+        try:
+            if self._index is None:
+                from aries_kernel.vault.db import VaultIndex
+
+                # retry_seconds=0: one attempt, so a model call never waits on an absent database.
+                self._index = VaultIndex(
+                    url=self.url, schema_name=self.schema_name, user=self.user, retry_seconds=0.0
+                )
+            pushed = self._push_pending(self._index)
+            self._known = work(self._index)
+        except (VaultUnavailable, SQLAlchemyError, OSError, ImportError) as exc:
+            self._away(exc)
+            return False
+        if self.problem is not None:
+            log.warning("The team spend ledger %s answers again; %s pending added to it.", self.where, pushed)
+            self.problem = None
+        return True
+
+    def _away(self, exc: BaseException) -> None:
+        self._failed_at = self._monotonic()
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        told = self.problem is not None
+        self.problem = (
+            f"The team spend ledger {self.where} does not answer ({redact(reason)}); this kernel's spend is kept "
+            f"as pending in {self._where_pending()} and added to the ledger when it answers (tried again every "
+            f"{self.retry_seconds:.0f} s). Until then the daily limits count the ledger's last total plus the "
+            "pending spend."
+        )
+        if not told:
+            log.warning("%s", self.problem)
+
+    # -- pending spend --------------------------------------------------------------------------------------
+
+    def _where_pending(self) -> str:
+        try:
+            return str(self._spend_file())
+        except RuntimeError:
+            return "this kernel's memory (no home folder)"
+
+    def _pending(self) -> tuple[float, int]:
+        """(usd, tokens) pending for this user: in the file, and in memory when the file could not keep it."""
+        try:
+            entry = _read_file(self._spend_file())[1].get(self.user, {})
+        except (OSError, RuntimeError, ValueError):
+            entry = {}
+        return (
+            float(entry.get("usd", 0.0)) + self._memory[0],
+            int(entry.get("tokens", 0)) + int(self._memory[1]),
+        )
+
+    def _keep_pending(self, usd: float, tokens: int) -> None:
+        try:
+            path = self._spend_file()
+            with _locked(path):
+                days, pending = _read_file(path)
+                entry = pending.setdefault(self.user, {"usd": 0.0, "tokens": 0, "calls": 0})
+                entry["usd"] = float(entry.get("usd", 0.0)) + usd
+                entry["tokens"] = int(entry.get("tokens", 0)) + tokens
+                entry["calls"] = int(entry.get("calls", 0)) + 1
+                _write(path, days, pending)
+        except (OSError, RuntimeError, ValueError):
+            self._memory[0] += usd
+            self._memory[1] += tokens
+            self._memory[2] += 1
+
+    def _push_pending(self, index: Any) -> str:
+        """Add the pending spend to the ledger and take it off the file, under the file's lock (so two kernels
+        sharing the file push it once); returns what was pushed, as a phrase."""
+        usd, tokens, calls = self._memory
+        if calls:
+            index.add_spend(usd, int(tokens), int(calls))
+            self._memory = [0.0, 0, 0]
+        try:
+            path = self._spend_file()
+            if not path.exists():
+                return _amount(usd, True)
+            with _locked(path):
+                days, pending = _read_file(path)
+                entry = pending.pop(self.user, None)
+                if entry:
+                    index.add_spend(
+                        float(entry.get("usd", 0.0)), int(entry.get("tokens", 0)), int(entry.get("calls", 0))
+                    )
+                    _write(path, days, pending)
+                    usd += float(entry.get("usd", 0.0))
+        except (OSError, RuntimeError, ValueError):  # no usable file: nothing can be pending in it
+            pass
+        return _amount(usd, True)

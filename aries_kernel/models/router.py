@@ -138,6 +138,12 @@ class AriesModels(Configurable):
     daily_budget_tokens = Int(
         0, help="Tokens per local day over every kernel of this user (kept in spend_file); 0 means no limit."
     ).tag(config=True)
+    team_daily_budget_usd = Float(
+        0.0,
+        help="USD each member of a team vault (c.AriesVault.url) may spend per UTC day over all their servers "
+        "and machines, counted in the team database; without a team vault, this machine's day (spend_file). "
+        "0 means no limit.",
+    ).tag(config=True)
     free_endpoints = List(
         Unicode(),
         help="Base URLs (or hosts, host:port) whose calls cost nothing, e.g. ['http://gpu-box:8000']; without "
@@ -674,6 +680,7 @@ class ModelRouter:
             clients = list(self._clients.values())
         for client in clients:
             client.close()
+        self.limits.close()
 
     def slots(self) -> pd.DataFrame:
         """One row per slot: model, provider, context window, prices, key and base URL."""

@@ -38,7 +38,7 @@ __all__ = ["AriesVault", "NoteText", "Vault", "open_vault"]
 SIGNALS = ("semantic", "bm25", "pagerank", "warmth")
 RANKED_COLUMNS = [
     "title", "source", "score", "semantic", "bm25", "pagerank", "warmth", "q_value", "cooccurrence",
-    "folder", "type", "path", "snippet",
+    "author", "folder", "type", "path", "snippet",
 ]  # fmt: skip
 # Chosen with ranking.RRF_K and ranking.CONTEXT on LoCoMo conversations 26, 30 and 41 only (bench/bench_locomo.py
 # --tuning): wordllama's semantic signal is weaker than BM25 on conversational text, and the query-independent
@@ -50,6 +50,9 @@ _COOC_SEEDS = 5
 _COOC_WEIGHT = 0.5
 _PURGED = "a purged note"  # superseded_by of a note whose successor was purged: it stays out of retrieval
 _UNLINKED = "supersede link to a purged note removed"
+_WARMTH_COLUMNS = [
+    "title", "source", "score", "activation", "warmth", "q_value", "author", "folder", "path", "snippet",
+]  # fmt: skip
 _HISTORY_COLUMNS = ("at", "source", "action", "actor", "origin", "session", "turn", "kernel", "detail")
 
 
@@ -83,11 +86,14 @@ class AriesVault(Configurable):
 
 
 class NoteText(str):
-    """A note's markdown (a ``str``) that also knows its title (``name``), source and path."""
+    """A note's markdown (a ``str``: its title, who wrote and last edited it, its body) that also knows its title
+    (``name``), source, path, ``author`` and ``editor`` (who made the latest audited edit)."""
 
     name: str
     source: str
     path: str
+    author: str
+    editor: str
 
     def _repr_markdown_(self) -> str:
         return f"**{self.name}** ({self.source}: `{self.path}`)\n\n{self}"
@@ -105,6 +111,7 @@ class _Corpus:
     folders: list[str]
     types: list[str]
     paths: list[str]
+    authors: list[str]  # who wrote each note first (its front matter's author, else who indexed it)
     created: np.ndarray
     superseded: np.ndarray  # True for a note another supersedes: kept and readable, left out of retrieval
     position: dict[tuple[int, int], int]
@@ -247,6 +254,7 @@ class Vault:
         folders: list[str] = []
         types: list[str] = []
         paths: list[str] = []
+        authors: list[str] = []
         created: list[float] = []
         superseded: list[bool] = []
         hashes: list[str] = []
@@ -264,6 +272,7 @@ class Vault:
                 created.append(float(r[6]))
                 hashes.append(r[7])
                 superseded.append(bool(r[8]))
+                authors.append(r[9] or "")
             raw_links.extend((s, int(src), target) for src, target in links)
         position = {(s, i): n for n, (s, i) in enumerate(zip(store_col, ids, strict=False))}
         by_uid: dict[str, int] = {}
@@ -295,6 +304,7 @@ class Vault:
             folders=folders,
             types=types,
             paths=paths,
+            authors=authors,
             created=np.asarray(created, dtype=float),
             superseded=np.asarray(superseded, dtype=bool),
             position=position,
@@ -548,6 +558,7 @@ class Vault:
                     "warmth": table.get("warmth", {}).get(n, math.nan),
                     "q_value": q.get(n, learning.Q_START),
                     "cooccurrence": table.get("cooccurrence", {}).get(n, 0.0),
+                    "author": corpus.authors[n],
                     "folder": corpus.folders[n],
                     "type": corpus.types[n],
                     "path": corpus.paths[n],
@@ -583,9 +594,7 @@ class Vault:
         when given (else over the whole vault); ``activation`` is the base level before spreading."""
         corpus = self._corpus()
         if len(corpus) == 0:
-            return pd.DataFrame(
-                columns=["title", "source", "score", "activation", "warmth", "path", "snippet"]
-            )
+            return pd.DataFrame(columns=_WARMTH_COLUMNS)
         if query is not None:
             _check_query(query)
             _, top, bm25 = self._candidates(corpus, query)
@@ -602,9 +611,7 @@ class Vault:
         frame.insert(3, "activation", [activation[n] for n in order])
         if query is not None:
             self._record(query, corpus, order)
-        return frame[
-            ["title", "source", "score", "activation", "warmth", "q_value", "folder", "path", "snippet"]
-        ]
+        return frame[_WARMTH_COLUMNS]
 
     def explore(
         self,
@@ -619,7 +626,7 @@ class Vault:
         _check_query(query)
         decompose = decompose or self.decompose
         corpus = self._corpus()
-        columns = ["title", "source", "score", "seed", "hops", "via", "path", "snippet"]
+        columns = ["title", "source", "score", "seed", "hops", "via", "author", "path", "snippet"]
         if len(corpus) == 0:
             return pd.DataFrame(columns=columns)
         seeds: dict[int, float] = {}
@@ -711,10 +718,15 @@ class Vault:
         )
 
     def read(self, title: str, where: str | None = None) -> NoteText:
-        """The markdown of the note titled ``title`` (project brain first); reading warms the note."""
+        """The markdown of the note titled ``title`` (project brain first), with who wrote it and, when someone
+        else did, who last edited it (in a team vault, any member); reading warms the note."""
         store, row = self._locate(title, where)
-        text = NoteText(f"# {row['title']}\n\n{row['body']}")
+        author = row["author"] or ""
+        editor = store.index.last_editor(row["key"]) or author
+        byline = f"by {author}" + (f", last edited by {editor}" if editor != author else "")
+        text = NoteText(f"# {row['title']}\n\n_{byline}_\n\n{row['body']}")
         text.name, text.source, text.path = row["title"], store.source, row["path"]
+        text.author, text.editor = author, editor
         store.index.write(lambda c: store.index.record_access(c, row["key"], self.clock(), "read"))
         store.index.learning_changed()
         return text

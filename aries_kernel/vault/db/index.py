@@ -21,8 +21,9 @@ from sqlalchemy.exc import DatabaseError, DBAPIError, OperationalError
 from sqlalchemy.sql import Executable
 
 from aries_kernel.retry import Backoff
+from aries_kernel.user import current_user
 from aries_kernel.vault.db import export as learning_export
-from aries_kernel.vault.db import learned, records, schema, vectors
+from aries_kernel.vault.db import learned, records, schema, spend, vectors
 from aries_kernel.vault.db.engine import (
     SCHEMA_NAME,
     first_line,
@@ -50,7 +51,7 @@ class VaultIndex(FileRecovery, Bm25Search):
 
     ``db_path`` is the SQLite file; with ``url`` (a PostgreSQL URL) the index lives in schema ``schema`` of
     that database instead and ``db_path`` is unused. ``user`` names whose learned state and writes these are
-    (default :func:`.schema.current_user`)."""
+    (default :func:`aries_kernel.user.current_user`)."""
 
     def __init__(
         self,
@@ -70,7 +71,7 @@ class VaultIndex(FileRecovery, Bm25Search):
             self.url, server = server_parameters(url)
         self.backend = "postgresql" if self.url else "sqlite"
         self.schema_name = schema_name
-        self.user = user or schema.current_user()
+        self.user = user or current_user()
         if self.url and not SCHEMA_NAME.match(schema_name):
             raise ValueError(
                 f"The vault schema name {schema_name!r} must be lowercase letters, digits and _ (at most 63)."
@@ -216,11 +217,11 @@ class VaultIndex(FileRecovery, Bm25Search):
 
     # -- transactions ---------------------------------------------------------------------------------------
 
-    def _run(self, work: Callable[[Connection], T], write: bool) -> T:
+    def _run(self, work: Callable[[Connection], T], write: bool, serialize: bool = True) -> T:
         for attempt in range(RECOVERY_ATTEMPTS):
             engine, identity = self._current_engine()
             try:
-                result = self._transaction(engine, work, write)
+                result = self._transaction(engine, work, write, serialize)
             except DatabaseError as exc:
                 if self.shared:
                     raise
@@ -236,10 +237,13 @@ class VaultIndex(FileRecovery, Bm25Search):
             return result
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _transaction(self, engine: Engine, work: Callable[[Connection], T], write: bool) -> T:
+    def _transaction(
+        self, engine: Engine, work: Callable[[Connection], T], write: bool, serialize: bool = True
+    ) -> T:
         """``work(conn)`` in one transaction, retried with backoff while another writer holds SQLite's lock or
         while the PostgreSQL server is away. A write on SQLite is ``BEGIN IMMEDIATE``; on PostgreSQL it first
-        takes this vault's advisory lock, so writers are serialized the same way on both."""
+        takes this vault's advisory lock (unless ``serialize`` is False: a single atomic statement needs no
+        lock), so writers are serialized the same way on both."""
         deadline = time.monotonic() + self.retry_seconds
         waits = Backoff(0.01, 0.5).delays()  # the one retry policy (aries_kernel.retry)
         while True:
@@ -248,7 +252,7 @@ class VaultIndex(FileRecovery, Bm25Search):
                     if not self.shared:
                         conn.execution_options(sqlite_immediate=write)
                     with conn.begin():
-                        if write and self.shared:
+                        if write and serialize and self.shared:
                             conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": self._lock_key})
                         result = work(conn)
                 if self.status:
@@ -377,6 +381,10 @@ class VaultIndex(FileRecovery, Bm25Search):
         """The row of the note whose key (casefolded title) is ``key``, or None (see :func:`.records.find_note`)."""
         return self.read(lambda conn: records.find_note(conn, key))
 
+    def last_editor(self, key: str) -> str | None:
+        """Who last edited the note ``key`` (see :func:`.records.last_editor`), or None when no edit is audited."""
+        return self.read(lambda conn: records.last_editor(conn, key))
+
     def note_count(self) -> int:
         """How many notes the index holds."""
         return self.read(note_count)
@@ -444,6 +452,18 @@ class VaultIndex(FileRecovery, Bm25Search):
     def archived_entry(self, key: str) -> dict[str, Any] | None:
         """The latest archive entry of the note ``key`` not restored since, or None."""
         return self.read(lambda conn: records.archived_entry(conn, key))
+
+    # -- the team spend ledger (this index's user) --------------------------------------------------------------
+
+    def add_spend(self, usd: float, tokens: int, calls: int = 1) -> tuple[str, float, int]:
+        """Add one call's spend to this user's row of the database's UTC day, atomically (no writer lock);
+        returns (day, usd, tokens) of the day so far (see :mod:`.spend`)."""
+        work = lambda conn: spend.add_spend(conn, self.user, usd, tokens, calls, time.time())  # noqa: E731
+        return self._run(work, write=True, serialize=False)
+
+    def spend_today(self) -> tuple[str, float, int]:
+        """(day, usd, tokens) this user spent on the database's UTC day so far."""
+        return self.read(lambda conn: spend.spend_today(conn, self.user))
 
     # -- embeddings cache -----------------------------------------------------------------------------------
 

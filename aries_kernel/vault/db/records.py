@@ -56,6 +56,7 @@ __all__ = [
     "hashes_elsewhere",
     "history",
     "is_indexed",
+    "last_editor",
     "list_archived",
     "live_notes",
     "mark_restored",
@@ -79,6 +80,7 @@ __all__ = [
 # The columns of a note that a lookup by title returns (NoteStore.find).
 _FOUND = (
     "id", "title", "key", "path", "folder", "type", "description", "body", "created", "updated", "superseded_by",
+    "author",
 )  # fmt: skip
 # What a team vault's mirror needs to write a note's file from its row.
 _MIRRORED = (
@@ -86,7 +88,11 @@ _MIRRORED = (
     "session_id", "turn", "kernel", "superseded_by",
 )  # fmt: skip
 # What the corpus holds of every note (Vault._load_corpus), in this order.
-_CORPUS = ("id", "title", "key", "folder", "type", "path", "created", "content_hash", "superseded_by")
+_CORPUS = (
+    "id", "title", "key", "folder", "type", "path", "created", "content_hash", "superseded_by", "author",
+)  # fmt: skip
+# The audited actions that write a note's text or front matter: who did the latest is its last editor.
+_EDITS = ("add", "update", "supersede", "restore")
 _CANDIDATE = ("id", "title", "path", "body", "created")  # a near-duplicate candidate
 
 
@@ -214,8 +220,8 @@ def notes_by_id(conn: Connection, ids: Sequence[int]) -> dict[int, dict[str, Any
 
 
 def corpus_rows(conn: Connection) -> tuple[list[Any], list[Any]]:
-    """Every note (id, title, key, folder, type, path, created, content_hash, superseded_by; by id) and every
-    link (src, target)."""
+    """Every note (id, title, key, folder, type, path, created, content_hash, superseded_by, author; by id) and
+    every link (src, target)."""
     columns = [notes.c[name] for name in _CORPUS]
     rows = list(conn.execute(select(*columns).order_by(notes.c.id)).all())
     edges = list(conn.execute(select(links.c.src, links.c.target)).all())
@@ -291,6 +297,15 @@ def history(conn: Connection, key: str) -> list[Any]:
             .order_by(a.id)
         ).all()
     )
+
+
+def last_editor(conn: Connection, key: str) -> str | None:
+    """Who made the latest audited edit (add, update, supersede, restore) of the note ``key``, or None."""
+    a = audit.c
+    found = conn.execute(
+        select(a.actor).where(a.key == key, a.action.in_(_EDITS)).order_by(a.id.desc()).limit(1)
+    ).scalar()
+    return None if found is None else str(found)
 
 
 def agent_writes(conn: Connection, origins: Sequence[str], kernel: str | None) -> list[Any]:

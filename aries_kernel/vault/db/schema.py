@@ -11,8 +11,6 @@ recorded by name in ``_vault_migrations``; a step never changes once released.
 from __future__ import annotations
 
 import datetime as _dt
-import getpass
-import os
 from collections.abc import Callable
 
 from sqlalchemy import (
@@ -29,7 +27,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Connection
 
-from aries_kernel.paths import aries_setting
+from aries_kernel.user import current_user
 
 __all__ = [
     "MIGRATIONS",
@@ -37,7 +35,6 @@ __all__ = [
     "archive",
     "audit",
     "cooccurrence",
-    "current_user",
     "embeddings",
     "links",
     "migrate",
@@ -45,6 +42,7 @@ __all__ = [
     "notes",
     "purged",
     "q_values",
+    "spend",
     "state",
 ]
 
@@ -107,6 +105,13 @@ missing = Table("missing", metadata, Column("key", String, primary_key=True), Co
 # A team vault's record that a note was purged (by the SHA-256 of its path, never its title), so another
 # machine's mirror deletes its copy instead of indexing it again.
 purged = Table("purged", metadata, Column("path_hash", String, primary_key=True), Column("at", Double))
+# The team spend ledger: what each user spent on model calls per UTC day of the database's clock
+# (models.budget.TeamLedger), added to by one atomic upsert per call.
+spend = Table(
+    "spend", metadata,
+    Column("username", String, primary_key=True), Column("day", String, primary_key=True),
+    Column("usd", Double), Column("tokens", BigInteger), Column("calls", BigInteger), Column("updated", Double),
+)  # fmt: skip
 _migrations = Table(
     "_vault_migrations", metadata, Column("name", String, primary_key=True), Column("applied_at", String)
 )
@@ -120,17 +125,6 @@ _TYPES = {
         "bigint": "BIGINT",
     },
 }
-
-
-def current_user() -> str:
-    """Who is writing: ``$ARIES_USER``, else the login name (``uid<n>`` when the system has none)."""
-    name = aries_setting("ARIES_USER").strip()
-    if name:
-        return name
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):  # a container user with no passwd entry and no $USER
-        return f"uid{os.getuid()}"
 
 
 def _ddl(conn: Connection, sql: str) -> None:
@@ -334,3 +328,16 @@ def m009_missing_and_archived_learning(conn: Connection) -> None:
     JSON; restored with the note)."""
     _ddl(conn, "CREATE TABLE missing (key TEXT PRIMARY KEY, since {float} NOT NULL)")
     _ddl(conn, "ALTER TABLE archive ADD COLUMN learned TEXT NOT NULL DEFAULT ''")
+
+
+@migration
+def m010_spend(conn: Connection) -> None:
+    """The team spend ledger: USD, tokens and calls per user per UTC day (``YYYY-MM-DD`` of the database's
+    clock), so a member's daily limits hold over every server and machine they use."""
+    _ddl(
+        conn,
+        "CREATE TABLE spend (username TEXT NOT NULL, day TEXT NOT NULL, usd {float} NOT NULL DEFAULT 0, "
+        "tokens {bigint} NOT NULL DEFAULT 0, calls {bigint} NOT NULL DEFAULT 0, updated {float} NOT NULL DEFAULT 0, "
+        "PRIMARY KEY (username, day))",
+    )
+    _ddl(conn, "CREATE INDEX spend_day ON spend (day)")
