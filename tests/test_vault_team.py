@@ -132,3 +132,50 @@ def test_one_users_q_values_do_not_rerank_the_others_memory(
     assert set(after["q_value"]) == {0.5}
     for vault in (alice, bob):
         vault.stores[0].index.close()
+
+
+def test_read_and_ranked_queries_name_the_author_and_the_last_editor(
+    backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    alice_env, bob_env = _home(tmp_path, "alice", backend), _home(tmp_path, "bob", backend)
+    title = "Backups run at midnight"
+    alice = _open_as(alice_env, monkeypatch)
+    alice.add(title, "The nightly backup copies the database to the bucket at 00:00 UTC.")
+    alice.add("Alerts page the on-call", "An alert pages whoever is on call [[Backups run at midnight]].")
+    assert alice.read(title).startswith(f"# {title}\n\n_by alice_\n\n")  # no other editor yet
+    alice.stores[0].index.close()
+    bob = _open_as(bob_env, monkeypatch)
+    assert bob.add(
+        title, "The nightly backup copies the database to the bucket at 01:00 UTC now."
+    ).action == ("updated")
+    bob.add("Restores are tested monthly", "Each month a backup is restored into staging and checked.")
+    note = bob.read(title)
+    assert (note.author, note.editor) == ("alice", "bob")
+    assert note.startswith(f"# {title}\n\n_by alice, last edited by bob_\n\n") and "01:00 UTC now" in note
+    frame = bob.query_ranked("nightly backup bucket restored", limit=5).set_index("title")
+    assert frame.loc[title, "author"] == "alice"
+    assert frame.loc["Restores are tested monthly", "author"] == "bob"
+    for other in (bob.query_important(), bob.query_warmth(), bob.explore("backup")):
+        authors = dict(zip(other["title"], other["author"], strict=True))
+        assert authors[title] == "alice", other
+    bob.stores[0].index.close()
+    alice = _open_as(alice_env, monkeypatch)  # the other member sees the same names
+    assert alice.read(title).editor == "bob"
+    alice.stores[0].index.close()
+
+
+def test_a_user_name_with_control_and_punctuation_characters_is_an_author_as_given(
+    backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = _home(tmp_path, "alice", backend)
+    env["ARIES_USER"] = 'O\'Brien: #1 "Zoë"/../x\n\ty\x1b'
+    vault = _open_as(env, monkeypatch)
+    shown = 'O\'Brien: #1 "Zoë"/../x y'  # control characters become one space; the rest is kept
+    vault.add(
+        "Names are kept as given", "A name with quotes, colons and slashes is an author like any other."
+    )
+    assert vault.read("Names are kept as given").author == shown
+    assert vault.query_ranked("names kept given")["author"].tolist()[0] == shown
+    vault.rebuild()  # the index again from the files: front matter keeps the name
+    assert vault.authors()["Names are kept as given"] == shown
+    vault.stores[0].index.close()
