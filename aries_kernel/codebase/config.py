@@ -32,3 +32,14 @@ class AriesCodebase(Configurable):
     persist = Bool(
         True, help="Keep the index in <root>/.aries/index.db so the next start only re-parses changed files."
     ).tag(config=True)
+    team_index_dir = Unicode(
+        "",
+        help="A folder the team shares where each commit's index is kept, so a member's kernel at a commit "
+        "another already indexed starts from that index and parses only the files it changed "
+        "($ARIES_TEAM_INDEX_DIR first; needs team_key_file). Empty: off.",
+    ).tag(config=True)
+    team_key_file = Unicode(
+        "",
+        help="The team's 32-byte key file (readable by the team only), under which the shared indexes are "
+        "tagged and checked ($ARIES_TEAM_KEY_FILE first). Make one with: head -c 32 /dev/urandom > team.key",
+    ).tag(config=True)

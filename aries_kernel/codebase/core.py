@@ -33,6 +33,7 @@ from aries_kernel.codebase.ranking import Rankings, from_stored, stored_form
 from aries_kernel.codebase.resolve import ImportConfig, config_problem, load_tsconfigs
 from aries_kernel.codebase.snapshot import BadSnapshot, Snapshot, code_digest, decode, encode
 from aries_kernel.codebase.store import IndexStore, Pending, Records, ensure_aries_dir
+from aries_kernel.codebase.team_index import adopt, publish, team_index
 from aries_kernel.rootfs import RefusedPathError, read_regular
 
 if TYPE_CHECKING:
@@ -74,6 +75,7 @@ class Codebase(QueryMixin, JudgmentMixin):
         self._rankings = Rankings(self._graph, self._names_of, roles_of=self._roles)
         self._store: IndexStore | None = None
         self._store_problems: list[Problem] = []  # index.db refused or moved aside: shown in skipped()
+        self.team_note = ""  # what the team's shared index did for this kernel (codebase.status() says it)
         self._texts: dict[str, str] = {}
         self._tables: dict[str, tuple[int, Any]] = {}
         # Tables stored with the graph's scores (see _table), for the graph version they were loaded with.
@@ -127,6 +129,8 @@ class Codebase(QueryMixin, JudgmentMixin):
     def status(self) -> str:
         """How far indexing is, or what the index holds; then, when known, why :attr:`root` is the root."""
         state = self._state()
+        if self.team_note:
+            state += f"\nteam index: {self.team_note}"
         return f"{state}\nroot: {self.root_reason}" if self.root_reason else state
 
     def _state(self) -> str:
@@ -176,6 +180,20 @@ class Codebase(QueryMixin, JudgmentMixin):
             self._records.load_all()
             with self._lock:
                 self._graph.complete()
+            self._publish_for_team()
+
+    def _publish_for_team(self) -> None:
+        """Give the team this commit's index when it has none yet (after ready: no query waits for it)."""
+        team, _ = team_index(self.settings)
+        if team is None or self._store is None:
+            return
+        try:
+            note = publish(self._store, self.root, team)
+        except Exception as exc:  # the kernel's own index is ready and right; sharing it is a bonus
+            log.warning("Could not share the index of %s with the team: %r", self.root, exc)
+            return
+        if not note.endswith("exists"):
+            self.team_note = f"{self.team_note}; {note}" if self.team_note else note
 
     def _open_store(self) -> IndexStore | None:
         self._store_problems = []
@@ -198,6 +216,10 @@ class Codebase(QueryMixin, JudgmentMixin):
         if self._store is not None:
             self._store.close()
         self._store = self._open_store()
+        team, why_not = team_index(self.settings)
+        self.team_note = why_not or ""
+        if team is not None and self._store is not None and self._store.empty:
+            self.team_note = adopt(self._store, self.root, team)
         found = walk(self.root, self.settings.ignore)
         stored = self._store.load() if self._store is not None else {}
         if self._store is not None and self._store.notice and not self._store_problems:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from aries_kernel.paths import aries_path
 
-__all__ = ["KEY_BYTES", "TAG_BYTES", "IndexKey", "index_key", "key_path"]
+__all__ = ["KEY_BYTES", "TAG_BYTES", "IndexKey", "index_key", "key_path", "read_key"]
 
 KEY_BYTES = 32
 TAG_BYTES = 32
@@ -103,7 +103,7 @@ def _load(path: Path | None) -> IndexKey:
 
 def _read_or_create(path: Path) -> bytes:
     try:
-        return _read(path)
+        return read_key(path)
     except FileNotFoundError:
         pass
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -118,13 +118,14 @@ def _read_or_create(path: Path) -> bytes:
         try:
             os.link(temp, path)  # never replaces: a key another kernel created first wins
         except FileExistsError:
-            return _read(path)
+            return read_key(path)
     finally:
         temp.unlink(missing_ok=True)
     return secret
 
 
-def _read(path: Path) -> bytes:
+def read_key(path: Path) -> bytes:
+    """The key in the file at ``path``: exactly 32 bytes, a regular file (no symlink, FIFO or device)."""
     # O_NOFOLLOW: a symlink is refused; O_NONBLOCK: a FIFO there does not block the open.
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     with os.fdopen(fd, "rb") as handle:

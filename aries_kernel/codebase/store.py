@@ -37,11 +37,12 @@ import stat
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, MutableMapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, MutableMapping, Sequence
 from itertools import chain
 from operator import itemgetter
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from aries_kernel.codebase.index_key import TAG_BYTES, IndexKey, index_key
 
@@ -51,8 +52,11 @@ __all__ = [
     "Pending",
     "Records",
     "StoredFile",
+    "ForeignIndex",
     "UnsafePath",
     "compact",
+    "copy_index",
+    "schema_of",
     "ensure_aries_dir",
     "JUDGMENT_KINDS",
 ]
@@ -83,6 +87,10 @@ StoredFile = tuple[int, int, str, "Pending | dict[str, Any]"]  # size, mtime_ns,
 
 class UnsafePath(OSError):
     """``.aries`` or the index is a symlink (or not a folder/file): refused rather than written through."""
+
+
+class ForeignIndex(Exception):
+    """An index that cannot be copied: not this schema, not a database, or a row whose MAC does not verify."""
 
 
 class _Broken(Exception):
@@ -409,6 +417,20 @@ class IndexStore:
             log.warning("Could not read the stored %s from %s (%s); computing them", kind, self.path, exc)
         return found
 
+    @property
+    def empty(self) -> bool:
+        """Whether no file is stored (a first, cold index)."""
+        try:
+            with self._lock:
+                return self._conn.execute("SELECT 1 FROM files LIMIT 1").fetchone() is None
+        except sqlite3.Error:
+            return True
+
+    def copy_to(self, target: IndexStore, leave_out: Collection[str] = (), blobs: bool = True) -> int:
+        """:func:`copy_index` of this store into ``target``, through a connection of its own (queries on this
+        store do not wait for the copy)."""
+        return copy_index(self.path, self._key, target, leave_out, blobs)
+
     def delete(self, paths: Iterable[str]) -> None:
         """Forget files that are gone."""
         gone = [(p,) for p in paths]
@@ -461,6 +483,101 @@ class IndexStore:
         ):
             raise _Broken(f"malformed record for {path!r}")
         return record
+
+
+def copy_index(
+    path: Path, key: IndexKey, target: IndexStore, leave_out: Collection[str] = (), blobs: bool = True
+) -> int:
+    """Copy the rows of the index at ``path`` into ``target`` in one transaction, each row's MAC checked under
+    ``key`` and the row tagged again under ``target``'s; nothing is unmarshalled and nothing is written to
+    ``path`` (a team's shared copy is only read). The files of ``leave_out`` are not copied, nor the graph and
+    its scores unless ``blobs``. Returns how many files were copied.
+
+    Raises :class:`ForeignIndex`, and copies nothing, when the file is not an index of this schema or a row
+    does not verify (a forged or damaged copy)."""
+    try:
+        source = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True, timeout=30)
+    except sqlite3.Error as exc:
+        raise ForeignIndex(f"not readable ({exc})") from None
+    copied = [0]
+    try:
+        IndexStore._check_schema(source)
+        version = source.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        if version is None or version[0] != SCHEMA_VERSION:
+            found = version[0] if version else "none"
+            raise ForeignIndex(f"schema version {found}, this aries-kernel reads {SCHEMA_VERSION}")
+
+        def checked(table: str, row: tuple[Any, ...], fields: tuple[str, int, int, str], blob: Any) -> bytes:
+            if not isinstance(blob, bytes) or not key.verifies(fields, blob[TAG_BYTES:], blob[:TAG_BYTES]):
+                raise ForeignIndex(f"the {table} row of {row[0]!r} does not verify under its key")
+            return target._key.tag(fields, blob[TAG_BYTES:]) + blob[TAG_BYTES:]
+
+        def files() -> Iterator[tuple[Any, ...]]:
+            for row in source.execute("SELECT path, size, mtime_ns, hash, record FROM files"):
+                path, size, mtime_ns, digest, blob = row
+                if path in leave_out:
+                    continue
+                if not (
+                    isinstance(path, str)
+                    and type(size) is int
+                    and type(mtime_ns) is int
+                    and isinstance(digest, str)
+                ):
+                    raise ForeignIndex(f"malformed files row {path!r}")
+                copied[0] += 1
+                yield (
+                    path,
+                    size,
+                    mtime_ns,
+                    digest,
+                    checked("files", row, (path, size, mtime_ns, digest), blob),
+                )
+
+        def judgments() -> Iterator[tuple[Any, ...]]:
+            for row in source.execute("SELECT path, kind, hash, blob FROM judgment"):
+                path, kind, digest, blob = row
+                if path in leave_out:
+                    continue
+                if not (isinstance(path, str) and kind in JUDGMENT_KINDS and isinstance(digest, str)):
+                    raise ForeignIndex(f"malformed judgment row {path!r}")
+                yield path, kind, digest, checked("judgment", row, (f"{kind}:{path}", 0, 0, digest), blob)
+
+        def graph() -> Iterator[tuple[Any, ...]]:
+            for row in source.execute("SELECT name, tag, blob FROM graph"):
+                name, tag, blob = row
+                if name not in _BLOBS or not isinstance(tag, bytes) or not isinstance(blob, bytes):
+                    raise ForeignIndex(f"malformed graph row {name!r}")
+                if not key.verifies((name, len(blob), 0, SCHEMA_VERSION), blob, tag):
+                    raise ForeignIndex(f"the stored {name} does not verify under its key")
+                yield name, target._key.tag((name, len(blob), 0, SCHEMA_VERSION), blob), blob
+
+        writes = [
+            ("INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?)", files()),
+            ("INSERT OR REPLACE INTO judgment VALUES (?, ?, ?, ?)", judgments()),
+        ]
+        if blobs:
+            writes.append(("INSERT OR REPLACE INTO graph VALUES (?, ?, ?)", graph()))
+        with target._lock, target._conn:
+            for sql, rows in writes:
+                target._conn.executemany(sql, rows)
+    except (sqlite3.Error, _Broken) as exc:
+        raise ForeignIndex(f"not an index ({exc})") from None
+    finally:
+        source.close()
+    return copied[0]
+
+
+def schema_of(path: Path) -> str | None:
+    """The schema version of the index at ``path``, read without writing to it (None: not an index)."""
+    try:
+        conn = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True, timeout=30)
+        try:
+            row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return None
+    return str(row[0]) if row else None
 
 
 def _empty(conn: sqlite3.Connection) -> None:

@@ -1,0 +1,164 @@
+"""One index per commit for a team: a kernel whose repository is at a commit a member already indexed starts
+from that member's index instead of parsing, then parses only the files that differ in its own work tree.
+
+The copies live in a folder the team shares (``$ARIES_TEAM_INDEX_DIR``, else ``c.AriesCodebase.team_index_dir``),
+one ``<commit>.index.db`` per commit: an ordinary ``index.db`` whose every row is tagged under the team key
+(``$ARIES_TEAM_KEY_FILE``, else ``c.AriesCodebase.team_key_file``: 32 random bytes, readable by the team only),
+not a member's own key, which nobody else can verify. Records are unmarshalled only from rows whose MAC
+verifies, so a forged, truncated or foreign copy is refused whole, with a message, and the kernel indexes on
+its own; nobody's kernel can be fed a forged index by someone without the team key.
+
+- **Adopt** (:func:`adopt`): a kernel whose own ``.aries/index.db`` is empty copies the rows of its commit's
+  copy into it, tagged again under the user's key. The usual warm start follows: a file whose size and mtime
+  differ (all of them, on another machine) is read and hashed, and parsed only when its content differs.
+- **Publish** (:func:`publish`): after an index of a commit that has no copy yet, the kernel writes one. Files
+  that differ from the commit (``git status``: changed or untracked) are left out, and the graph too when there
+  are any, so nobody receives a member's unsaved work. The copy is written to a temporary file and linked into
+  place, so a reader sees a whole copy or none, and of two members publishing one commit at once, the first
+  wins; a copy of an older schema is replaced.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from aries_kernel.codebase.config import AriesCodebase
+from aries_kernel.codebase.index_key import IndexKey, read_key
+from aries_kernel.codebase.store import SCHEMA_VERSION, ForeignIndex, IndexStore, copy_index, schema_of
+from aries_kernel.paths import aries_setting
+
+__all__ = ["TeamIndex", "adopt", "publish", "team_index"]
+
+log = logging.getLogger(__name__)
+_GIT_SECONDS = 30
+
+
+@dataclass(frozen=True)
+class TeamIndex:
+    """Where the team's copies live and the key they are tagged under."""
+
+    folder: Path
+    key: IndexKey
+
+    def copy_of(self, commit: str) -> Path:
+        return self.folder / f"{commit}.index.db"
+
+
+def team_index(settings: AriesCodebase) -> tuple[TeamIndex | None, str | None]:
+    """The team's index folder and key, or None and why not (None, None when no folder is set: off)."""
+    folder = aries_setting("ARIES_TEAM_INDEX_DIR", settings.team_index_dir)
+    if not folder:
+        return None, None
+    key_file = aries_setting("ARIES_TEAM_KEY_FILE", settings.team_key_file)
+    if not key_file:
+        return None, (
+            f"the team index folder {folder} is set but no team key (ARIES_TEAM_KEY_FILE or "
+            "c.AriesCodebase.team_key_file): not used"
+        )
+    try:
+        key = IndexKey(read_key(Path(key_file).expanduser()), persistent=True)
+    except (OSError, ValueError) as exc:
+        return None, f"the team key {key_file} cannot be read ({exc}): the team index is not used"
+    return TeamIndex(Path(folder).expanduser(), key), None
+
+
+def _git(root: Path, *args: str) -> str | None:
+    """What ``git args`` prints in ``root``, or None when git is missing or fails."""
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(root), *args],
+            capture_output=True,
+            text=True,
+            timeout=_GIT_SECONDS,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def head_commit(root: Path) -> str | None:
+    """The commit ``root``'s work tree is at, or None outside a git repository."""
+    out = _git(root, "rev-parse", "--verify", "HEAD")
+    commit = out.strip() if out else ""
+    return commit if len(commit) in (40, 64) and all(c in "0123456789abcdef" for c in commit) else None
+
+
+def changed_files(root: Path) -> set[str] | None:
+    """Paths under ``root`` that differ from its commit (changed, staged, untracked), or None if git fails."""
+    out = _git(root, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--", ".")
+    if out is None:
+        return None
+    prefix = _git(root, "rev-parse", "--show-prefix")
+    prefix = (prefix or "").strip()
+    changed: set[str] = set()
+    entries = iter(out.split("\0"))
+    for entry in entries:
+        if len(entry) < 4:
+            continue
+        status, path = entry[:2], entry[3:]
+        if status[0] in "RC":
+            changed.add(next(entries, ""))  # a rename names its source next
+        changed.add(path)
+    inside = {path.removeprefix(prefix) for path in changed if path.startswith(prefix)}
+    return {path for path in inside if not path.startswith(".aries/")}  # Aries' own folder is not indexed
+
+
+def adopt(store: IndexStore, root: Path, team: TeamIndex) -> str:
+    """Fill an empty ``store`` from the team's copy of ``root``'s commit; says what happened."""
+    commit = head_commit(root)
+    if commit is None:
+        return "not a git work tree: no team index"
+    copy = team.copy_of(commit)
+    if not copy.is_file():
+        return f"no team index of commit {commit[:12]} yet"
+    try:
+        count = copy_index(copy, team.key, store)  # only read: nothing is written to the team's copy
+    except ForeignIndex as exc:
+        message = f"the team index {copy} is not used: {exc}"
+        log.warning("%s", message)
+        return message
+    return f"started from the team index of commit {commit[:12]} ({count:,} files)"
+
+
+def publish(store: IndexStore, root: Path, team: TeamIndex) -> str:
+    """Write the team's copy of ``root``'s commit from ``store`` unless one exists; says what happened."""
+    commit = head_commit(root)
+    if commit is None:
+        return "not a git work tree: no team index written"
+    final = team.copy_of(commit)
+    # A copy of an older (or unreadable) schema is replaced; a current one is kept: the first member's wins.
+    replace = final.exists() and schema_of(final) != SCHEMA_VERSION
+    if final.exists() and not replace:
+        return f"the team index of commit {commit[:12]} exists"
+    changed = changed_files(root)
+    if changed is None:
+        return "git status failed: no team index written"
+    temp = final.with_name(f".{final.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    try:
+        team.folder.mkdir(parents=True, exist_ok=True)
+        target = IndexStore(temp, team.key)
+        try:
+            count = store.copy_to(target, leave_out=changed, blobs=not changed)
+        finally:
+            target.close()
+        if replace:
+            os.replace(temp, final)
+        else:
+            os.link(temp, final)  # never replaces: a copy another member linked first wins
+    except FileExistsError:
+        return f"the team index of commit {commit[:12]} was written by another member first"
+    except (OSError, ForeignIndex) as exc:
+        message = f"could not write the team index {final}: {exc}"
+        log.warning("%s", message)
+        return message
+    finally:
+        for suffix in ("", "-journal", "-wal", "-shm"):
+            Path(f"{temp}{suffix}").unlink(missing_ok=True)
+    left = f", {len(changed):,} changed files left out" if changed else ""
+    return f"wrote the team index of commit {commit[:12]} ({count:,} files{left})"

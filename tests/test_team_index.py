@@ -1,0 +1,194 @@
+"""One index per commit for a team (aries_kernel/codebase/team_index.py): the second member's kernel starts from
+the first member's index of the same commit, tagged under the team key, and parses only what differs in its own
+work tree; another commit, a forged, truncated or older copy, or a missing key is refused with a message."""
+
+from __future__ import annotations
+
+import secrets
+import shutil
+import sqlite3
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+
+from aries_kernel.codebase import Codebase
+from aries_kernel.codebase.store import SCHEMA_VERSION, IndexStore, schema_of
+from aries_kernel.codebase.team_index import head_commit, publish, team_index
+
+FIXTURE = Path(__file__).parent / "fixtures" / "codebase" / "pyproj"
+
+
+def git(root: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout
+
+
+@pytest.fixture
+def team(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The team's shared folder and key, in the environment; returns the folder."""
+    key = tmp_path / "team.key"
+    key.write_bytes(secrets.token_bytes(32))
+    monkeypatch.setenv("ARIES_TEAM_INDEX_DIR", str(tmp_path / "shared"))
+    monkeypatch.setenv("ARIES_TEAM_KEY_FILE", str(key))
+    return tmp_path / "shared"
+
+
+@pytest.fixture
+def origin(tmp_path: Path) -> Path:
+    """A repository with one commit (the Python fixture project, and a package of 30 modules importing it)."""
+    root = tmp_path / "origin"
+    shutil.copytree(FIXTURE, root)
+    for i in range(30):
+        (root / "pkg").mkdir(exist_ok=True)
+        (root / "pkg" / f"m{i}.py").write_text(
+            f"from pkg import m{(i + 1) % 30}\n\ndef f{i}(x):\n    return x + {i}\n"
+        )
+    git(root, "init", "-q")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "first")
+    return root
+
+
+def member(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, origin: Path) -> Path:
+    """``name``'s clone of ``origin`` (a folder of the same name, elsewhere) and their own index key."""
+    monkeypatch.setenv("ARIES_INDEX_KEY", str(tmp_path / f"{name}.key"))
+    clone = tmp_path / name / "repo"
+    clone.parent.mkdir()
+    subprocess.run(["git", "clone", "-q", str(origin), str(clone)], check=True)
+    return clone
+
+
+def indexed(root: Path) -> Codebase:
+    """``root`` indexed, with the team copy written when there is one to write (the step after ready)."""
+    codebase = Codebase(root)
+    codebase.wait_ready()
+    thread = codebase._thread
+    assert thread is not None
+    thread.join(60)  # publishing runs on the index thread after ready
+    return codebase
+
+
+def test_the_second_member_starts_from_the_first_members_index_and_parses_only_what_they_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, team: Path, origin: Path
+) -> None:
+    alice = member(tmp_path, monkeypatch, "alice", origin)
+    first = indexed(alice)
+    commit = head_commit(alice)
+    assert commit is not None and (team / f"{commit}.index.db").is_file()
+    assert first.last_run["mode"] == "cold" and "wrote the team index" in first.status(), first.status()
+    files = first.last_run["parsed"]
+
+    bob = member(tmp_path, monkeypatch, "bob", origin)
+    (bob / "pkg" / "m3.py").write_text("from pkg import m4\n\ndef f3(x, y):\n    return x * y\n")
+    second = indexed(bob)
+    assert "started from the team index of commit" in second.status(), second.status()
+    assert second.last_run["parsed"] == 1 and second.last_run["reused"] == files - 1, second.last_run
+    assert "f3" in second.find_symbol("f3").to_string() and "x * y" in (bob / "pkg" / "m3.py").read_text()
+
+    # The same index a cold start of Bob's tree gives, under Bob's own key (a fresh one: nothing reused).
+    monkeypatch.setenv("ARIES_INDEX_KEY", str(tmp_path / "bob-again.key"))
+    monkeypatch.delenv("ARIES_TEAM_INDEX_DIR")
+    shutil.rmtree(bob / ".aries")
+    cold = indexed(bob)
+    assert cold.last_run["parsed"] == files
+    assert second.top_files(50).equals(cold.top_files(50))
+    assert second._graph.edge_count() == cold._graph.edge_count()
+
+
+def test_a_forged_truncated_or_older_copy_is_refused_with_a_message_and_the_kernel_indexes_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, team: Path, origin: Path
+) -> None:
+    alice = member(tmp_path, monkeypatch, "alice", origin)
+    files = indexed(alice).last_run["parsed"]
+    commit = head_commit(alice)
+    copy = team / f"{commit}.index.db"
+    pristine = copy.read_bytes()
+
+    def bob_with(damage: str) -> Codebase:
+        copy.write_bytes(pristine)
+        conn = sqlite3.connect(copy)
+        with conn:
+            if damage == "forged":  # one record rewritten by someone without the team key
+                path, blob = conn.execute("SELECT path, record FROM files LIMIT 1").fetchone()
+                conn.execute("UPDATE files SET record = ? WHERE path = ?", (blob[:-1] + b"X", path))
+            elif damage == "older":
+                conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+        conn.close()
+        if damage == "truncated":
+            copy.write_bytes(pristine[: len(pristine) // 3])
+        bob = tmp_path / f"bob-{damage}" / "repo"
+        monkeypatch.setenv("ARIES_INDEX_KEY", str(tmp_path / f"bob-{damage}.key"))
+        subprocess.run(["git", "clone", "-q", str(origin), str(bob)], check=True)
+        return indexed(bob)
+
+    forged = bob_with("forged")
+    assert "is not used: the files row of" in forged.status() and "does not verify" in forged.status()
+    assert forged.last_run["parsed"] == files
+    truncated = bob_with("truncated")
+    assert "is not used: not an index" in truncated.status(), truncated.status()
+    assert truncated.last_run["parsed"] == files
+    older = bob_with("older")
+    assert "is not used: schema version 1, this aries-kernel reads" in older.status()
+    assert older.last_run["parsed"] == files
+    # ... and the older copy is replaced by this schema's, which the next member can use.
+    assert "wrote the team index" in older.status() and schema_of(copy) == SCHEMA_VERSION
+
+
+def test_another_commit_a_missing_key_and_a_dirty_publisher(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, team: Path, origin: Path
+) -> None:
+    alice = member(tmp_path, monkeypatch, "alice", origin)
+    (alice / "pkg" / "m1.py").write_text("def secret_work_in_progress():\n    pass\n")
+    (alice / "notes.py").write_text("PRIVATE = 1\n")
+    first = indexed(alice)
+    assert "2 changed files left out" in first.status(), first.status()
+    copy = team / f"{head_commit(alice)}.index.db"
+    shared = {row[0] for row in sqlite3.connect(copy).execute("SELECT path FROM files")}
+    assert "pkg/m1.py" not in shared and "notes.py" not in shared and "pkg/m2.py" in shared
+    assert sqlite3.connect(copy).execute("SELECT COUNT(*) FROM graph").fetchone() == (0,)
+
+    # Bob is a commit ahead: there is no copy of his commit, so he indexes alone (and gives it to the team).
+    bob = member(tmp_path, monkeypatch, "bob", origin)
+    (bob / "pkg" / "m5.py").write_text("def f5(x):\n    return x\n")
+    git(bob, "commit", "-q", "-am", "second")
+    second = indexed(bob)
+    assert f"no team index of commit {head_commit(bob)[:12]} yet" in second.status()  # type: ignore[index]
+    assert "wrote the team index" in second.status()
+
+    monkeypatch.delenv("ARIES_TEAM_KEY_FILE")
+    carol = member(tmp_path, monkeypatch, "carol", origin)
+    third = indexed(carol)
+    assert "is set but no team key" in third.status() and third.last_run["mode"] == "cold"
+
+
+def test_two_members_publishing_one_commit_at_once_leave_one_whole_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, team: Path, origin: Path
+) -> None:
+    monkeypatch.setenv("ARIES_INDEX_KEY", str(tmp_path / "alice.key"))
+    codebase = Codebase(origin)
+    codebase.wait_ready()
+    assert codebase._thread is not None
+    codebase._thread.join(60)
+    copy = team / f"{head_commit(origin)}.index.db"
+    copy.unlink()
+    shared, _ = team_index(codebase.settings)
+    assert shared is not None
+    notes: list[str] = []
+    store = IndexStore(origin / ".aries" / "index.db")
+    threads = [
+        threading.Thread(target=lambda: notes.append(publish(store, origin, shared))) for _ in range(4)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert sum("wrote the team index" in note for note in notes) == 1, notes
+    assert all("wrote" in note or "exists" in note or "another member first" in note for note in notes), notes
+    assert schema_of(copy) == SCHEMA_VERSION and not list(team.glob(".*"))  # no temporary file left
