@@ -9,6 +9,7 @@ and adds it once when it answers; and ``%aries cost`` in a real kernel shows the
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import textwrap
@@ -253,3 +254,26 @@ def test_aries_cost_in_a_real_kernel_shows_the_users_team_total(
         assert f"Daily spend: the team ledger in {pg_server.url} (schema {team})" in str(status.result)
     finally:
         stop_kernel(km, kc)
+
+
+def test_a_ledger_that_never_answered_still_counts_this_machines_day(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ARIES_VAULT_URL", raising=False)
+    with socket.socket() as sock:  # a port nothing listens on: the team database is down from the start
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    spend_file = tmp_path / "spend.json"
+    settings = AriesModels(
+        config=Config(AriesModels={"daily_budget_usd": 1.0, "spend_file": str(spend_file)})
+    )
+    SpendLimits(settings).record(10, 0.9)  # this machine's spend earlier today, before the team vault was set
+    ledger = _ledger(f"postgresql://aries@127.0.0.1:{port}/postgres", "aries_vault", "ivo", spend_file)
+    limits = SpendLimits(settings, team=ledger)
+    limits.record(10, 0.05)
+    assert ledger.problem is not None and "does not answer" in ledger.problem
+    assert "UTC day unknown" in limits.spend().today_from
+    limits.check("primary")  # $0.95 of $1.00
+    limits.record(10, 0.05)
+    with pytest.raises(BudgetExceeded, match=r"daily budget of \$1.0000 is reached"):
+        limits.check("primary")

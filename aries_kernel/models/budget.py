@@ -183,7 +183,10 @@ class SpendLimits:
         today_from = ""
         if team is not None:
             day, usd, tokens = team.today()
-            today_from = f"team ledger, {team.user}, UTC day {day}"
+            today_from = f"team ledger, {team.user}, UTC day {day or 'unknown: it has not answered yet'}"
+            if team.problem is not None:  # away: at least this machine's own day counts
+                local_usd, local_tokens = self._read_day(self._today())
+                usd, tokens = max(usd, local_usd), max(tokens, local_tokens)
         else:
             usd, tokens = self._read_day(self._today())
         with self._lock:
