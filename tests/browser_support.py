@@ -13,7 +13,6 @@ import json
 import re
 import secrets
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -28,6 +27,7 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from aries_kernel.kernelspec import KERNEL_NAME, write_kernelspec
 from aries_kernel.redact import scrubbed_env
+from tests.net_support import free_port
 
 __all__ = [
     "CHROMIUM",
@@ -69,12 +69,6 @@ _LAB_SETTINGS = {
     },
     "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
 }
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def copy_tracked(repo: Path, target: Path) -> Path:
@@ -171,7 +165,7 @@ def start_lab(root: Path, home: Path, env: dict[str, str], python: str = sys.exe
         IPYTHONDIR=str(folders["ipython"]),
         **env,
     )
-    port, token = _free_port(), secrets.token_hex(16)
+    port, token = free_port(), secrets.token_hex(16)
     log = home / "jupyterlab.log"
     with log.open("wb") as sink:  # the child keeps its own descriptor; ours closes here
         process = subprocess.Popen(

@@ -19,7 +19,6 @@ import glob
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 import uuid
@@ -29,6 +28,8 @@ from pathlib import Path
 
 import psycopg
 import pytest
+
+from tests.net_support import free_port
 
 __all__ = ["PgServer", "backend", "pg_server", "temporary_server"]
 
@@ -83,12 +84,6 @@ def _pg_bin() -> Path:
     return Path(found[-1]).parent
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @contextlib.contextmanager
 def temporary_server() -> Iterator[PgServer]:
     """A PostgreSQL cluster in a temporary folder on a free loopback port, stopped and removed on exit."""
@@ -98,7 +93,7 @@ def temporary_server() -> Iterator[PgServer]:
     if owner:
         record = pwd.getpwnam(owner)
         os.chown(data, record.pw_uid, record.pw_gid)
-    server = PgServer(binary, data, _free_port(), owner)
+    server = PgServer(binary, data, free_port(), owner)
     init = [str(binary / "initdb"), "-D", str(data), "-U", "aries", "-A", "trust", "-E", "UTF8", "--no-sync"]
     try:
         subprocess.run(

@@ -8,7 +8,6 @@ metadata endpoints and llama.cpp's context-overflow error, over both wire format
 from __future__ import annotations
 
 import json
-import socket
 from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
@@ -25,6 +24,7 @@ from aries_kernel.models import ContextOverflowError, ModelRouter, ProviderConne
 from aries_kernel.models.router import SlotClient
 from aries_kernel.models.types import Message, ModelRequest
 from tests.loopback import Reply, ScriptedModelServer
+from tests.net_support import free_port
 from widgets.panel import AgentPanel
 
 HELLO = ModelRequest([Message("user", "hello")])
@@ -259,9 +259,7 @@ def test_a_server_that_dies_mid_stream_is_not_called_unreachable(
 
 
 def test_a_refused_connection_says_so(make_router: Callable[..., ModelRouter]) -> None:
-    with socket.socket() as probe:  # a port nothing listens on
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()  # nothing listens on it
     client = make_router(max_retries=0).set_slot("primary", "local", base_url=f"http://127.0.0.1:{port}/v1")
     with pytest.raises(ProviderConnectionError, match="connection was refused.*Is the server running"):
         client.complete(HELLO)
@@ -328,7 +326,9 @@ def test_prompt_cache_tokens_are_shown_as_such(
     assert "1 in (+1,935 cached) / " in "".join(shown)
     panel = AgentPanel()
     panel(finished)
-    assert "1 in (+1,935 cached) / " in panel.footer.value and "1 in (+1,935 cached) / " in panel.record().html
+    assert (
+        "1 in (+1,935 cached) / " in panel.footer.value and "1 in (+1,935 cached) / " in panel.record().html
+    )
     assert agent.session is not None
     assert agent.session.usage["primary"].cache_read_tokens == 1935  # what %aries cost lists per slot
 
@@ -501,9 +501,7 @@ def test_a_server_that_was_reached_is_not_asked_again_but_an_absent_one_is(
     asked = len(server.metadata_requests)
     facts_module.server_facts(server.openai_url, "m")
     assert len(server.metadata_requests) == asked
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        url = f"http://127.0.0.1:{probe.getsockname()[1]}/v1"
+    url = f"http://127.0.0.1:{free_port()}/v1"
     assert not facts_module.server_facts(url, "m").reached
     # A server that was not there is asked again once RETRY_SECONDS have passed (it may have been starting).
     monkeypatch.setattr(facts_module, "RETRY_SECONDS", 0.0)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Callable
 
 import pytest
@@ -20,6 +19,7 @@ from aries_kernel.models.errors import (
 from aries_kernel.models.router import ModelRouter
 from aries_kernel.models.types import Completion, Message, ModelRequest, StreamText
 from tests.loopback import Reply, ScriptedModelServer
+from tests.net_support import free_port
 
 KEY_VARIABLE = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 HELLO = ModelRequest([Message("user", "hello")])
@@ -91,9 +91,7 @@ def test_timeouts_are_reported_after_the_retries(
 def test_refused_connection_is_retried_then_reported(
     monkeypatch: pytest.MonkeyPatch, make_router: Callable[..., ModelRouter]
 ) -> None:
-    with socket.socket() as probe:  # a port nothing listens on
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()  # nothing listens on it
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
     models = make_router(max_retries=2)
     models.set_slot("primary", "gpt4o", base_url=f"http://127.0.0.1:{port}/v1")

@@ -6,7 +6,6 @@ that asks for a password (and one that is not there)."""
 from __future__ import annotations
 
 import logging
-import socket
 import traceback
 import uuid
 from collections.abc import Iterator
@@ -20,6 +19,7 @@ from sqlalchemy import func, select
 from aries_kernel.context import AriesContext, get_context, set_context
 from aries_kernel.vault import HashEmbedder, VaultUnavailable, open_vault
 from aries_kernel.vault.db import VaultIndex, schema
+from tests.net_support import free_port
 
 from .pg_support import PgServer, temporary_server
 
@@ -104,7 +104,7 @@ def test_a_refused_password_is_not_in_the_error_its_causes_or_the_log(
 def test_a_server_that_is_not_there_shows_no_password_while_waiting_or_after(
     form: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    url = _forms(_closed_port(), WRONG)[form]
+    url = _forms(free_port(), WRONG)[form]
     with (
         caplog.at_level(logging.DEBUG),
         pytest.raises(VaultUnavailable, match="did not answer for 1 s") as info,
@@ -155,10 +155,3 @@ def test_a_key_value_string_libpq_cannot_read_is_refused_without_showing_it() ->
         VaultIndex(url=f"mysql://vaultuser:{WRONG}@db/x")
     _assert_hidden(_shown(other.value))
     assert "mysql://vaultuser:***@db/x" in str(other.value)
-
-
-def _closed_port() -> int:
-    """A loopback port nothing listens on (bound and released: the kernel does not hand it out again at once)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
