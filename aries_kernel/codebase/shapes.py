@@ -63,31 +63,43 @@ def _digest(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=_DIGEST_SIZE).hexdigest()
 
 
-def _shape_tokens(node: Node) -> list[str]:
-    """Pre-order named node types with "(" and ")" for nesting; comments and string insides left out."""
+def _shape_tokens(node: Node, known: dict[int, str | None] | None = None) -> list[str]:
+    """Pre-order named node types with "(" and ")" for nesting; comments and string insides left out
+    (``known``: see :func:`_walk_types`)."""
     if node.type not in CLASS_NODE_TYPES:
-        return _walk_types(node)
+        return _walk_types(node, known)
     tokens = [node.type]
     for child in node.named_children:
         if child.type in _CLASS_BODY_TYPES:
             # Members by kind only: a renamed copy of the class keeps its outline.
             tokens += ["{", *(m.type for m in child.named_children if m.type != "comment"), "}"]
         else:
-            tokens += _walk_types(child)
+            tokens += _walk_types(child, known)
     return tokens
 
 
-def _walk_types(node: Node) -> list[str]:
-    # One TreeCursor walk builds no large strings and takes about 20% less CPU on pandas than str(node).
+def _walk_types(node: Node, known: dict[int, str | None] | None = None) -> list[str]:
+    """The tokens of :func:`_shape_tokens` for any node; ``known`` holds the token of each kind id met in this
+    node's tree (a node's type and namedness are its kind id's, aliases included)."""
+    # One TreeCursor walk builds no large strings and takes about 20% less CPU on pandas than str(node); a
+    # node's token is looked up by its kind id (a small int) rather than read from its type and namedness (a
+    # new string per node), a fifth less again.
+    if known is None:
+        known = {}
     cursor = node.walk()
     tokens: list[str] = []
     push = tokens.append
     while True:
         current = cursor.node
-        if current is not None and current.is_named:
-            kind = current.type
-            if kind not in _NOISE_TYPES:
-                push(kind)
+        if current is not None:
+            try:
+                token = known[current.kind_id]
+            except KeyError:
+                token = known[current.kind_id] = (
+                    current.type if current.is_named and current.type not in _NOISE_TYPES else None
+                )
+            if token is not None:
+                push(token)
         if cursor.goto_first_child():
             push("(")
             continue
@@ -268,6 +280,8 @@ class Fingerprints:
     def __init__(self, python: bool, size: int) -> None:
         self._python = python
         self._budget = EXACT_BUDGET * size + (64 << 10)
+        # The shape token of each kind id of the file's grammar (see _walk_types).
+        self._tokens: dict[int, str | None] = {}
         # The file's node types, numbered from 0 in order of appearance; the nesting marks, which profiles
         # leave out, as -1.
         self._ids: dict[str, int] = dict.fromkeys(_BRACKETS, -1)
@@ -276,7 +290,7 @@ class Fingerprints:
 
     def hashes(self, definition: Node, shape_node: Node, text: bytes) -> tuple[str, str]:
         """``(shape_hash(shape_node), exact_hash(text))``, profiling ``definition`` on the way."""
-        tokens = _shape_tokens(shape_node)
+        tokens = _shape_tokens(shape_node, self._tokens)
         found = _profiled(definition, self._python)
         if found is not None:
             kind, profiled = found
@@ -285,7 +299,8 @@ class Fingerprints:
             held = self._found.get(key)
             if held is None or order < held[0]:
                 same = profiled.id == shape_node.id
-                self._found[key] = (order, *self._profile(tokens if same else _shape_tokens(profiled)))
+                walked = tokens if same else _shape_tokens(profiled, self._tokens)
+                self._found[key] = (order, *self._profile(walked))
         if len(text) > self._budget:
             return _digest(" ".join(tokens).encode()), ""
         self._budget -= len(text)
