@@ -23,6 +23,7 @@ from aries_kernel.agent.settings import AriesAgent
 from aries_kernel.agent.tools import TOOLS, Tool, ToolEnv, html_to_text, run_tool
 from aries_kernel.rootfs import OutsideRootError
 from aries_kernel.settings_owner import SettingsOwner
+from aries_kernel.user import current_user
 
 
 @pytest.fixture
@@ -322,7 +323,7 @@ def test_memory_tools_use_the_real_vault(repo: Path, tmp_path: Path, monkeypatch
     output, _ = call(env, "VaultSearch", query="why is the cache slow")
     assert output.splitlines()[1].split()[1:4] == title.split()[:3]  # the cache note ranks first
     output, _ = call(env, "VaultRead", title=title)
-    assert output == f"# {title}\n\nSeen in pkg/core.py"
+    assert output == f"# {title}\n\n_by {current_user()}_\n\nSeen in pkg/core.py"  # the model sees who
     assert title in call(env, "VaultWarmth")[0] and title in call(env, "VaultExplore", query="cache")[0]
     output, is_error = call(env, "VaultRead", title="no such note")
     assert is_error and "No note titled" in output

@@ -200,13 +200,14 @@ def test_a_member_whose_clock_is_off_counts_on_the_databases_day(
     }
 
 
-def test_a_database_that_goes_away_keeps_the_spend_pending_and_adds_it_once(tmp_path: Path) -> None:
+def test_a_database_that_goes_away_keeps_the_spend_pending_and_adds_it_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     spend_file = tmp_path / "home" / ".aries" / "spend.json"
+    monkeypatch.setenv("ARIES_SPEND_FILE", str(spend_file))
     with temporary_server() as pg:
         ledger = _ledger(pg.url, "aries_vault", "hana", spend_file)
-        settings = AriesModels(
-            config=Config(AriesModels={"daily_budget_usd": 1.0, "spend_file": str(spend_file)})
-        )
+        settings = AriesModels(config=Config(AriesModels={"daily_budget_usd": 1.0}))
         limits = SpendLimits(settings, team=ledger)
         limits.record(100, 0.5)
         pg.stop()
@@ -264,9 +265,8 @@ def test_a_ledger_that_never_answered_still_counts_this_machines_day(
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     spend_file = tmp_path / "spend.json"
-    settings = AriesModels(
-        config=Config(AriesModels={"daily_budget_usd": 1.0, "spend_file": str(spend_file)})
-    )
+    monkeypatch.setenv("ARIES_SPEND_FILE", str(spend_file))
+    settings = AriesModels(config=Config(AriesModels={"daily_budget_usd": 1.0}))
     SpendLimits(settings).record(10, 0.9)  # this machine's spend earlier today, before the team vault was set
     ledger = _ledger(f"postgresql://aries@127.0.0.1:{port}/postgres", "aries_vault", "ivo", spend_file)
     limits = SpendLimits(settings, team=ledger)

@@ -443,7 +443,8 @@ class TeamLedger:
                 )
             pushed = self._push_pending(self._index)
             self._known = work(self._index)
-        except (VaultUnavailable, SQLAlchemyError, OSError, ImportError) as exc:
+        # ValueError: a URL or schema name the vault refuses; ImportError: no psycopg (both say what to do).
+        except (VaultUnavailable, SQLAlchemyError, OSError, ImportError, ValueError) as exc:
             self._away(exc)
             return False
         if self.problem is not None:
