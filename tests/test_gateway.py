@@ -17,7 +17,6 @@ import sys
 import time
 import urllib.error
 import urllib.request
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ import websocket  # websocket-client (the test extra)
 
 from aries_kernel.kernelspec import KERNEL_NAME
 from tests.kernel_harness import JUPYTER_DATA
+from tests.kernel_websocket import Channels
 from tests.loopback import ScriptedModelServer
 
 # From the client, per kernel: what a hub's spawner would set.
@@ -120,58 +120,6 @@ def gateway(tmp_path: Path) -> Iterator[Gateway]:
 def model_server() -> Iterator[ScriptedModelServer]:
     with ScriptedModelServer() as server:
         yield server
-
-
-class Channels:
-    """The kernel's websocket: execute code and collect what it sent back."""
-
-    def __init__(self, connection: Any) -> None:
-        self.connection = connection
-        self.session = uuid.uuid4().hex
-
-    def execute(self, code: str) -> dict[str, Any]:
-        msg_id = uuid.uuid4().hex
-        header = {
-            "msg_id": msg_id,
-            "msg_type": "execute_request",
-            "username": "test",
-            "session": self.session,
-            "version": "5.3",
-            "date": "",
-        }
-        content = {
-            "code": code,
-            "silent": False,
-            "store_history": False,
-            "user_expressions": {},
-            "allow_stdin": False,
-        }
-        message = {
-            "header": header,
-            "parent_header": {},
-            "metadata": {},
-            "content": content,
-            "channel": "shell",
-        }
-        self.connection.send(json.dumps(message))
-        out: dict[str, Any] = {"stdout": "", "result": None, "error": None, "status": None}
-        idle = False
-        while not (idle and out["status"] is not None):
-            reply = json.loads(self.connection.recv())
-            if reply.get("parent_header", {}).get("msg_id") != msg_id:
-                continue
-            kind, body = reply["msg_type"], reply["content"]
-            if kind == "stream":
-                out["stdout"] += body["text"]
-            elif kind == "execute_result":
-                out["result"] = body["data"].get("text/plain")
-            elif kind == "error":
-                out["error"] = (body["ename"], body["evalue"])
-            elif kind == "execute_reply":
-                out["status"] = body["status"]
-            elif kind == "status" and body["execution_state"] == "idle":
-                idle = True
-        return out
 
 
 def test_the_aries_kernel_answers_through_a_kernel_gateway(
