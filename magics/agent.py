@@ -7,6 +7,7 @@ Subcommands: ``fix``, ``tools``, ``compact``, ``reset``, ``resume``, ``history``
 from __future__ import annotations
 
 import re
+import sys
 import time
 from typing import Any
 
@@ -123,11 +124,18 @@ def _renderer(magics: Any, agent: Agent) -> Renderer:
     kernel = getattr(magics.shell, "kernel", None)
     if choice == "widgets" or (choice == "auto" and getattr(kernel, "frontend_has_widgets", False)):
         from aries_kernel.widgets import AgentPanel
+        from aries_kernel.widgets.ui_events import click_route
 
         from .rewind import panel_rewinder
 
+        route = click_route(magics.shell)
+        if not route.clickable:  # buttons nobody could click while the run goes on: the text view, and why
+            print(route.describe(), file=sys.stderr)
+            return TextRenderer()
         panel = AgentPanel(
-            window=agent.router.client("primary").context_window, rewind=panel_rewinder(magics.context)
+            window=agent.router.client("primary").context_window,
+            rewind=panel_rewinder(magics.context),
+            route=route,
         )
         panel.show()
         return panel
@@ -420,6 +428,17 @@ def _permissions_line(agent: Agent) -> str:
     alias = " (auto_approve)" if agent.settings.auto_approve and not agent.running else ""
     run = " for the run in progress" if agent.running else ""
     return f"Permission mode: {mode}{alias}{run}; {_MODE_MEANS[mode]}"
+
+
+@status_section("Panel")
+def panel_status(context: Any) -> str | None:
+    """Which path a click on the agent panel takes while a cell runs, and what the panel can do there."""
+    kernel = getattr(context.shell, "kernel", None)
+    if kernel is None:
+        return None
+    from aries_kernel.widgets.ui_events import click_route
+
+    return click_route(context.shell).describe()
 
 
 @status_section("Protected settings")

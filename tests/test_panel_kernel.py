@@ -366,3 +366,122 @@ def test_memory_off_in_a_fresh_vault_is_said_once_per_kernel_in_one_line(
     assert "Memory is off" not in pages[1]["text/plain"]
     status = run_cell(lab, "%aries status")
     assert "Memory: off, the vault has no notes yet (" in status.stdout + (status.result or ""), "where it is"
+
+
+def run_on(kc: Any, code: str, subshell_id: str) -> str:
+    """Send ``code`` to run on a subshell (as JupyterLab's subshell console does) and return its msg_id."""
+    request = kc.session.msg("execute_request", {"code": code, "silent": False, "store_history": False})
+    request["header"]["subshell_id"] = subshell_id
+    kc.shell_channel.send(request)
+    return str(request["header"]["msg_id"])
+
+
+def test_a_click_handled_on_a_subshell_changes_the_widgets_on_the_main_thread(
+    lab: Any, small_repo: Path, server: ScriptedModelServer
+) -> None:
+    """The Approve button's comm published last from a subshell, so its click runs there (ipykernel routes a
+    comm's messages to the thread that last published on it, and upstream routes by the message's subshell):
+    the handler only records the click; the buttons are disabled, and the question answered, by the cell's
+    main thread, so those updates carry the cell's parent header, not the click's."""
+    side = subshell(lab)
+    server.script(
+        Reply(tool_calls=[("Edit", {"file_path": "a.py", "old_string": "x = 1", "new_string": "x = 2"})]),
+        Reply(text="Edited."),
+    )
+    clicked: list[str] = []
+
+    def approve_on_the_subshell(msg: Message, so_far: list[Message]) -> None:
+        state = msg["content"].get("data", {}).get("state", {}) if msg["msg_type"] == "comm_open" else {}
+        if state.get("description") != "Allow for this run":
+            return
+        approve = buttons(so_far, "Approve")[-1]
+        # The comm publishes from the subshell (an empty update), so its next message is routed there.
+        touched = run_on(
+            lab,
+            f"get_ipython().kernel.comm_manager.get_comm({approve!r}).send("
+            "{'method': 'update', 'state': {}, 'buffer_paths': []})",
+            side,
+        )
+        deadline = time.monotonic() + 60
+        while True:  # the subshell's reply: the routing is in place before the click
+            assert time.monotonic() < deadline, "the subshell did not run the update"
+            reply = lab.get_shell_msg(timeout=60)
+            if reply["parent_header"].get("msg_id") == touched:
+                break
+        clicked.append(approve)
+        click(lab, approve, side)
+
+    messages = run_interacting(lab, "%aries change a.py", approve_on_the_subshell)
+    assert clicked and (small_repo / "a.py").read_text() == "x = 2\n", "the click approved the edit"
+    row = set(
+        buttons(messages, "Approve") + buttons(messages, "Deny") + buttons(messages, "Allow for this run")
+    )
+    disabled = {
+        m["content"]["comm_id"]
+        for m in messages  # only the cell's own messages: published by the main thread
+        if m["msg_type"] == "comm_msg" and m["content"]["data"].get("state", {}).get("disabled") is True
+    }
+    assert row <= disabled, "the main thread disabled the question's buttons"
+    status = run_cell(lab, "%aries status")
+    text = status.stdout + (status.result or "")
+    assert "Panel clicks: subshell routing" in text and f"thread subshell-{side}" in text, text
+
+
+def test_a_stop_while_aries_own_code_runs_is_no_interrupt_of_it(lab: Any, small_repo: Path) -> None:
+    """A Stop arriving while a tool's card is open but Aries's own code runs (a SQLite write here, outside the
+    step's window) interrupts nothing: the writes go on whole and the run is asked to stop at its next event.
+    Inside the step's window the same Stop interrupts the step."""
+    side = subshell(lab)
+    cell = """
+import sqlite3, threading, time
+from aries_kernel.agent.events import ToolCallStarted
+from aries_kernel.agent.step_window import STEP
+from aries_kernel.widgets import AgentPanel
+panel = AgentPanel()
+panel.show()
+panel(ToolCallStarted("call-1", "Repl", {"code": "x"}))
+db = sqlite3.connect("writes.db")
+db.execute("create table t (n integer)")
+writes = 0
+open("ready", "w").close()
+deadline = time.monotonic() + 60
+while not panel.stop_seen.is_set() and time.monotonic() < deadline:
+    with db:
+        db.execute("insert into t values (?)", (writes,))
+    writes += 1
+while not panel.stop_requested and time.monotonic() < deadline:
+    panel.poll()
+    time.sleep(0.02)
+rows = db.execute("select count(*) from t").fetchone()[0]
+print("seen", panel.stop_seen.is_set(), "requested", panel.stop_requested, "whole", rows == writes)
+try:
+    with STEP.running():
+        threading.Thread(target=STEP.interrupt).start()
+        time.sleep(60)
+    print("step not interrupted")
+except KeyboardInterrupt:
+    print("step interrupted", STEP.landed)
+"""
+
+    def stop_when_ready(msg: Message, so_far: list[Message]) -> None:
+        if not getattr(stop_when_ready, "sent", False) and buttons(so_far, "Stop"):
+            deadline = time.monotonic() + 60
+            while not (small_repo / "ready").exists():
+                assert time.monotonic() < deadline, "the cell did not start writing"
+                time.sleep(0.02)
+            stop_when_ready.sent = True  # type: ignore[attr-defined]
+            click(lab, buttons(so_far, "Stop")[0], side)
+
+    messages = run_interacting(lab, cell, stop_when_ready)
+    printed = "".join(m["content"]["text"] for m in messages if m["msg_type"] == "stream")
+    errors = [m["content"]["ename"] for m in messages if m["msg_type"] == "error"]
+    assert not errors, errors
+    assert "seen True requested True whole True" in printed, printed
+    assert "step interrupted True" in printed, printed
+
+
+def test_status_says_the_panel_uses_the_shell_stream_fallback_on_ipykernel_7_4(lab: Any) -> None:
+    status = run_cell(lab, "%aries status")
+    text = status.stdout + (status.result or "")
+    assert "Panel clicks: shell-stream fallback for ipykernel 7.4.x" in text, text
+    assert "approvals, Stop, and Stop mid-step (only the step is interrupted)" in text, text

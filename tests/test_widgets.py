@@ -205,3 +205,15 @@ def test_an_edit_card_shows_its_diff_once() -> None:
     record = panel.finish("done").html
     assert "Edited a.py: 1 replacement(s)." in record
     assert record.count("x = 2") == 1, record
+
+
+def test_the_shell_stream_fallback_refuses_an_ipykernel_it_does_not_know() -> None:
+    from aries_kernel.widgets.ui_events import ClickRoute, ShellStreamFallback
+
+    unknown = ShellStreamFallback(kernel=None, ipykernel_version="8.0.0")
+    assert not unknown.available and unknown.problem is not None
+    assert "ipykernel 8.0.0 is not a version the shell-stream fallback knows (7.4.x)" in unknown.problem
+    assert unknown.process() == 0 and not unknown.on_arrival(object(), lambda: None)
+    route = ClickRoute(kernel=None)  # no ipykernel shell stream and no subshells
+    assert route.path == "none" and not route.clickable
+    assert "Panel clicks: none:" in route.describe() and "approvals asked as text" in route.describe()

@@ -20,7 +20,6 @@ import difflib
 import html
 import io
 import json
-import signal
 import threading
 import time
 from collections.abc import Callable
@@ -49,8 +48,9 @@ from aries_kernel.agent.events import (
     Waiting,
 )
 from aries_kernel.agent.render import TextRenderer, ask_on_stdin, checkpoint_text, decision_text, run_footer
+from aries_kernel.agent.step_window import STEP
 
-from .ui_events import can_process_ui_events, on_click_arrival, process_ui_events
+from .ui_events import ClickInbox, ClickRoute, click_route
 
 __all__ = ["AgentPanel", "ContextMeter", "MemoryStrip", "RewindBar", "TranscriptRecord", "edit_diff_html"]
 
@@ -61,7 +61,7 @@ Said = Callable[[str], None]
 
 _TEXT_FLUSH_SECONDS = 0.1  # one widget update per this interval while text streams, not one per token
 _POLL_SECONDS = 0.1  # how often widget messages (clicks) are handled while events stream
-_CLICK_WAIT_SECONDS = 0.05  # sleep between looks for a click while an approval waits
+_CLICK_WAIT_SECONDS = 0.05  # longest wait for a click between two reads of the fallback's queue
 _RESULT_CHARS = 4000
 _WRITE_LINES = 60  # lines of a Write's new content shown as its diff
 # Code, commands, results and diffs in a monospace font in any HTML viewer: nbconvert's lab template (and some
@@ -287,8 +287,19 @@ class AgentPanel(w.VBox):
     """A live view of one agent run; call it with each event (``panel(event)``). With ``rewind``, the record
     left by :meth:`finish` has a :class:`RewindBar` for the turns that were checkpointed."""
 
-    def __init__(self, title: str = "Aries", window: int = 0, rewind: Rewinder | None = None) -> None:
+    def __init__(
+        self,
+        title: str = "Aries",
+        window: int = 0,
+        rewind: Rewinder | None = None,
+        route: ClickRoute | None = None,
+    ) -> None:
         self.title = title
+        self.route = route if route is not None else _current_route()
+        self.inbox = ClickInbox()  # what the buttons' handlers recorded, on whatever thread they ran
+        self.stop_seen = (
+            threading.Event()
+        )  # a Stop click has reached the kernel (set on its arrival's thread)
         self.rewind = rewind
         self.checkpointed: list[int] = []  # turns with a checkpoint, in order
         self.rewind_bar: RewindBar | None = None
@@ -296,18 +307,20 @@ class AgentPanel(w.VBox):
         self.memory = MemoryStrip()
         self.status = w.Label("starting…")
         self.stop_button = w.Button(description="Stop", button_style="danger", icon="stop")
-        self.stop_button.on_click(lambda _: self._request_stop())
-        on_click_arrival(self.stop_button, self._stop_arrived)
+        self.stop_button.on_click(lambda _: self._clicked("stop"))
+        if self.route is not None:
+            self.route.fallback.on_arrival(self.stop_button, self._stop_arrived)
         self.transcript = w.VBox([])
         self.footer = w.HTML("")
         self.stop_requested = False
-        self._stop_signalled = False  # a Stop reached a running tool as an interrupt
+        self._stop_signalled = False  # a Stop was sent to a running step as an interrupt
         self._running: set[str] = set()  # ids of tool calls started and not finished
         self._answering = False  # the main thread waits for a click on an approval
         self._items: list[str | _Card | tuple[str, str]] = []  # text, cards and notes, in order
         self._events: list[Event] = []  # for the plain-text record
         self._cards: dict[str, _Card] = {}
-        self._questions: dict[int, tuple[_Card, w.HTML, w.HBox]] = {}  # by id() of the ApprovalRequested
+        # By id() of the ApprovalRequested: its card, question, button row, and the event itself.
+        self._questions: dict[int, tuple[_Card, w.HTML, w.HBox, ApprovalRequested]] = {}
         self._text: w.HTML | None = None
         self._text_buffer = ""
         self._last_flush = 0.0
@@ -531,19 +544,9 @@ class AgentPanel(w.VBox):
             "run": w.Button(description="Allow for this run"),
         }
         row = w.HBox(list(buttons.values()))
-
-        def decide(choice: str) -> None:
-            if event.decision is not None:
-                return
-            if choice == "deny":
-                event.deny()
-            else:
-                event.approve(for_run=choice == "run")
-            self._decided(event)
-
         for choice, button in buttons.items():
-            button.on_click(lambda _, choice=choice: decide(choice))
-        self._questions[id(event)] = (card, question, row)
+            button.on_click(lambda _, choice=choice: self._clicked("decide", str(id(event)), choice))
+        self._questions[id(event)] = (card, question, row, event)
         if card.body is not None:
             card.body.children = (*card.body.children, question, row)
         if card.widget is not None:
@@ -553,16 +556,16 @@ class AgentPanel(w.VBox):
     def _decided(self, event: ApprovalRequested) -> None:
         if id(event) not in self._questions:
             return
-        card, question, row = self._questions.pop(id(event))
+        card, question, row, _ = self._questions.pop(id(event))
         for button in row.children:
             button.disabled = True
         question.value = _note_html(f"{event.summary}: {_decision(event)}", "#fff4ce")
         self._retitle(card)
 
     def answer(self, event: ApprovalRequested) -> None:
-        """Wait for a click on the event's buttons (widget messages are handled meanwhile); Stop denies.
+        """Wait for a click on the event's buttons (main thread: the widgets change here); Stop denies.
 
-        Where clicks cannot be seen (not the main thread of an ipykernel 7), the question goes to stdin.
+        Where no click can reach the panel while a cell runs (see :mod:`.ui_events`), the question goes to stdin.
         """
         if event.decision is not None:
             return
@@ -570,41 +573,78 @@ class AgentPanel(w.VBox):
             self._end_text()
             self._keep(event)
             self._ask(event)
-        if not can_process_ui_events():
+        on_main = threading.current_thread() is threading.main_thread()
+        if self.route is None or not self.route.clickable or not on_main:
             ask_on_stdin(event)
         else:
-            self._answering = True  # a Stop now denies the question rather than interrupting the tool
+            self._answering = True  # a Stop now denies the question rather than interrupting a step
             try:
                 while event.decision is None and not self.stop_requested:
-                    process_ui_events()
-                    if event.decision is None:
-                        time.sleep(_CLICK_WAIT_SECONDS)
+                    self.route.fallback.process()
+                    self._take_clicks()
+                    if event.decision is None and not self.stop_requested:
+                        self.inbox.wait(_CLICK_WAIT_SECONDS)  # a handler on a subshell wakes it at once
             finally:
                 self._answering = False
             if event.decision is None:
                 event.deny("The user stopped the run.")
         self._decided(event)
 
+    def _clicked(self, *what: str) -> None:
+        """A button's handler: record the click and return; widgets change on the main thread (traitlets are not
+        thread-safe). A Stop handled off the main thread (a subshell) arrives while a step may be running."""
+        if self.route is not None:
+            self.route.note_click()
+        self.inbox.put(*what)
+        if what[0] == "stop" and threading.current_thread() is not threading.main_thread():
+            self._stop_arrived()
+
+    def _take_clicks(self) -> None:
+        """Apply the recorded clicks (main thread): decisions on their questions, then Stop."""
+        for what in self.inbox.take():
+            if what[0] == "stop":
+                self._request_stop()
+                continue
+            _, key, choice = what
+            asked = self._questions.get(int(key))
+            if asked is None or asked[3].decision is not None:
+                continue  # a second click on a question already answered
+            event = asked[3]
+            if choice == "deny":
+                event.deny()
+            else:
+                event.approve(for_run=choice == "run")
+            self._decided(event)
+
     def _request_stop(self) -> None:
-        # A Stop that already interrupted a running tool ends the run through the loop's own interrupt
-        # handling; the flag would cut its closing events (the step's output, its checkpoint) short.
-        self.stop_requested = not self._stop_signalled
+        # A Stop that interrupted a running step ends the run through the loop's own interrupt handling; the
+        # flag would cut its closing events (the step's output, its checkpoint) short. One that reached the step
+        # as it was ending (the interrupt was absorbed) is the run's to honour at its next event.
+        self.stop_requested = not (self._stop_signalled and STEP.landed)
         self.stop_button.disabled = True
         self.status.value = "stopping…"
 
     def _stop_arrived(self) -> None:
-        """A Stop click has just reached the kernel (on ipykernel's shell channel thread). While a tool runs,
-        the main thread sees no event until the tool returns, so interrupt it as a kernel interrupt would; the
-        SIGINT, aimed at the main thread, also wakes a blocking call. Otherwise the click's own handler will do."""
-        if self._running and not self._answering and self._finished is None:
-            # Not ``stop_requested``: the loop's own interrupt handling ends the run and says how, as it does
-            # after a kernel interrupt; the flag would cut its closing events short.
+        """A Stop click has just reached the kernel, off the main thread (a subshell's handler, or the fallback's
+        arrival hook). While the agent's step runs, the main thread sees no event until it returns, so the step
+        is interrupted as a kernel interrupt would; never Aries's own code around it. Touches no widget."""
+        self.stop_seen.set()
+        if not self._answering and self._finished is None and STEP.interrupt():
+            # Not ``stop_requested``: the loop's own interrupt handling ends the run and says how.
             self._stop_signalled = True
-            signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
 
     def poll(self) -> None:
-        """Handle pending widget messages (a Stop click), at most every tenth of a second."""
+        """Apply the clicks recorded so far; read the fallback's queue at most every tenth of a second."""
         now = time.monotonic()
-        if now - self._last_poll >= _POLL_SECONDS:
+        if self.route is not None and now - self._last_poll >= _POLL_SECONDS:
             self._last_poll = now
-            process_ui_events()
+            self.route.fallback.process()
+        self._take_clicks()
+
+
+def _current_route() -> ClickRoute | None:
+    """The running kernel's click route (None outside a kernel)."""
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    return click_route(shell) if shell is not None and getattr(shell, "kernel", None) is not None else None

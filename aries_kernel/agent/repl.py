@@ -18,6 +18,7 @@ from typing import Any
 
 from IPython.utils.capture import capture_output
 
+from aries_kernel.agent.step_window import STEP
 from aries_kernel.settings_owner import note_untrusted_code
 
 __all__ = ["ReplResult", "StepInterrupted", "run_code", "format_value", "truncate"]
@@ -113,12 +114,14 @@ def run_code(shell: Any, code: str, number: int = 0) -> ReplResult:
         try:
             tree = ast.parse(transformed, filename=filename)
             last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
-            exec(compile(tree, filename, "exec"), shell.user_ns)
-            if last is not None:
-                value = eval(compile(ast.Expression(last.value), filename, "eval"), shell.user_ns)
-                if value is not None:
-                    shell.user_ns["_"] = value
-                    value_text = format_value(value)
+            with STEP.running():  # a Stop interrupts this code, never the capture or formatting around it
+                exec(compile(tree, filename, "exec"), shell.user_ns)
+                value = None
+                if last is not None:
+                    value = eval(compile(ast.Expression(last.value), filename, "eval"), shell.user_ns)
+            if value is not None:
+                shell.user_ns["_"] = value
+                value_text = format_value(value)
         except KeyboardInterrupt:
             interrupted = True
         except BaseException as exc:  # the model sees what a human would see in the cell, SystemExit included

@@ -43,6 +43,7 @@ from aries_kernel.agent.patterns import (
 from aries_kernel.agent.repl import StepInterrupted, format_value, run_code, truncate
 from aries_kernel.agent.safety import EFFECTS, confine
 from aries_kernel.agent.settings import AriesAgent
+from aries_kernel.agent.step_window import STEP
 from aries_kernel.codebase.files import FileWalk
 from aries_kernel.redact import scrubbed_env
 from aries_kernel.rootfs import RootPathError
@@ -703,8 +704,9 @@ def bash(env: ToolEnv, command: str, timeout: float = 0) -> str:
     # losing a chunk already read (communicate() drops one when it lands between a read and its append).
     output = _Output(process)
     try:
-        process.wait(timeout=limit)
-        output.join(limit - (time.monotonic() - started))  # a child still holding the pipe counts as running
+        with STEP.running():  # a Stop interrupts the wait for the command, never the code around it
+            process.wait(timeout=limit)
+            output.join(limit - (time.monotonic() - started))  # a child holding the pipe counts as running
     except subprocess.TimeoutExpired:
         text = output.stop()
         raise ToolError(
