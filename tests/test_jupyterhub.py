@@ -65,8 +65,9 @@ def configurable_http_proxy() -> str:
         if candidate and os.access(candidate, os.X_OK):
             return candidate
     pytest.fail(
-        f"configurable-http-proxy not found ({CHP_VARIABLE}={named!r}, not on PATH, not in "
-        f"{sys.prefix}/node_modules/.bin): the JupyterHub test runs a real proxy. Install it with npm: "
+        "configurable-http-proxy not found ("
+        + (f"{CHP_VARIABLE}={named!r} is no executable" if named else f"not on PATH, not in {candidates[1]}")
+        + "): the JupyterHub test runs a real proxy. Install it with npm: "
         f"npm install --prefix {sys.prefix} configurable-http-proxy (.ci/run does).",
         pytrace=False,
     )
