@@ -461,6 +461,11 @@ try:
     print("step not interrupted")
 except KeyboardInterrupt:
     print("step interrupted", STEP.landed)
+try:
+    with STEP.running():
+        raise ValueError("the step's own error")
+except ValueError:
+    print("closed after an error", not STEP.open and not STEP.interrupt())
 """
 
     def stop_when_ready(msg: Message, so_far: list[Message]) -> None:
@@ -477,7 +482,7 @@ except KeyboardInterrupt:
     errors = [m["content"]["ename"] for m in messages if m["msg_type"] == "error"]
     assert not errors, errors
     assert "seen True requested True whole True" in printed, printed
-    assert "step interrupted True" in printed, printed
+    assert "step interrupted True" in printed and "closed after an error True" in printed, printed
 
 
 def test_status_says_the_panel_uses_the_shell_stream_fallback_on_ipykernel_7_4(lab: Any) -> None:

@@ -6,6 +6,11 @@ model is silent, a context meter (tokens used of the window, phase, cost) and a 
 of :mod:`aries_kernel.agent.events`, exactly like the text renderer: call the panel with each event, and
 :meth:`AgentPanel.answer` with each :class:`ApprovalRequested`.
 
+The buttons' handlers may run on a subshell's thread while the cell runs (see :mod:`.ui_events`): they only
+record the click in the panel's :class:`~.ui_events.ClickInbox`. Every widget change happens on the main thread,
+in :meth:`AgentPanel.answer` (which waits for the click) and :meth:`AgentPanel.poll` (called with each event). A
+Stop that arrives while the agent's step runs interrupts that step only (:mod:`aries_kernel.agent.step_window`).
+
 When the run ends, :meth:`AgentPanel.finish` replaces the live output by a :class:`TranscriptRecord` (HTML with
 a plain-text fallback, no widget), so a saved notebook, ``nbconvert`` and a plain viewer show the whole run
 without the kernel. Below it, until the next cell runs, a :class:`RewindBar` has a Rewind button for each turn

@@ -49,10 +49,10 @@ class StepWindow:
         try:
             yield
         except KeyboardInterrupt:
-            self._close()
             self.landed = self._sent
             raise
-        self._close()
+        finally:  # whatever the step raised (its own errors included), the window closes
+            self._close()
 
     def _close(self) -> None:
         sent = False
