@@ -129,14 +129,15 @@ def _decoded(value: Any, kind: str) -> StoredProfiles | None:
     if not (isinstance(value, tuple) and len(value) == 3 and isinstance(value[0], tuple)):
         return None
     part = value[1] if kind == "function" else value[2]
-    if not (isinstance(part, tuple) and len(part) == 3 and all(type(b) is bytes for b in part)):
-        return None
-    if len(part[0]) % 4 or len(part[1]) % 4 or len(part[2]) % 2:
+    if not (isinstance(part, tuple) and len(part) == 4 and all(type(b) is bytes and len(b) % 4 == 0 for b in part)):
         return None
     try:
-        return StoredProfiles.decode(value[0], part)
+        profiles = StoredProfiles.decode(value[0], part)
     except (IndexError, TypeError, ValueError):
         return None
+    offsets = profiles.offsets
+    ok = len(offsets) == len(profiles.lines) + 1 and offsets[0] == 0 and offsets[-1] == len(profiles.codes)
+    return profiles if ok and len(profiles.counts) == len(profiles.codes) and np.all(np.diff(offsets) >= 0) else None
 
 
 def _similarities(target: ShapeProfile, profiles: StoredProfiles, lines: np.ndarray) -> np.ndarray:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import re
 from array import array
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -135,9 +136,11 @@ def node_type_sequence(node: Node) -> list[str]:
 # Node types get small integer ids (per process) so n-grams pack into one int64: three 16-bit fields.
 _TYPE_IDS: dict[str, int] = {}
 _UNIGRAM = 1 << 48
-# In a stored profile a file's node types are numbered per file, in 16 bits (no grammar has 1,024 named node
-# types; a file that had would be profiled when asked, not stored).
+# In a stored profile a file's node types are numbered per file, and an n-gram packs into 32 bits: three 10-bit
+# fields (no grammar has 1,024 named node types; a file that had would be profiled when asked, not stored).
 _LOCAL_TYPES = 1 << 10
+_LOCAL_UNIGRAM = 1 << 30
+_FIELD = _LOCAL_TYPES - 1
 # How many times its own size a file's exact hashes may read (see Fingerprints).
 EXACT_BUDGET = 8
 
@@ -282,8 +285,8 @@ class Fingerprints:
         # The file's node types, numbered from 0 in order of appearance; the nesting marks, which profiles
         # leave out, as -1.
         self._ids: dict[str, int] = dict.fromkeys(_BRACKETS, -1)
-        # (kind, line) -> ((start byte, -end byte), the definition's node types in this file's numbering)
-        self._found: dict[tuple[str, int], tuple[tuple[int, int], list[int]]] = {}
+        # (kind, line) -> ((start byte, -end byte), n-gram codes, their counts)
+        self._found: dict[tuple[str, int], tuple[tuple[int, int], list[int], list[int]]] = {}
 
     def hashes(self, definition: Node, shape_node: Node, text: bytes) -> tuple[str, str]:
         """``(shape_hash(shape_node), exact_hash(text))``, profiling ``definition`` on the way."""
@@ -297,36 +300,40 @@ class Fingerprints:
             if held is None or order < held[0]:
                 same = profiled.id == shape_node.id
                 walked = tokens if same else _shape_tokens(profiled, self._tokens)
-                self._found[key] = (order, self._sequence(walked))
+                self._found[key] = (order, *self._profile(walked))
         if len(text) > self._budget:
             return _digest(" ".join(tokens).encode()), ""
         self._budget -= len(text)
         return _digest(" ".join(tokens).encode()), exact_hash(text)
 
-    def _sequence(self, tokens: list[str]) -> list[int]:
-        """The node types of `ShapeProfile.of` (nesting marks left out), in this file's numbering. Their n-grams
-        are counted when the profiles are read (:meth:`StoredProfiles.decode`, vectorized), not here: counting
-        them in the worker was a fifth of the index's CPU time."""
+    def _profile(self, tokens: list[str]) -> tuple[list[int], list[int]]:
+        """The n-gram counts of `ShapeProfile.of`, in this file's numbering of node types."""
         known = self._ids
         for kind in sorted(set(tokens).difference(known)):
             known[kind] = len(known) - len(_BRACKETS)
-        return list(filter((-1).__lt__, map(known.__getitem__, tokens)))
+        ids = [i for i in map(known.__getitem__, tokens) if i >= 0]
+        unigrams = Counter(ids)
+        trigrams = Counter(zip(ids, ids[1:], ids[2:], strict=False))
+        codes = [_LOCAL_UNIGRAM | i for i in unigrams]
+        codes += [(a << 20) | (b << 10) | c for a, b, c in trigrams]
+        return codes, [*unigrams.values(), *trigrams.values()]
 
     def encode(self) -> tuple[Any, ...] | None:
-        """``(node types, function profiles, class profiles)``, each profiles part three buffers: the definitions'
-        lines and the offsets of each one's node types (``array("I")``), and those types (``array("H")``,
-        numbered as in the first); None when the file's types do not fit the packing."""
+        """``(node types, function profiles, class profiles)``, each profiles part four ``array("I")`` buffers
+        (lines, offsets into the codes, codes, counts); None when the file's types do not fit the packing."""
         types = tuple(kind for kind, i in self._ids.items() if i >= 0)  # in the order of their numbers
         if len(types) > _LOCAL_TYPES:
             return None
         parts = []
         for kind in ("function", "class"):
             lines = sorted(line for k, line in self._found if k == kind)
-            offsets, sequence = array("I", [0]), array("H")
+            offsets, codes, counts = array("I", [0]), array("I"), array("I")
             for line in lines:
-                sequence.extend(self._found[(kind, line)][1])
-                offsets.append(len(sequence))
-            parts.append((array("I", lines).tobytes(), offsets.tobytes(), sequence.tobytes()))
+                _, found, times = self._found[(kind, line)]
+                codes.extend(found)
+                counts.extend(times)
+                offsets.append(len(codes))
+            parts.append((array("I", lines).tobytes(), offsets.tobytes(), codes.tobytes(), counts.tobytes()))
         return (types, *parts)
 
 
@@ -342,40 +349,16 @@ class StoredProfiles:
     totals: npt.NDArray[np.float64]
 
     @classmethod
-    def decode(cls, types: tuple[str, ...], part: tuple[bytes, bytes, bytes]) -> StoredProfiles:
-        """The profiles of one kind from :meth:`Fingerprints.encode`: each definition's unigram and trigram
-        counts of its node types, renumbered as this process numbers them (``ShapeProfile.of``'s codes). Raises
-        ValueError when ``part`` is not of that form."""
+    def decode(cls, types: tuple[str, ...], part: tuple[bytes, bytes, bytes, bytes]) -> StoredProfiles:
+        """The profiles of one kind from :meth:`Fingerprints.encode`, the file's types renumbered as this
+        process numbers them."""
         import numpy as np
 
-        lines, offsets = (np.frombuffer(b, dtype=np.uint32).astype(np.int64) for b in part[:2])
-        local = np.frombuffer(part[2], dtype=np.uint16).astype(np.int64)
-        if (
-            len(offsets) != len(lines) + 1
-            or offsets[0] != 0
-            or offsets[-1] != len(local)
-            or np.any(np.diff(offsets) < 0)
-            or (len(local) and local.max() >= len(types))
-        ):
-            raise ValueError("not a stored profile")
+        lines, offsets, local, counts = (np.frombuffer(b, dtype=np.uint32).astype(np.int64) for b in part)
         ids = np.array([_TYPE_IDS.setdefault(t, len(_TYPE_IDS)) for t in types], dtype=np.int64)
-        sequence = ids[local]
-        sizes = np.diff(offsets)
-        owner = np.repeat(np.arange(len(sizes)), sizes)
-        # A trigram starts at every position at least two before its definition's end.
-        at = np.flatnonzero(np.arange(len(sequence)) + 2 < offsets[1:][owner])
-        trigrams = (sequence[at] << 32) | (sequence[at + 1] << 16) | sequence[at + 2]
-        codes = np.concatenate([sequence | _UNIGRAM, trigrams])
-        owner = np.concatenate([owner, owner[at]])
-        order = np.lexsort((codes, owner))  # by definition, then code: runs of one n-gram
-        codes, owner = codes[order], owner[order]
-        first = np.ones(len(codes), dtype=bool)
-        first[1:] = (codes[1:] != codes[:-1]) | (owner[1:] != owner[:-1])
-        starts = np.flatnonzero(first)
-        counts = np.diff(np.append(starts, len(codes)))
-        owner = owner[starts]
-        bounds = np.searchsorted(owner, np.arange(len(lines) + 1))
-        return cls.flat(lines, bounds.astype(np.int64), codes[starts], counts.astype(np.int64))
+        first, second, third = ids[(local >> 20) & _FIELD], ids[(local >> 10) & _FIELD], ids[local & _FIELD]
+        codes = np.where(local >= _LOCAL_UNIGRAM, third | _UNIGRAM, (first << 32) | (second << 16) | third)
+        return cls.flat(lines, offsets, codes, counts)
 
     @classmethod
     def of(cls, profiles: dict[int, ShapeProfile]) -> StoredProfiles:

@@ -62,7 +62,7 @@ __all__ = [
 ]
 
 SCHEMA_VERSION = (
-    "14"  # bump when extraction, the symbol hashes, the stored scores or the record format change
+    "13"  # bump when extraction, the symbol hashes, the stored scores or the record format change
 )
 log = logging.getLogger(__name__)
 
