@@ -166,10 +166,11 @@ class SpendLimits:
     @property
     def team(self) -> TeamLedger | None:
         """The team ledger the day is counted in, or None (no team vault: the local file)."""
-        if not self._team_known:
-            self._team = team_ledger(self.settings, self._path)
-            self._team_known = True
-        return self._team
+        with self._lock:  # one ledger, whichever thread asks first
+            if not self._team_known:
+                self._team = team_ledger(self.settings, self._path)
+                self._team_known = True
+            return self._team
 
     def close(self) -> None:
         """Release the team ledger's database connections, if it has any (it reconnects on demand)."""
