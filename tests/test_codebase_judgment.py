@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 from tree_sitter import Node
 
-from aries_kernel.codebase import Codebase, CodebaseError, judgment
+from aries_kernel.codebase import Codebase, CodebaseError, judgment, shapes
 from aries_kernel.codebase.languages import parse
 from aries_kernel.codebase.shapes import ShapeProfile, exact_hash, naming_style, shape_hash, split_identifier
 
@@ -472,6 +472,32 @@ def test_every_hashed_definition_has_the_profile_a_parse_gives(tmp_path: Path) -
                         got = dict(zip(found.codes[start:end], found.counts[start:end], strict=True))
                         want = dict(zip(expected[line].codes, expected[line].counts, strict=True))
                         assert got == want and found.totals[row] == expected[line].total, (file, line)
+
+
+def test_the_shape_walk_reads_each_node_by_its_kind_as_by_its_type() -> None:
+    """The walk takes a node's token from its kind id, one lookup a file shares across its definitions; it gives
+    what reading each node's namedness and type gives, aliased nodes (TypeScript's property_identifier) too."""
+
+    def by_type(node: Node) -> list[str]:
+        own = [node.type] if node.is_named and node.type not in shapes._NOISE_TYPES else []
+        inner = [token for child in node.children for token in by_type(child)]
+        return own + (["(", *inner, ")"] if node.children else [])
+
+    from aries_kernel.codebase.languages import language_for_path
+
+    checked = 0
+    for fixture in PROFILED:
+        for path in sorted(fixture.rglob("*")):
+            language = language_for_path(path.name)
+            if language is None or not path.is_file() or path.suffix == ".ipynb":
+                continue
+            root = parse(path.read_bytes(), language).root_node
+            known: dict[int, str | None] = {}
+            nodes = [root, *(n for n in judgment._walk(root) if n.type in shapes.DEFINITION_TYPES)]
+            for node in nodes:
+                assert shapes._walk_types(node, known) == by_type(node), (path, node.start_point)
+                checked += 1
+    assert checked > 100
 
 
 # ---------------------------------------------------------------------------------- shapes (no index needed)
