@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -28,6 +27,7 @@ from aries_kernel.kernelspec import KERNEL_NAME
 from tests.kernel_harness import JUPYTER_DATA
 from tests.kernel_websocket import Channels
 from tests.loopback import ScriptedModelServer
+from tests.net_support import free_port
 
 # From the client, per kernel: what a hub's spawner would set.
 CLIENT_ENV = (
@@ -38,12 +38,6 @@ CLIENT_ENV = (
     "ANTHROPIC_API_KEY",
     "ANTHROPIC_BASE_URL",
 )
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 class Gateway:
@@ -76,7 +70,7 @@ class Gateway:
 
 @pytest.fixture
 def gateway(tmp_path: Path) -> Iterator[Gateway]:
-    port = _free_port()
+    port = free_port()
     workdir = tmp_path / "gateway-cwd"  # not the repository: the root must come from ARIES_ROOT
     workdir.mkdir()
     env = {
