@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from aries_kernel.codebase import Codebase
+from aries_kernel.codebase import Codebase, extract
 from aries_kernel.codebase.store import SCHEMA_VERSION, IndexStore, schema_of
 from aries_kernel.codebase.team_index import head_commit, publish, team_index
 
@@ -87,8 +87,18 @@ def test_the_second_member_starts_from_the_first_members_index_and_parses_only_w
 
     bob = member(tmp_path, monkeypatch, "bob", origin)
     (bob / "pkg" / "m3.py").write_text("from pkg import m4\n\ndef f3(x, y):\n    return x * y\n")
+    reads: list[str] = []
+    read_source = extract.read_source
+
+    def reading(root: str, rel: str, cap: int) -> bytes:
+        reads.append(rel)
+        return read_source(root, rel, cap)
+
+    monkeypatch.setattr(extract, "read_source", reading)
     second = indexed(bob)
+    monkeypatch.setattr(extract, "read_source", read_source)
     assert "started from the team index of commit" in second.status(), second.status()
+    assert set(reads) == {"pkg/m3.py"}, "git vouches for the rest: only the changed file is read (and parsed)"
     assert second.last_run["parsed"] == 1 and second.last_run["reused"] == files - 1, second.last_run
     assert "f3" in second.find_symbol("f3").to_string() and "x * y" in (bob / "pkg" / "m3.py").read_text()
 

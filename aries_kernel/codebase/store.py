@@ -426,10 +426,10 @@ class IndexStore:
         except sqlite3.Error:
             return True
 
-    def copy_to(self, target: IndexStore, leave_out: Collection[str] = (), blobs: bool = True) -> int:
+    def copy_to(self, target: IndexStore, only: Collection[str] | None = None) -> int:
         """:func:`copy_index` of this store into ``target``, through a connection of its own (queries on this
         store do not wait for the copy)."""
-        return copy_index(self.path, self._key, target, leave_out, blobs)
+        return copy_index(self.path, self._key, target, only)
 
     def delete(self, paths: Iterable[str]) -> None:
         """Forget files that are gone."""
@@ -486,12 +486,18 @@ class IndexStore:
 
 
 def copy_index(
-    path: Path, key: IndexKey, target: IndexStore, leave_out: Collection[str] = (), blobs: bool = True
+    path: Path,
+    key: IndexKey,
+    target: IndexStore,
+    only: Collection[str] | None = None,
+    stat_of: Callable[[str], tuple[int, int] | None] | None = None,
 ) -> int:
     """Copy the rows of the index at ``path`` into ``target`` in one transaction, each row's MAC checked under
     ``key`` and the row tagged again under ``target``'s; nothing is unmarshalled and nothing is written to
-    ``path`` (a team's shared copy is only read). The files of ``leave_out`` are not copied, nor the graph and
-    its scores unless ``blobs``. Returns how many files were copied.
+    ``path`` (a team's shared copy is only read). With ``only``, just those files are copied, and the graph and
+    its scores only if no file was left out. ``stat_of(path)`` gives the (size, mtime_ns) a file is known to
+    have with the same content as its row (None: not known); a row whose size matches takes them, so the
+    file is not read again to be recognised. Returns how many files were copied.
 
     Raises :class:`ForeignIndex`, and copies nothing, when the file is not an index of this schema or a row
     does not verify (a forged or damaged copy)."""
@@ -512,10 +518,13 @@ def copy_index(
                 raise ForeignIndex(f"the {table} row of {row[0]!r} does not verify under its key")
             return target._key.tag(fields, blob[TAG_BYTES:]) + blob[TAG_BYTES:]
 
+        left_out = [0]
+
         def files() -> Iterator[tuple[Any, ...]]:
             for row in source.execute("SELECT path, size, mtime_ns, hash, record FROM files"):
                 path, size, mtime_ns, digest, blob = row
-                if path in leave_out:
+                if only is not None and path not in only:
+                    left_out[0] += 1
                     continue
                 if not (
                     isinstance(path, str)
@@ -524,25 +533,31 @@ def copy_index(
                     and isinstance(digest, str)
                 ):
                     raise ForeignIndex(f"malformed files row {path!r}")
+                body = checked("files", row, (path, size, mtime_ns, digest), blob)[TAG_BYTES:]
+                local = stat_of(path) if stat_of is not None else None
+                if local is not None and local[0] == size:
+                    size, mtime_ns = local
                 copied[0] += 1
                 yield (
                     path,
                     size,
                     mtime_ns,
                     digest,
-                    checked("files", row, (path, size, mtime_ns, digest), blob),
+                    target._key.tag((path, size, mtime_ns, digest), body) + body,
                 )
 
         def judgments() -> Iterator[tuple[Any, ...]]:
             for row in source.execute("SELECT path, kind, hash, blob FROM judgment"):
                 path, kind, digest, blob = row
-                if path in leave_out:
+                if only is not None and path not in only:
                     continue
                 if not (isinstance(path, str) and kind in JUDGMENT_KINDS and isinstance(digest, str)):
                     raise ForeignIndex(f"malformed judgment row {path!r}")
                 yield path, kind, digest, checked("judgment", row, (f"{kind}:{path}", 0, 0, digest), blob)
 
         def graph() -> Iterator[tuple[Any, ...]]:
+            if left_out[0]:  # a graph of files not all copied is not this index's graph
+                return
             for row in source.execute("SELECT name, tag, blob FROM graph"):
                 name, tag, blob = row
                 if name not in _BLOBS or not isinstance(tag, bytes) or not isinstance(blob, bytes):
@@ -551,15 +566,10 @@ def copy_index(
                     raise ForeignIndex(f"the stored {name} does not verify under its key")
                 yield name, target._key.tag((name, len(blob), 0, SCHEMA_VERSION), blob), blob
 
-        writes = [
-            ("INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?)", files()),
-            ("INSERT OR REPLACE INTO judgment VALUES (?, ?, ?, ?)", judgments()),
-        ]
-        if blobs:
-            writes.append(("INSERT OR REPLACE INTO graph VALUES (?, ?, ?)", graph()))
-        with target._lock, target._conn:
-            for sql, rows in writes:
-                target._conn.executemany(sql, rows)
+        with target._lock, target._conn:  # files first: the graph is copied only when they all were
+            target._conn.executemany("INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?)", files())
+            target._conn.executemany("INSERT OR REPLACE INTO judgment VALUES (?, ?, ?, ?)", judgments())
+            target._conn.executemany("INSERT OR REPLACE INTO graph VALUES (?, ?, ?)", graph())
     except (sqlite3.Error, _Broken) as exc:
         raise ForeignIndex(f"not an index ({exc})") from None
     finally:

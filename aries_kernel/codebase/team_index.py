@@ -9,11 +9,12 @@ verifies, so a forged, truncated or foreign copy is refused whole, with a messag
 its own; nobody's kernel can be fed a forged index by someone without the team key.
 
 - **Adopt** (:func:`adopt`): a kernel whose own ``.aries/index.db`` is empty copies the rows of its commit's
-  copy into it, tagged again under the user's key. The usual warm start follows: a file whose size and mtime
-  differ (all of them, on another machine) is read and hashed, and parsed only when its content differs.
-- **Publish** (:func:`publish`): after an index of a commit that has no copy yet, the kernel writes one. Files
-  that differ from the commit (``git status``: changed or untracked) are left out, and the graph too when there
-  are any, so nobody receives a member's unsaved work. The copy is written to a temporary file and linked into
+  copy into it, tagged again under the user's key. A file git tracks and says is as the commit has it takes
+  this tree's stat keys, so the warm start that follows reuses its record without reading it; every other file
+  is read and hashed, and parsed only when its content differs: only what differs from the commit is parsed.
+- **Publish** (:func:`publish`): after an index of a commit that has no copy yet, the kernel writes one of the
+  files git tracks and says are as the commit has them; a changed, untracked or ignored file is left out, and
+  the graph too when any is, so nobody receives a member's unsaved work. The copy is written to a temporary file and linked into
   place, so a reader sees a whole copy or none, and of two members publishing one commit at once, the first
   wins; a copy of an older schema is replaced.
 """
@@ -23,6 +24,7 @@ from __future__ import annotations
 import logging
 import os
 import secrets
+import stat
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -109,6 +111,16 @@ def changed_files(root: Path) -> set[str] | None:
     return {path for path in inside if not path.startswith(".aries/")}  # Aries' own folder is not indexed
 
 
+def committed_files(root: Path) -> tuple[frozenset[str], int] | None:
+    """The files under ``root`` that git tracks and says are as the commit has them, and how many tracked or
+    untracked files differ (None when git fails). Only these are shared, and only these are taken on trust."""
+    tracked = _git(root, "ls-files", "-z", "--", ".")  # paths relative to root, as the index has them
+    changed = changed_files(root)
+    if tracked is None or changed is None:
+        return None
+    return frozenset(path for path in tracked.split("\0") if path and path not in changed), len(changed)
+
+
 def adopt(store: IndexStore, root: Path, team: TeamIndex) -> str:
     """Fill an empty ``store`` from the team's copy of ``root``'s commit; says what happened."""
     commit = head_commit(root)
@@ -117,8 +129,24 @@ def adopt(store: IndexStore, root: Path, team: TeamIndex) -> str:
     copy = team.copy_of(commit)
     if not copy.is_file():
         return f"no team index of commit {commit[:12]} yet"
+    committed = committed_files(root)
+    same = committed[0] if committed is not None else frozenset()
+
+    def stat_of(rel: str) -> tuple[int, int] | None:
+        """This tree's stat keys of a file git says is as the commit has it, so the copy's record is its
+        record and the file need not be read to be recognised (every other file is read and hashed)."""
+        if rel not in same:
+            return None
+        try:
+            info = os.lstat(root / rel)
+        except OSError:
+            return None
+        return (info.st_size, info.st_mtime_ns) if stat.S_ISREG(info.st_mode) else None
+
     try:
-        count = copy_index(copy, team.key, store)  # only read: nothing is written to the team's copy
+        count = copy_index(
+            copy, team.key, store, stat_of=stat_of
+        )  # only read: nothing is written to the copy
     except ForeignIndex as exc:
         message = f"the team index {copy} is not used: {exc}"
         log.warning("%s", message)
@@ -136,15 +164,16 @@ def publish(store: IndexStore, root: Path, team: TeamIndex) -> str:
     replace = final.exists() and schema_of(final) != SCHEMA_VERSION
     if final.exists() and not replace:
         return f"the team index of commit {commit[:12]} exists"
-    changed = changed_files(root)
-    if changed is None:
-        return "git status failed: no team index written"
+    committed = committed_files(root)
+    if committed is None:
+        return "git failed: no team index written"
+    shared, changed = committed
     temp = final.with_name(f".{final.name}.{os.getpid()}.{secrets.token_hex(4)}")
     try:
         team.folder.mkdir(parents=True, exist_ok=True)
         target = IndexStore(temp, team.key)
         try:
-            count = store.copy_to(target, leave_out=changed, blobs=not changed)
+            count = store.copy_to(target, only=shared)  # the graph too when nothing is left out
         finally:
             target.close()
         if replace:
@@ -160,5 +189,5 @@ def publish(store: IndexStore, root: Path, team: TeamIndex) -> str:
     finally:
         for suffix in ("", "-journal", "-wal", "-shm"):
             Path(f"{temp}{suffix}").unlink(missing_ok=True)
-    left = f", {len(changed):,} changed files left out" if changed else ""
+    left = f", {changed:,} changed files left out" if changed else ""
     return f"wrote the team index of commit {commit[:12]} ({count:,} files{left})"
