@@ -1,4 +1,4 @@
-"""``kill -USR1 <kernel pid>`` writes every thread's stack to a log file, for a hung loop (faulthandler).
+"""``kill -USR1 <kernel pid>`` writes every thread's stack to a log file, for a hung loop.
 
 The log folder is optional: when it cannot be created or written (a read-only home on a hub), the kernel starts
 without the stack dump and :func:`stack_dump_problem` says why and which setting moves the folder.
@@ -6,11 +6,13 @@ without the stack dump and :func:`stack_dump_problem` says why and which setting
 
 from __future__ import annotations
 
-import faulthandler
 import logging
 import os
 import signal
+import sys
+import threading
 import time
+import traceback
 from pathlib import Path
 from typing import IO
 
@@ -36,13 +38,14 @@ def install_stack_dump() -> Path | None:
     """Register SIGUSR1 to append all thread stacks to :func:`stack_dump_path`; returns the path, or None
     when there is no SIGUSR1 or the log file cannot be opened (then :func:`stack_dump_problem` says why).
 
-    The dump is a Python signal handler, run on the main thread with the GIL, so every other thread is held
-    still while its frames are read. faulthandler's own handler (``faulthandler.register``) runs in C at once
-    and reads the other threads' frames while they run: a dump taken while a background thread imported numpy
-    stopped halfway through a line, and the kernel never answered again (1 kernel in 5). Python runs the
-    handler as soon as the main thread is between two bytecodes or in a blocking call (which the signal
-    interrupts, PEP 475), which covers a hung loop, a lock wait and a stuck read; only a C call that holds the
-    GIL forever gets no dump. Must be called on the main thread (the kernel's extension loads there).
+    The signal's handler, on the main thread, only wakes a thread of its own, which reads every thread's
+    frames as Python code does, with the GIL, so none changes them under the dump. faulthandler's dump of all
+    threads reads them without: from its C handler, a dump taken while a background thread imported numpy
+    stopped halfway and the kernel never answered again (1 kernel in 5); called from Python on 3.13, it hung
+    the kernel while another thread ran. Python runs the handler as soon as the main thread is between two
+    bytecodes or in a blocking call (which the signal interrupts, PEP 475), which covers a hung loop, a lock
+    wait and a stuck read; only a C call that holds the GIL forever gets no dump. Must be called on the main
+    thread (the kernel's extension loads there).
     """
     global _log_file, _problem
     if not hasattr(signal, "SIGUSR1"):
@@ -53,7 +56,7 @@ def install_stack_dump() -> Path | None:
     try:
         path = stack_dump_path()
         path.parent.mkdir(parents=True, exist_ok=True)
-        # Kept open for the life of the process: the signal handler writes to it, and must not need to open it.
+        # Kept open for the life of the process: the dump needs no open() when the kernel is in trouble.
         _log_file = open(path, "a", encoding="utf-8")  # noqa: SIM115
     except (OSError, RuntimeError) as exc:
         where = path.parent if path is not None else "~/.aries/logs"
@@ -64,18 +67,44 @@ def install_stack_dump() -> Path | None:
         log.warning("%s", _problem)
         return None
     _problem = None
-    signal.signal(signal.SIGUSR1, _dump_stacks)
+    threading.Thread(target=_dump_on_request, name="aries-stack-dump", daemon=True).start()
+    signal.signal(signal.SIGUSR1, _request_dump)
+    # Restart the system calls the signal interrupts (SA_RESTART), as faulthandler's handler did: libzmq's
+    # and the kernel's threads are in reads and polls that an EINTR would end.
+    signal.siginterrupt(signal.SIGUSR1, False)
     return path
 
 
-def _dump_stacks(signum: int, frame: object) -> None:
-    """SIGUSR1's handler: every thread's stack, the main thread's (where it was when the signal came) included."""
-    if _log_file is None:
-        return
-    _log_file.write(f"--- kill -USR1 at {time.strftime('%Y-%m-%d %H:%M:%S')} ---\n")
-    _log_file.flush()
-    faulthandler.dump_traceback(file=_log_file, all_threads=True)
-    _log_file.flush()
+_dump_requested = threading.Event()
+
+
+def _request_dump(signum: int, frame: object) -> None:
+    """SIGUSR1's handler, on the main thread: it only wakes the dumping thread (a handler that does more runs
+    inside whatever the main thread was doing)."""
+    _dump_requested.set()
+
+
+def _dump_on_request() -> None:
+    """Write every thread's stack each time SIGUSR1 asks. The frames come from ``sys._current_frames()``, read
+    with the GIL held like any Python code, so no thread changes them under the dump (faulthandler's dump of all
+    threads hung the kernel on Python 3.13 while a thread ran)."""
+    while True:
+        _dump_requested.wait()
+        _dump_requested.clear()
+        if _log_file is not None:
+            _log_file.write(_all_stacks())
+            _log_file.flush()
+
+
+def _all_stacks() -> str:
+    """Every thread's stack, most recent call last, under a line with the time."""
+    names = {thread.ident: thread.name for thread in threading.enumerate()}
+    parts = [f"--- kill -USR1 at {time.strftime('%Y-%m-%d %H:%M:%S')} ---\n"]
+    for ident, frame in sys._current_frames().items():
+        parts.append(f"Thread 0x{ident:016x} ({names.get(ident, 'not a threading thread')}):\n")
+        parts.extend(traceback.format_stack(frame))
+        parts.append("\n")
+    return "".join(parts)
 
 
 def stack_dump_problem() -> str | None:

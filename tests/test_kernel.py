@@ -226,8 +226,12 @@ def test_usr1_dumps_while_other_threads_run_and_the_kernel_answers_after_each(
         dump = logs / f"stack-dump-{pid}.txt"
         for count in range(1, 21):
             os.kill(pid, signal.SIGUSR1)
-            # Each dump ends with the main thread, whose stack starts at the kernel's entry point.
+            deadline = time.monotonic() + 60  # a dump that never comes fails here
+            while not (dump.exists() and dump.read_text().count("--- kill -USR1 at") == count):
+                assert time.monotonic() < deadline, f"dump {count} was not written"
+                time.sleep(0.05)
             assert run_cell(kc, "1 + 1", timeout=60).result == "2", f"the kernel answers after dump {count}"
+            # Each dump has the main thread, whose stack starts at the kernel's entry point.
             assert dump.read_text().count("in _run_module_as_main") == count
         assert "in _deep" in dump.read_text(), "the busy thread's stack is in the dumps"
         run_cell(kc, "_stop_churn.set()")
