@@ -349,7 +349,10 @@ def test_the_ask_button_of_a_runs_record_inserts_its_steps_after_a_reload(
     assert cell_sources(book)[code_index + 1] == "d = 4"
     answer = book.panel.locator(".jp-Cell").nth(code_index + 2)
     assert "jp-MarkdownCell" in (answer.get_attribute("class") or "")
-    assert f"Done: {ASKED}." in answer.inner_text()
+    # A new markdown cell renders a moment after it is inserted (and only once in view): wait for it.
+    answer.scroll_into_view_if_needed()
+    rendered = answer.locator(".jp-RenderedMarkdown").get_by_text(f"Done: {ASKED}.")
+    book.wait_visible(rendered, "the answer rendered as markdown", timeout=30)
     assert page.locator(".jp-Dialog").count() == 0
 
     where = cell_sources(book).index(WHERE) - 1  # a code cell's index: the answer above it is markdown

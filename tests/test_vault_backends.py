@@ -22,6 +22,7 @@ from aries_kernel.redact import mask_url
 from aries_kernel.vault import HashEmbedder, open_vault
 from aries_kernel.vault.db import VaultIndex, schema
 from aries_kernel.vault.db.schema import MIGRATIONS
+from tests.process_support import finish
 
 pytestmark = pytest.mark.usefixtures("backend")
 
@@ -191,7 +192,7 @@ def test_sqlite_index_deleted_or_truncated_mid_burst(backend: str, vault_env: Pa
         os.truncate(db, 0)
     returned = list(seen)
     for proc in writers:
-        out, err = proc.communicate(timeout=600)
+        out, err = finish(proc)  # lines were read from it: see finish
         assert proc.returncode == 0, err
         returned.extend(line.strip() for line in out.splitlines() if line.strip())
     assert len(returned) == 300
@@ -227,7 +228,7 @@ def test_server_restarted_mid_burst(
     pg_server.start()
     errors = ["".join(waited)]
     for proc in writers:
-        out, err = proc.communicate(timeout=600)
+        out, err = finish(proc)  # lines were read from it: see finish
         assert proc.returncode == 0, err
         returned.extend(line.strip() for line in out.splitlines() if line.strip())
         errors.append(err)

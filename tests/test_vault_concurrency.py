@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from aries_kernel.vault import HashEmbedder, open_vault
+from tests.process_support import finish
 
 WRITER = textwrap.dedent(
     """
@@ -112,7 +113,7 @@ def test_index_deleted_under_four_writer_processes_loses_no_add(tmp_path: Path) 
     for suffix in ("", "-wal", "-shm"):
         Path(str(db) + suffix).unlink(missing_ok=True)
     late = start("L", 60)  # starts after the deletion
-    outputs = [(p, *p.communicate(timeout=600)) for p in [*procs, late]]
+    outputs = [(p, *finish(p)) for p in [*procs, late]]  # the first was read from: see finish
     returned = list(seen)
     for proc, out, err in outputs:
         assert proc.returncode == 0, err
