@@ -14,15 +14,13 @@ import threading
 import time
 import traceback
 from pathlib import Path
-from typing import IO
-
 from aries_kernel.paths import aries_path
 
 __all__ = ["install_stack_dump", "stack_dump_path", "stack_dump_problem"]
 
 log = logging.getLogger(__name__)
 
-_log_file: IO[str] | None = None
+_log_path: Path | None = None
 _problem: str | None = None
 
 
@@ -47,17 +45,17 @@ def install_stack_dump() -> Path | None:
     wait and a stuck read; only a C call that holds the GIL forever gets no dump. Must be called on the main
     thread (the kernel's extension loads there).
     """
-    global _log_file, _problem
+    global _log_path, _problem
     if not hasattr(signal, "SIGUSR1"):
         return None
-    if _log_file is not None:
-        return Path(_log_file.name)
+    if _log_path is not None:
+        return _log_path
     path: Path | None = None
     try:
         path = stack_dump_path()
         path.parent.mkdir(parents=True, exist_ok=True)
-        # Kept open for the life of the process: the dump needs no open() when the kernel is in trouble.
-        _log_file = open(path, "a", encoding="utf-8")  # noqa: SIM115
+        with open(path, "a", encoding="utf-8"):  # writable now; each dump opens it again on its own thread
+            pass
     except (OSError, RuntimeError) as exc:
         where = path.parent if path is not None else "~/.aries/logs"
         _problem = (
@@ -67,6 +65,7 @@ def install_stack_dump() -> Path | None:
         log.warning("%s", _problem)
         return None
     _problem = None
+    _log_path = path
     threading.Thread(target=_dump_on_request, name="aries-stack-dump", daemon=True).start()
     signal.signal(signal.SIGUSR1, _request_dump)
     # Restart the system calls the signal interrupts (SA_RESTART), as faulthandler's handler did: libzmq's
@@ -91,9 +90,13 @@ def _dump_on_request() -> None:
     while True:
         _dump_requested.wait()
         _dump_requested.clear()
-        if _log_file is not None:
-            _log_file.write(_all_stacks())
-            _log_file.flush()
+        if _log_path is None:
+            continue
+        try:
+            with open(_log_path, "a", encoding="utf-8") as log_file:
+                log_file.write(_all_stacks())
+        except OSError as exc:  # the folder went away or filled up: say so where the kernel logs
+            log.warning("Could not write the stack dump to %s: %s", _log_path, exc)
 
 
 def _all_stacks() -> str:

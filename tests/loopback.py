@@ -43,6 +43,8 @@ from typing import Any, Self
 
 import pytest
 
+from aries_kernel.models import server as server_facts
+
 __all__ = ["RecordedRequest", "Reply", "ScriptedModelServer", "model_server"]
 
 _ANTHROPIC_ERRORS = {
@@ -179,6 +181,11 @@ class ScriptedModelServer:
             self.max_in_flight = 0
 
     def start(self) -> Self:
+        # The kernel caches what a server at an address is, process-wide; the OS may hand this server the port
+        # of one an earlier test closed, which was another kind of server (a LiteLLM proxy cached as
+        # "not local" made a llama.cpp test see list prices).
+        for base_url in (self.anthropic_url, self.openai_url):
+            server_facts.forget(base_url)
         self._thread = threading.Thread(target=self._httpd.serve_forever, name="model-loopback", daemon=True)
         self._thread.start()
         return self
