@@ -14,6 +14,7 @@ import threading
 import time
 import traceback
 from pathlib import Path
+
 from aries_kernel.paths import aries_path
 
 __all__ = ["install_stack_dump", "stack_dump_path", "stack_dump_problem"]
