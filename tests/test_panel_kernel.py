@@ -368,12 +368,36 @@ def test_memory_off_in_a_fresh_vault_is_said_once_per_kernel_in_one_line(
     assert "Memory: off, the vault has no notes yet (" in status.stdout + (status.result or ""), "where it is"
 
 
-def run_on(kc: Any, code: str, subshell_id: str) -> str:
-    """Send ``code`` to run on a subshell (as JupyterLab's subshell console does) and return its msg_id."""
-    request = kc.session.msg("execute_request", {"code": code, "silent": False, "store_history": False})
+def run_on(kc: Any, code: str, subshell_id: str, silent: bool = False) -> str:
+    """Send ``code`` to run on a subshell (as JupyterLab's subshell console does) and return its msg_id;
+    ``silent`` as JupyterLab's own silent requests: IPython runs no ``pre_run_cell`` callback for it."""
+    request = kc.session.msg("execute_request", {"code": code, "silent": silent, "store_history": False})
     request["header"]["subshell_id"] = subshell_id
     kc.shell_channel.send(request)
     return str(request["header"]["msg_id"])
+
+
+def route_to(kc: Any, comm_ids: list[str], subshell_id: str) -> None:
+    """Have the next clicks on these comms handled on the subshell: each publishes from it (an empty update),
+    and ipykernel routes a comm's messages to the thread that last published on it. Silent, so no
+    ``pre_run_cell`` callback (a Rewind bar's retirement) runs."""
+    sends = "".join(
+        f"get_ipython().kernel.comm_manager.get_comm({comm_id!r}).send("
+        "{'method': 'update', 'state': {}, 'buffer_paths': []})\n"
+        for comm_id in comm_ids
+    )
+    ran_on(kc, sends, subshell_id, silent=True)
+
+
+def ran_on(kc: Any, code: str, subshell_id: str, silent: bool = False) -> None:
+    """:func:`run_on` and wait for the subshell's reply: what was sent to that subshell before has been handled
+    (a subshell handles its messages in order)."""
+    sent = run_on(kc, code, subshell_id, silent)
+    while True:
+        reply = kc.get_shell_msg(timeout=60)  # a hang fails here
+        if reply["parent_header"].get("msg_id") == sent:
+            assert reply["content"]["status"] == "ok", reply["content"]
+            return
 
 
 def test_a_click_handled_on_a_subshell_changes_the_widgets_on_the_main_thread(
@@ -395,19 +419,7 @@ def test_a_click_handled_on_a_subshell_changes_the_widgets_on_the_main_thread(
         if state.get("description") != "Allow for this run":
             return
         approve = buttons(so_far, "Approve")[-1]
-        # The comm publishes from the subshell (an empty update), so its next message is routed there.
-        touched = run_on(
-            lab,
-            f"get_ipython().kernel.comm_manager.get_comm({approve!r}).send("
-            "{'method': 'update', 'state': {}, 'buffer_paths': []})",
-            side,
-        )
-        deadline = time.monotonic() + 60
-        while True:  # the subshell's reply: the routing is in place before the click
-            assert time.monotonic() < deadline, "the subshell did not run the update"
-            reply = lab.get_shell_msg(timeout=60)
-            if reply["parent_header"].get("msg_id") == touched:
-                break
+        route_to(lab, [approve], side)
         clicked.append(approve)
         click(lab, approve, side)
 

@@ -7,9 +7,11 @@ of :mod:`aries_kernel.agent.events`, exactly like the text renderer: call the pa
 :meth:`AgentPanel.answer` with each :class:`ApprovalRequested`.
 
 The buttons' handlers may run on a subshell's thread while the cell runs (see :mod:`.ui_events`): they only
-record the click in the panel's :class:`~.ui_events.ClickInbox`. Every widget change happens on the main thread,
-in :meth:`AgentPanel.answer` (which waits for the click) and :meth:`AgentPanel.poll` (called with each event). A
-Stop that arrives while the agent's step runs interrupts that step only (:mod:`aries_kernel.agent.step_window`).
+record the click in the panel's (or the Rewind bar's) :class:`~.ui_events.ClickInbox`. Every widget change and
+every rewind happens on the main thread: in :meth:`AgentPanel.answer` (which waits for the click) and
+:meth:`AgentPanel.poll` (called with each event) while the run goes on, and, for a click nothing waits for (the
+Rewind bar's), on the main thread's event loop when it is next free. A Stop that arrives while the agent's step
+runs interrupts that step only (:mod:`aries_kernel.agent.step_window`).
 
 When the run ends, :meth:`AgentPanel.finish` replaces the live output by a :class:`TranscriptRecord` (HTML with
 a plain-text fallback, no widget), so a saved notebook, ``nbconvert`` and a plain viewer show the whole run
@@ -55,7 +57,7 @@ from aries_kernel.agent.events import (
 from aries_kernel.agent.render import TextRenderer, ask_on_stdin, checkpoint_text, decision_text, run_footer
 from aries_kernel.agent.step_window import STEP
 
-from .ui_events import ClickInbox, ClickRoute, click_route
+from .ui_events import ClickInbox, ClickRoute, click_route, on_main_thread
 
 __all__ = ["AgentPanel", "ContextMeter", "MemoryStrip", "RewindBar", "TranscriptRecord", "edit_diff_html"]
 
@@ -237,14 +239,23 @@ class MemoryStrip(w.HTML):
 
 class RewindBar(w.VBox):
     """A Rewind button per checkpointed turn; a conflict offers Keep mine and Overwrite for that turn. What
-    each rewind says goes to ``said`` (the record above the bar), not to a widget that a saved notebook loses."""
+    each rewind says goes to ``said`` (the record above the bar), not to a widget that a saved notebook loses.
 
-    def __init__(self, turns: list[int], rewind: Rewinder, said: Said) -> None:
+    A button's handler only records the click (in :attr:`inbox`); the rewind, which restores files and kernel
+    names, and the bar's changes run on the main thread (:class:`~.ui_events.ClickInbox`): at once when the click
+    is handled there, else when the main thread is free, so never beside a cell that the main thread runs.
+    """
+
+    def __init__(
+        self, turns: list[int], rewind: Rewinder, said: Said, route: ClickRoute | None = None
+    ) -> None:
         self.rewind = rewind
         self.said = said
+        self.route = route
+        self.inbox = ClickInbox(self._apply, route.main_loop if route is not None else None)
         self.buttons = [w.Button(description=f"Rewind turn {turn}", icon="undo") for turn in turns]
         for turn, button in zip(turns, self.buttons, strict=True):
-            button.on_click(lambda _, turn=turn: self.click(turn))
+            button.on_click(lambda _, turn=turn: self._clicked(turn, ""))
         self.choices = w.HBox([])
         super().__init__([w.HBox(self.buttons), self.choices])
 
@@ -264,15 +275,29 @@ class RewindBar(w.VBox):
         if shell is None or handle is None:
             return
 
-        def retire(*_: Any) -> None:
-            shell.events.unregister("pre_run_cell", retire)
+        def step_aside() -> None:
             handle.update({"text/plain": ""}, raw=True)
             _close_tree(self)
 
+        def retire(*_: Any) -> None:
+            shell.events.unregister("pre_run_cell", retire)
+            # A cell on a subshell runs this on its thread: the widgets still change on the main thread.
+            on_main_thread(self.inbox.main_loop, step_aside)
+
         shell.events.register("pre_run_cell", retire)
 
+    def _clicked(self, turn: int, how: str) -> None:
+        """A button's handler, on whatever thread ipykernel runs it: record the click, nothing more."""
+        if self.route is not None:
+            self.route.note_click()
+        self.inbox.put(str(turn), how)
+
+    def _apply(self, item: tuple[str, ...]) -> None:
+        turn, how = item
+        self.click(int(turn), force=how == "force", keep=how == "keep")
+
     def click(self, turn: int, force: bool = False, keep: bool = False) -> str:
-        """Rewind before ``turn`` and show what happened (the buttons' action)."""
+        """Rewind before ``turn`` and show what happened (the buttons' action; main thread)."""
         try:
             text = self.rewind(turn, force, keep)
         except Exception as exc:  # shown where the user clicked: no traceback lands in a button callback
@@ -282,8 +307,8 @@ class RewindBar(w.VBox):
         if text.startswith("Nothing was rewound"):
             mine = w.Button(description="Keep mine, rewind the rest")
             force_button = w.Button(description="Overwrite mine", button_style="danger")
-            mine.on_click(lambda _: self.click(turn, keep=True))
-            force_button.on_click(lambda _: self.click(turn, force=True))
+            mine.on_click(lambda _: self._clicked(turn, "keep"))
+            force_button.on_click(lambda _: self._clicked(turn, "force"))
             self.choices.children = (mine, force_button)
         return text
 
@@ -301,7 +326,8 @@ class AgentPanel(w.VBox):
     ) -> None:
         self.title = title
         self.route = route if route is not None else _current_route()
-        self.inbox = ClickInbox()  # what the buttons' handlers recorded, on whatever thread they ran
+        # What the buttons' handlers recorded, on whatever thread they ran; applied on the main thread.
+        self.inbox = ClickInbox(self._apply_click, self.route.main_loop if self.route is not None else None)
         self.stop_seen = (
             threading.Event()
         )  # a Stop click has reached the kernel (set on its arrival's thread)
@@ -360,7 +386,7 @@ class AgentPanel(w.VBox):
             self._record_handle, self._handle = self._handle, None
             _close_tree(self)
             if self.rewind is not None and self.checkpointed:
-                self.rewind_bar = RewindBar(self.checkpointed, self.rewind, self.add_to_record)
+                self.rewind_bar = RewindBar(self.checkpointed, self.rewind, self.add_to_record, self.route)
                 self.rewind_bar.show_until_next_cell()
         return record
 
@@ -586,7 +612,7 @@ class AgentPanel(w.VBox):
             try:
                 while event.decision is None and not self.stop_requested:
                     self.route.fallback.process()
-                    self._take_clicks()
+                    self.inbox.deliver()
                     if event.decision is None and not self.stop_requested:
                         self.inbox.wait(_CLICK_WAIT_SECONDS)  # a handler on a subshell wakes it at once
             finally:
@@ -604,22 +630,23 @@ class AgentPanel(w.VBox):
         if what[0] == "stop" and threading.current_thread() is not threading.main_thread():
             self._stop_arrived()
 
-    def _take_clicks(self) -> None:
-        """Apply the recorded clicks (main thread): decisions on their questions, then Stop."""
-        for what in self.inbox.take():
-            if what[0] == "stop":
-                self._request_stop()
-                continue
-            _, key, choice = what
-            asked = self._questions.get(int(key))
-            if asked is None or asked[3].decision is not None:
-                continue  # a second click on a question already answered
-            event = asked[3]
-            if choice == "deny":
-                event.deny()
-            else:
-                event.approve(for_run=choice == "run")
-            self._decided(event)
+    def _apply_click(self, what: tuple[str, ...]) -> None:
+        """Apply one recorded click (main thread): a decision on its question, or Stop."""
+        if self._finished is not None:
+            return  # delivered after the run ended (by the main thread's loop): nothing is left to decide
+        if what[0] == "stop":
+            self._request_stop()
+            return
+        _, key, choice = what
+        asked = self._questions.get(int(key))
+        if asked is None or asked[3].decision is not None:
+            return  # a second click on a question already answered
+        event = asked[3]
+        if choice == "deny":
+            event.deny()
+        else:
+            event.approve(for_run=choice == "run")
+        self._decided(event)
 
     def _request_stop(self) -> None:
         # A Stop that interrupted a running step ends the run through the loop's own interrupt handling; the
@@ -644,7 +671,7 @@ class AgentPanel(w.VBox):
         if self.route is not None and now - self._last_poll >= _POLL_SECONDS:
             self._last_poll = now
             self.route.fallback.process()
-        self._take_clicks()
+        self.inbox.deliver()
 
 
 def _current_route() -> ClickRoute | None:

@@ -13,6 +13,14 @@ cell draws), :class:`ShellStreamFallback` reads the main thread's shell queue wh
 It needs ipykernel internals, so it names the versions it knows (:attr:`ShellStreamFallback.SUPPORTED`) and
 refuses others with a reason; the panel then asks its questions as text. :func:`click_route` says which path a
 kernel uses, for ``%aries status``.
+
+Every button of the panel and of its Rewind bar goes through one mechanism, :class:`ClickInbox`: the handler
+records the click and returns, and the inbox's ``apply`` does the work and changes the widgets on the main
+thread, called either by a main-thread loop that waits for clicks (the agent run's approvals and Stop) or, for
+a click that arrives while nothing waits (a finished run's Rewind bar, clicked between cells or on a subshell
+while another cell runs), by the main thread's event loop when it is next free (:func:`on_main_thread`). The
+inbox and the loop it hands work to belong to the panel and to its kernel's :class:`ClickRoute`, never to this
+module, so two kernels in one process share nothing here.
 """
 
 from __future__ import annotations
@@ -24,32 +32,55 @@ from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-__all__ = ["ClickInbox", "ClickRoute", "ShellStreamFallback", "click_route"]
+__all__ = ["ClickInbox", "ClickRoute", "ShellStreamFallback", "click_route", "on_main_thread"]
 
 _COMM_MESSAGES = frozenset({"comm_open", "comm_msg", "comm_close"})
 
 
-class ClickInbox:
-    """What was clicked, recorded by handlers on any thread and taken by the main thread."""
+def on_main_thread(main_loop: Any, work: Callable[[], object]) -> None:
+    """Run ``work`` on the kernel's main thread: at once when called there, else as a callback of ``main_loop``
+    (ipykernel's ``Kernel.io_loop``, whose ``add_callback`` is tornado's thread-safe way in), which runs it when
+    the main thread next returns to its event loop: after the cell it runs, or at once when it is idle. Without
+    a loop (no kernel) ``work`` runs at once on the caller's thread, there being no other to run it on."""
+    if main_loop is None or threading.current_thread() is threading.main_thread():
+        work()
+    else:
+        main_loop.add_callback(work)
 
-    def __init__(self) -> None:
+
+class ClickInbox:
+    """What was clicked, recorded by handlers on any thread and applied on the main thread by ``apply``.
+
+    A click is applied once, by whichever comes first: :meth:`deliver` called by a main-thread loop that waits
+    for clicks (:meth:`wait`), or the delivery :meth:`put` hands to the main thread's event loop
+    (:func:`on_main_thread`) for when nothing waits. ``main_loop`` is that loop, None outside a kernel.
+    """
+
+    def __init__(self, apply: Callable[[tuple[str, ...]], None], main_loop: Any = None) -> None:
+        self.apply = apply
+        self.main_loop = main_loop
         self._items: queue.SimpleQueue[tuple[str, ...]] = queue.SimpleQueue()
         self._arrived = threading.Event()
 
     def put(self, *item: str) -> None:
-        """Record a click (from any thread) and wake a waiting :meth:`wait`."""
+        """Record a click (a button's handler, on any thread), wake a waiting :meth:`wait`, and have the main
+        thread deliver it if nothing waiting does first."""
         self._items.put(item)
         self._arrived.set()
+        on_main_thread(self.main_loop, self.deliver)
 
-    def take(self) -> list[tuple[str, ...]]:
-        """Everything recorded since the last take, in order."""
+    def deliver(self) -> int:
+        """Apply everything recorded since the last delivery, in order (main thread); how many clicks."""
         self._arrived.clear()
         taken = []
         while True:
             try:
                 taken.append(self._items.get_nowait())
             except queue.Empty:
-                return taken
+                break
+        for item in taken:
+            self.apply(item)
+        return len(taken)
 
     def wait(self, seconds: float) -> bool:
         """Wait up to ``seconds`` for a click; whether one arrived."""
@@ -161,12 +192,18 @@ def _deferred(kernel: Any) -> set[asyncio.Future[Any]]:
     return get_context(kernel.shell).lazy("ui_deferred", lambda _: set())  # type: ignore[no-any-return]
 
 
+# What happens on either path to a click no agent run waits for (ClickInbox hands it to the main thread's loop).
+_UNWAITED = "; a Rewind clicked while a cell runs is done on the main thread when that cell ends."
+
+
 class ClickRoute:
     """How one kernel's panel learns of clicks while a cell runs: subshells, the fallback, or neither."""
 
     def __init__(self, kernel: Any) -> None:
         self.kernel = kernel
         self.fallback = ShellStreamFallback(kernel)
+        # The main thread's event loop, where a click's work goes when nothing waits for it (see ClickInbox).
+        self.main_loop: Any = getattr(kernel, "io_loop", None)
         self.subshell_thread: str | None = None  # the thread of the last click handled off the main thread
 
     def note_click(self) -> None:
@@ -205,7 +242,8 @@ class ClickRoute:
             where = f" (the last on thread {self.subshell_thread})" if self.subshell_thread else ""
             return (
                 f"Panel clicks: subshell routing: the frontend's widget messages are handled on a kernel subshell "
-                f"while a cell runs{where}; approvals, Stop, and Stop mid-step (only the step is interrupted)."
+                f"while a cell runs{where}; approvals, Stop, and Stop mid-step (only the step is interrupted)"
+                f"{_UNWAITED}"
             )
         if path == "shell-stream fallback":
             versions = ", ".join(f"{prefix}x" for prefix in ShellStreamFallback.SUPPORTED)
@@ -217,7 +255,7 @@ class ClickRoute:
             return (
                 f"Panel clicks: shell-stream fallback for ipykernel {versions}{routed}: clicks are read from the "
                 "main thread's queue while the agent waits or streams; approvals, Stop, and Stop mid-step "
-                "(only the step is interrupted)."
+                f"(only the step is interrupted){_UNWAITED}"
             )
         return (
             f"Panel clicks: none: {self.fallback.problem}, and no frontend sends widget messages on a subshell; "
