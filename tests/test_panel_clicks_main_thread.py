@@ -52,9 +52,8 @@ print("released", os.path.exists({release!r}))
 """
 
 
-def record_says(kc: Any, seen: list[Message], record_id: str, text: str) -> None:
-    """Wait until the run's record (display ``record_id``) is updated with ``text``, whatever message it answers:
-    work done on the main thread's event loop carries the header of whatever the main thread handled last."""
+def record_says(kc: Any, seen: list[Message], record_id: str, text: str) -> Message:
+    """Wait until the run's record (display ``record_id``) is updated with ``text``; that update."""
     deadline = time.monotonic() + 120  # a rewind that never runs fails here
     checked = 0
     while True:
@@ -65,7 +64,7 @@ def record_says(kc: Any, seen: list[Message], record_id: str, text: str) -> None
                 and content["transient"]["display_id"] == record_id
                 and text in content["data"]["text/plain"]
             ):
-                return
+                return msg
         checked = len(seen)
         assert time.monotonic() < deadline, f"the record never said {text!r}"
         try:
@@ -97,9 +96,9 @@ def test_a_rewind_clicked_on_a_subshell_waits_for_the_running_cell_then_runs_on_
             time.sleep(0.02)
         bar = buttons(so_far, "Rewind turn 1") + buttons(so_far, "Rewind turn 2")
         route_to(kc, bar, side)  # as JupyterLab >= 4.4 sends them: handled on the subshell, now
-        click(kc, bar[1], side)
+        clicked = click(kc, bar[1], side)
         ran_on(kc, "pass", side, silent=True)  # the subshell has handled the click
-        handled.append({"second": (small_repo / "second.py").exists(), "bar": bar})
+        handled.append({"second": (small_repo / "second.py").exists(), "bar": bar, "click": clicked})
         release.touch()
 
     cell = f"%aries --yes write two files\n{BUSY.format(busy=str(busy), release=str(release))}"
@@ -114,13 +113,16 @@ def test_a_rewind_clicked_on_a_subshell_waits_for_the_running_cell_then_runs_on_
         for m in messages
         if m["msg_type"] == "display_data" and m["content"].get("transient", {}).get("display_id")
     )
-    record_says(kc, messages, record_id, "Rewound to before turn 2")  # once the cell ended
+    rewound = record_says(kc, messages, record_id, "Rewound to before turn 2")  # once the cell ended
     assert not (small_repo / "second.py").exists() and (small_repo / "first.py").exists()
+    # The main thread's loop runs the work in the handler's context: what it sends answers the click.
+    assert rewound["parent_header"]["msg_id"] == handled[0]["click"], rewound["parent_header"]
 
     # The kernel is idle: a click on the subshell is done at once, with no cell to wait for.
-    click(kc, handled[0]["bar"][0], side)
-    record_says(kc, messages, record_id, "Rewound to before turn 1")
+    clicked = click(kc, handled[0]["bar"][0], side)
+    rewound = record_says(kc, messages, record_id, "Rewound to before turn 1")
     assert not (small_repo / "first.py").exists()
+    assert rewound["parent_header"]["msg_id"] == clicked, rewound["parent_header"]
 
     threads = run_cell(kc, "print(rewind_on_main)")
     assert threads.stdout.strip() == "[True, True]", threads.stdout

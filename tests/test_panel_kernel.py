@@ -71,14 +71,16 @@ def run_interacting(
     return messages
 
 
-def click(kc: Any, comm_id: str, subshell_id: str | None = None) -> None:
-    """What the browser sends when a button is clicked (on a subshell, as JupyterLab 4.4+ does, if given)."""
+def click(kc: Any, comm_id: str, subshell_id: str | None = None) -> str:
+    """What the browser sends when a button is clicked (on a subshell, as JupyterLab 4.4+ does, if given); the
+    message's id."""
     message = kc.session.msg(
         "comm_msg", {"comm_id": comm_id, "data": {"method": "custom", "content": {"event": "click"}}}
     )
     if subshell_id is not None:
         message["header"]["subshell_id"] = subshell_id
     kc.shell_channel.send(message)
+    return str(message["header"]["msg_id"])
 
 
 def subshell(kc: Any) -> str:

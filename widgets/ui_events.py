@@ -40,8 +40,10 @@ _COMM_MESSAGES = frozenset({"comm_open", "comm_msg", "comm_close"})
 def on_main_thread(main_loop: Any, work: Callable[[], object]) -> None:
     """Run ``work`` on the kernel's main thread: at once when called there, else as a callback of ``main_loop``
     (ipykernel's ``Kernel.io_loop``, whose ``add_callback`` is tornado's thread-safe way in), which runs it when
-    the main thread next returns to its event loop: after the cell it runs, or at once when it is idle. Without
-    a loop (no kernel) ``work`` runs at once on the caller's thread, there being no other to run it on."""
+    the main thread next returns to its event loop: after the cell it runs, or at once when it is idle. asyncio
+    runs it in a copy of the caller's context variables, where ipykernel keeps the message being handled, so
+    what ``work`` sends answers the click. Without a loop (no kernel) ``work`` runs at once on the caller's
+    thread, there being no other to run it on."""
     if main_loop is None or threading.current_thread() is threading.main_thread():
         work()
     else:
