@@ -15,6 +15,7 @@ import pytest
 from tests.kernel_harness import run_cell
 from tests.loopback import Reply, ScriptedModelServer
 from tests.test_panel_kernel import (
+    WIDGET_MIME,
     Message,
     buttons,
     click,
@@ -130,3 +131,62 @@ def test_a_rewind_clicked_on_a_subshell_waits_for_the_running_cell_then_runs_on_
     text = status.stdout + (status.result or "")
     assert "Panel clicks: subshell routing" in text and f"thread subshell-{side}" in text, text
     assert "a Rewind clicked while a cell runs is done on the main thread when that cell ends" in text, text
+
+
+# The graph records each redraw (whether on the main thread) and leaves a file the test sees at once.
+SHOW_GRAPH_RECORDING = """
+import threading
+from pathlib import Path
+from IPython.display import display
+from aries_kernel.widgets import CommunityGraph
+graph = CommunityGraph(codebase, expand_below=0)
+display(graph)
+drawn_on_main = []
+_draw = CommunityGraph._draw
+def _recorded(self):
+    drawn_on_main.append(threading.current_thread() is threading.main_thread())
+    Path({drawn!r}).touch()
+    _draw(self)
+CommunityGraph._draw = _recorded
+graph.graph_layout.groups[0].key
+"""
+
+
+def test_a_graph_click_on_a_subshell_is_drawn_on_the_main_thread_after_the_running_cell(
+    aries_kernel: tuple[Any, Any], tmp_path: Path
+) -> None:
+    _, kc = aries_kernel
+    side = subshell(kc)
+    drawn, busy, release = tmp_path / "drawn", tmp_path / "busy", tmp_path / "release"
+    shown = run_cell(kc, SHOW_GRAPH_RECORDING.format(drawn=str(drawn)))
+    assert shown.error is None, shown.error
+    key = eval(shown.result or "''")
+    (comm_id,) = [d[WIDGET_MIME]["model_id"] for d in shown.displays if WIDGET_MIME in d]
+    route_to(kc, [comm_id], side)
+    during: list[bool] = []
+
+    def click_while_busy(msg: Message, so_far: list[Message]) -> None:
+        if during:
+            return
+        deadline = time.monotonic() + 60
+        while not busy.exists():
+            assert time.monotonic() < deadline, "the cell did not get busy"
+            time.sleep(0.02)
+        # What the script sends on a click on a disc: the synced `expanded` trait, here on the subshell.
+        request = kc.session.msg(
+            "comm_msg",
+            {
+                "comm_id": comm_id,
+                "data": {"method": "update", "state": {"expanded": [key]}, "buffer_paths": []},
+            },
+        )
+        request["header"]["subshell_id"] = side
+        kc.shell_channel.send(request)
+        ran_on(kc, "pass", side, silent=True)  # the subshell has handled the click
+        during.append(drawn.exists())
+        release.touch()
+
+    run_interacting(kc, BUSY.format(busy=str(busy), release=str(release)), click_while_busy)
+    assert during == [False], "the click handled on the subshell did not redraw beside the running cell"
+    check = run_cell(kc, f"drawn_on_main, len(graph.nodes) == len(graph.graph_layout.group({key!r}).files)")
+    assert check.result == "([True], True)", check.result

@@ -2,7 +2,8 @@
 
 :class:`CommunityGraph` syncs the layout of :class:`GraphLayout` to ``static/graph.js``, which draws it with
 zoom, pan, hover names and non-overlapping labels. A click on a community writes the synced ``expanded`` trait;
-the kernel answers with that community's files laid out inside its disc. anywidget's front end ships inside its
+the kernel answers with that community's files laid out inside its disc, drawn on the main thread
+(:func:`.ui_events.on_main_thread`: the click's message may be handled on a subshell's thread, JEP 91). anywidget's front end ships inside its
 pip package, so no JupyterLab extension has to be installed. The mime bundle also holds a static SVG
 (``text/html``), which nbconvert and viewers without the widget state show instead.
 """
@@ -19,6 +20,7 @@ import traitlets as t
 
 from .graph_layout import GraphLayout
 from .graph_svg import graph_svg
+from .ui_events import main_loop, on_main_thread
 
 __all__ = ["CommunityGraph", "community_graph_svg"]
 
@@ -58,6 +60,10 @@ class CommunityGraph(anywidget.AnyWidget):
         expand_below: int = 40,
         roles: str | Iterable[str] = "source",
     ) -> None:
+        from IPython import get_ipython
+
+        # Where a redraw goes when the front end's click is handled off the main thread.
+        self._main_loop = main_loop(getattr(get_ipython(), "kernel", None))
         super().__init__(width=width, height=height)
         self.codebase = codebase
         self.max_groups = max_groups
@@ -114,7 +120,7 @@ class CommunityGraph(anywidget.AnyWidget):
 
     @t.observe("expanded")
     def _on_expanded(self, change: dict[str, Any]) -> None:
-        self._draw()
+        on_main_thread(self._main_loop, self._draw)
 
     def _draw(self) -> None:
         view = self.graph_layout.view(self.expanded)

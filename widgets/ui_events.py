@@ -18,9 +18,10 @@ Every button of the panel and of its Rewind bar goes through one mechanism, :cla
 records the click and returns, and the inbox's ``apply`` does the work and changes the widgets on the main
 thread, called either by a main-thread loop that waits for clicks (the agent run's approvals and Stop) or, for
 a click that arrives while nothing waits (a finished run's Rewind bar, clicked between cells or on a subshell
-while another cell runs), by the main thread's event loop when it is next free (:func:`on_main_thread`). The
-inbox and the loop it hands work to belong to the panel and to its kernel's :class:`ClickRoute`, never to this
-module, so two kernels in one process share nothing here.
+while another cell runs), by the main thread's event loop when it is next free (:func:`on_main_thread`, which
+the community graph's redraw after a click on a disc uses directly: that click is a synced trait, not a
+button). The inbox and the loop it hands work to belong to the panel and to its kernel's :class:`ClickRoute`,
+never to this module, so two kernels in one process share nothing here.
 """
 
 from __future__ import annotations
@@ -32,9 +33,15 @@ from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-__all__ = ["ClickInbox", "ClickRoute", "ShellStreamFallback", "click_route", "on_main_thread"]
+__all__ = ["ClickInbox", "ClickRoute", "ShellStreamFallback", "click_route", "main_loop", "on_main_thread"]
 
 _COMM_MESSAGES = frozenset({"comm_open", "comm_msg", "comm_close"})
+
+
+def main_loop(kernel: Any) -> Any:
+    """The event loop of ``kernel``'s main thread (ipykernel's ``Kernel.io_loop``, a tornado ``IOLoop``); None
+    outside a kernel."""
+    return getattr(kernel, "io_loop", None)
 
 
 def on_main_thread(main_loop: Any, work: Callable[[], object]) -> None:
@@ -205,7 +212,7 @@ class ClickRoute:
         self.kernel = kernel
         self.fallback = ShellStreamFallback(kernel)
         # The main thread's event loop, where a click's work goes when nothing waits for it (see ClickInbox).
-        self.main_loop: Any = getattr(kernel, "io_loop", None)
+        self.main_loop: Any = main_loop(kernel)
         self.subshell_thread: str | None = None  # the thread of the last click handled off the main thread
 
     def note_click(self) -> None:
