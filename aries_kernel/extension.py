@@ -11,6 +11,7 @@ import importlib
 import logging
 import sys
 import threading
+import time
 from typing import Any
 
 from aries_kernel.context import AriesContext, set_context
@@ -35,8 +36,9 @@ def install(shell: Any, root: str | None = None, index_delay: float = 0.0) -> Ar
     """Attach an :class:`AriesContext` to ``shell``, fill the namespace and register the magics.
 
     Indexing starts in the background after ``index_delay`` seconds, or as soon as the first cell has run,
-    whichever comes first; a kernel passes a delay so that its start-up and first reply do not compete with
-    the import of the parser and graph libraries. Using ``codebase`` earlier builds it at once.
+    whichever comes first, but never while a cell runs; a kernel passes a delay so that its start-up and first
+    reply do not compete with the import of the parser and graph libraries. Using ``codebase`` earlier builds it
+    at once. The warm-up imports (:data:`_WARM_MODULES`) follow the index, between cells.
     """
     existing = getattr(shell, "_aries_context", None)
     if existing is not None:
@@ -48,9 +50,18 @@ def install(shell: Any, root: str | None = None, index_delay: float = 0.0) -> Ar
     codebase = LazyName("codebase", lambda: context.codebase, namespace, f"code graph of {context.root}")
     namespace["codebase"] = codebase
 
+    # Set while no cell runs. Background work waits for it: what the user runs comes before what may help later.
+    idle = threading.Event()
+    idle.set()
+    for event, hook in (("pre_run_cell", lambda *_: idle.clear()), ("post_run_cell", lambda *_: idle.set())):
+        shell.events.register(event, hook)
+        context.hooks.append((event, hook))
+
     def start_background_work(*_: Any) -> None:
+        if not idle.is_set():
+            return  # the timer fired during a cell: the cell's end starts the work
         codebase.build_in_background()
-        _warm_up_in_background()  # the agent, the provider SDKs and widgets, ahead of the first %aries
+        _warm_up_in_background(codebase, idle)  # the SDK, the agent and the rest, once the index is ready
 
     if index_delay > 0:
         timer = threading.Timer(index_delay, start_background_work)
@@ -162,33 +173,44 @@ def uninstall(shell: Any) -> None:
 
 
 # A fresh kernel answers its first request quickly because it imports almost nothing. The first ``%aries`` then
-# paid for the agent loop, the memory plug-in (the vault, SQLAlchemy), the provider SDKs and ipywidgets, about
-# four seconds, before its request could leave; so they are imported in a daemon thread started with the
-# indexing. A prompt that comes sooner waits for the imports it needs, as it would have anyway. The list lives
-# here because this module is the one part of the core that knows the magics and widgets.
+# paid for the provider SDK, the agent loop, the vault (SQLAlchemy), ipywidgets and igraph, several seconds,
+# before its request could leave; so they are imported in a daemon thread, in the order the first request needs
+# them. That thread yields to what the user waits for: it starts once the index is ready (two cores run the
+# index's workers; an import beside them slows the index as much as it gains) and imports only while no cell runs
+# (a prompt sent meanwhile imports what its request needs itself, and nothing else competes with it). The list
+# lives here because this module is the one part of the core that knows the magics and widgets.
 _WARM_MODULES = (
+    "aries_kernel.models.anthropic_provider",  # the SDK of the default model slots, the longest import
     "aries_kernel.magics.agent",  # the %aries prompt handler, and with it the agent loop and its tools
-    "aries_kernel.agent.memory",  # the memory hook the agent loads as a plug-in: the vault, SQLAlchemy
-    "aries_kernel.models.anthropic_provider",  # the anthropic SDK
-    "httpx",  # which the SDKs import only when their first client is made, and the local-server probe uses
-    "aries_kernel.models.openai_provider",  # the openai SDK
-    "aries_kernel.widgets",  # ipywidgets, for the panel
+    "aries_kernel.agent.memory",  # the memory plug-in, which opens the vault before the first request
+    "aries_kernel.vault.vault",  # the vault itself: SQLAlchemy
     "igraph",  # the communities of the code map in the agent's system prompt
+    "httpx",  # the local-server probe before a request to a local address
+    # Behind the first request: the other provider, and the panel (only a widget frontend shows it).
+    "aries_kernel.models.openai_provider",
+    "aries_kernel.widgets",
 )
 _warm_up_started = threading.Event()
 
 
-def _import_warm_modules() -> None:
+def _import_warm_modules(codebase: LazyName, idle: threading.Event) -> None:
+    index = codebase.join()
+    while index is not None and not index.ready:
+        time.sleep(0.1)  # Codebase.wait_ready would show its progress bar in the user's cell
     for name in _WARM_MODULES:
+        idle.wait()
         try:
             importlib.import_module(name)
         except Exception as exc:  # the same import fails again, visibly, where the user needs the module
             log.debug("warm-up import of %s failed: %r", name, exc)
 
 
-def _warm_up_in_background() -> None:
-    """Start importing :data:`_WARM_MODULES` in a daemon thread (once per process)."""
+def _warm_up_in_background(codebase: LazyName, idle: threading.Event) -> None:
+    """Start importing :data:`_WARM_MODULES` in a daemon thread (once per process), after ``codebase``'s index
+    is ready and while ``idle`` is set."""
     if _warm_up_started.is_set():
         return
     _warm_up_started.set()
-    threading.Thread(target=_import_warm_modules, name="aries-warm-up", daemon=True).start()
+    threading.Thread(
+        target=_import_warm_modules, args=(codebase, idle), name="aries-warm-up", daemon=True
+    ).start()

@@ -57,7 +57,8 @@ class AriesKernel(IPythonKernel):
     index_delay = Float(
         1.0,
         help="Seconds after start before indexing begins in the background (it also begins after the first "
-        "cell). Keeps the kernel's first reply as fast as plain ipykernel's.",
+        "cell, and never while a cell runs; the warm-up imports of the SDK and the agent follow it). Keeps the "
+        "kernel's first reply as fast as plain ipykernel's.",
     ).tag(config=True)
 
     def __init__(self, **kwargs: Any) -> None:

@@ -39,6 +39,13 @@ class LazyName:
             object.__setattr__(self, "_thread", thread)
         thread.start()
 
+    def join(self) -> Any | None:
+        """Wait for a background build that has started; the object, or None if building failed or never began."""
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+        return self._value
+
     def _build_quietly(self) -> None:
         try:
             self._resolve()

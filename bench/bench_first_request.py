@@ -13,13 +13,15 @@ Both sides talk to the same loopback model server (``tests/loopback.py``), which
   line of the script (interpreter start-up excluded).
 
 The server runs in this process and CLOCK_MONOTONIC is system-wide, so the server's arrival times and the
-subprocess's clock readings are on one time line.
+subprocess's clock readings are on one time line. Both sides run with bytecode caches
+(bench_kernel_start.kernel_env); the load before and after is printed.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -30,6 +32,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_kernel_start import kernel_env, load  # noqa: E402
 
 from tests.kernel_harness import start_kernel, stop_kernel  # noqa: E402
 from tests.loopback import Reply, ScriptedModelServer  # noqa: E402
@@ -57,7 +62,11 @@ def sdk_once(server: ScriptedModelServer) -> tuple[float, float]:
     """(first request, first text) seconds of a bare SDK call in a fresh process."""
     server.reset_counts()
     out = subprocess.run(
-        [sys.executable, "-c", SDK_SCRIPT, server.anthropic_url], capture_output=True, text=True, check=True
+        [sys.executable, "-c", SDK_SCRIPT, server.anthropic_url],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, **kernel_env()},
     )
     times = json.loads(out.stdout.strip().splitlines()[-1])
     (request,) = [r for r in server.requests if r.path.endswith("/v1/messages")]
@@ -78,11 +87,11 @@ def aries_once(server: ScriptedModelServer, root: Path, pause: float, widgets: b
     server.reset_counts()
     km, kc = start_kernel(
         root,
-        env={
-            "ANTHROPIC_BASE_URL": server.anthropic_url,
-            "ANTHROPIC_API_KEY": "bench-key",
-            "ARIES_ROOT": str(root),  # a copy under /tmp must not be taken for part of a repository above it
-        },
+        env=kernel_env(
+            ANTHROPIC_BASE_URL=server.anthropic_url,
+            ANTHROPIC_API_KEY="bench-key",
+            ARIES_ROOT=str(root),  # a copy under /tmp must not be taken for part of a repository above it
+        ),
     )
     try:
         if widgets:
@@ -121,6 +130,9 @@ def main() -> None:
     try:
         with ScriptedModelServer() as server:
             server.responder = lambda body: Reply(text=REPLY)
+            sdk_once(server)  # the bytecode caches of both sides, and the file cache
+            aries_once(server, root, 0.0, False)
+            print(f"load before: {load()}")
             rows: list[tuple[str, list[tuple[float, float]]]] = [
                 ("bare anthropic SDK, fresh process", [sdk_once(server) for _ in range(args.runs)])
             ]
@@ -144,6 +156,7 @@ def main() -> None:
         print(
             f"  {label:<40} {request:>9.3f} {text:>8.3f} {request / sdk_request:>9.2f} {text / sdk_text:>10.2f}"
         )
+    print(f"load after: {load()}")
 
 
 if __name__ == "__main__":

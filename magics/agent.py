@@ -9,9 +9,8 @@ from __future__ import annotations
 import re
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 from IPython.core.error import UsageError
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
@@ -25,6 +24,9 @@ from aries_kernel.agent.session import list_sessions
 from aries_kernel.agent.tools import TOOLS
 
 from .aries import HelpText, prompt_handler, split_args, status_section, subcommand
+
+if TYPE_CHECKING:  # pandas is imported by the subcommands that return tables, not by a prompt's first request
+    import pandas as pd
 
 __all__ = ["run_prompt", "interpolate"]
 
@@ -224,6 +226,8 @@ def tools_command(magics: Any, args: str, cell: str | None) -> pd.DataFrame:
     """One row per tool; ``lean`` says whether its schema is sent before any widening in the current mode, and
     ``permission`` what the permission mode does with it (allow, ask, refuse; Repl's effects are weighed one by
     one as its code runs)."""
+    import pandas as pd
+
     agent = _agent(magics)
     lean = set(LEAN[agent.settings.mode])
     mode = agent.permission_mode
@@ -267,6 +271,8 @@ def resume_command(magics: Any, args: str, cell: str | None) -> Any:
     agent = _agent(magics)
     words = split_args(args)
     if words == ["--list"]:
+        import pandas as pd
+
         return pd.DataFrame(
             [
                 {"session": path.stem, "bytes": path.stat().st_size}
@@ -354,6 +360,8 @@ def cost_command(magics: Any, args: str, cell: str | None) -> Any:
         }
         for slot, usage in session.usage.items()
     ]
+    import pandas as pd
+
     frame = pd.DataFrame(rows)
     total = {"slot": "total", **{column: frame[column].sum() for column in frame.columns if column != "slot"}}
     table = pd.concat([frame, pd.DataFrame([total])], ignore_index=True)
@@ -385,6 +393,8 @@ def config_command(magics: Any, args: str, cell: str | None) -> Any:
         except Exception as exc:  # traitlets raises TraitError or ValueError; both mean a bad value
             raise UsageError(f"Bad value for {name}: {exc}") from exc
     agent.phase.mode = settings.mode
+    import pandas as pd
+
     return pd.DataFrame(
         [
             {"setting": name, "value": getattr(settings, name), "help": trait.help}

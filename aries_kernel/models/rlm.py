@@ -17,15 +17,17 @@ import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 from traitlets import Int, Unicode
 from traitlets.config import Configurable
 
 from aries_kernel.models.errors import BudgetExceeded, ConfigurationError, ModelError
 from aries_kernel.models.router import ModelRouter, SlotClient
 from aries_kernel.models.types import Completion, Message, ModelRequest
+
+if TYPE_CHECKING:  # imported by the tables, not by a model call
+    import pandas as pd
 
 __all__ = ["BUDGET_EXHAUSTED", "AriesRlm", "Rlm", "RlmStats"]
 
@@ -122,6 +124,8 @@ class RlmStats:
     @property
     def table(self) -> pd.DataFrame:
         """One row per sub-call: question, slot, model, tokens (cache apart), cost, seconds, status."""
+        import pandas as pd
+
         return pd.DataFrame(self.rows, columns=_COLUMNS)
 
     def __repr__(self) -> str:

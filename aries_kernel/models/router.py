@@ -18,9 +18,8 @@ import re
 import threading
 import time
 from collections.abc import Callable, Generator, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 from traitlets import Dict, Float, Int, List, Unicode, validate
 from traitlets.config import Configurable
 
@@ -62,6 +61,9 @@ from aries_kernel.models.types import (
 from aries_kernel.redact import environ_value
 from aries_kernel.retry import Backoff
 from aries_kernel.settings_owner import PROTECTED, check_change
+
+if TYPE_CHECKING:  # imported by the tables, not by a model call
+    import pandas as pd
 
 __all__ = ["SLOTS", "AriesModels", "ModelRouter", "SlotClient", "UsageObserver"]
 
@@ -717,12 +719,16 @@ class ModelRouter:
                     "base_url": client.base_url,
                 }
             )
+        import pandas as pd
+
         return pd.DataFrame(rows).set_index("slot")
 
     def usage(self) -> pd.DataFrame:
         """Calls, tokens, cost and seconds so far, per slot that has a client."""
         rows = [{"slot": slot, "model": c.model, **vars(c.usage)} for slot, c in self._clients.items()]
         columns = ["slot", "model", *vars(SlotUsage())]
+        import pandas as pd
+
         return pd.DataFrame(rows, columns=columns).set_index("slot")
 
 

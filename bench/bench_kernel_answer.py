@@ -1,0 +1,98 @@
+"""A kernel's first answer about the codebase, warm and cold, as ratios to references taken in the same round.
+
+    python bench/bench_kernel_answer.py [--rounds 3] [--root DIR]
+
+On a copy of installed pandas (or of ROOT), each round measures, from the kernel start request to the reply:
+
+- plain: a python3 kernel answering ``1`` (the reference for the warm row, and the kernel start taken off the
+  cold row);
+- warm: an Aries kernel answering ``codebase.stats()`` where ``.aries/index.db`` is up to date
+  (target <= 1.3x plain);
+- cold: an Aries kernel answering ``codebase.stats()`` with no ``.aries``; its time less plain's, against a raw
+  one-thread tree-sitter parse of the same files (bench_index's ``parse`` step, run just before it)
+  (target <= 1.3x).
+
+Ratios are taken per round and their medians printed, with the load before and after. Kernels run with bytecode
+caches (bench_kernel_start.kernel_env) and their own index key, vault and log folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_index import run_child  # noqa: E402
+from bench_kernel_start import kernel_env, load, time_to_answer  # noqa: E402
+
+STATS = "codebase.stats()"
+
+
+def mode_of(stats: str) -> str:
+    """The ``index mode`` row of a printed ``codebase.stats()`` frame."""
+    for line in stats.splitlines():
+        if "index mode" in line:
+            return line.split()[-1]
+    raise AssertionError(f"no index mode in {stats!r}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--root", type=Path, default=None, help="the tree (default: installed pandas)")
+    args = parser.parse_args()
+    if args.root is None:
+        import pandas
+
+        args.root = Path(pandas.__path__[0])
+    with tempfile.TemporaryDirectory(prefix="aries-bench-answer-") as tmp:
+        root = Path(tmp) / args.root.name
+        shutil.copytree(args.root, root, ignore=shutil.ignore_patterns("__pycache__", ".aries"))
+        env = kernel_env(ARIES_ROOT=str(root), ARIES_INDEX_KEY=str(Path(tmp) / "index.key"))
+        warm_index, cold_index = root / ".aries", Path(tmp) / "cold.aries"
+        # Warm the file and bytecode caches, and leave an index for the warm rows.
+        time_to_answer("python3", root, "1", env)
+        assert mode_of(time_to_answer("aries", root, STATS, env)[1]) == "cold"
+        print(f"{root.name}: load before {load()}")
+        rows: dict[str, list[float]] = {name: [] for name in ("parse", "plain", "warm", "cold")}
+        for _ in range(args.rounds):
+            plain, _ = time_to_answer("python3", root, "1", env)
+            warm, stats = time_to_answer("aries", root, STATS, env)
+            assert mode_of(stats) == "warm", stats
+            parse = run_child("parse", str(root), "1")["seconds"]
+            warm_index.rename(cold_index)
+            cold, stats = time_to_answer("aries", root, STATS, env)
+            assert mode_of(stats) == "cold", stats
+            shutil.rmtree(warm_index)
+            cold_index.rename(warm_index)
+            for name, value in (("parse", parse), ("plain", plain), ("warm", warm), ("cold", cold)):
+                rows[name].append(value)
+            print(
+                f"  round: parse {parse:.2f} s, plain kernel 1 {plain:.2f} s, warm stats {warm:.2f} s, "
+                f"cold stats {cold:.2f} s (load {load()})"
+            )
+    warm_ratio = statistics.median(w / p for w, p in zip(rows["warm"], rows["plain"], strict=True))
+    cold_ratio = statistics.median(
+        (c - p) / r for c, p, r in zip(rows["cold"], rows["plain"], rows["parse"], strict=True)
+    )
+    median = {name: statistics.median(values) for name, values in rows.items()}
+    print(f"Kernel start to first answer, {root.name}, median of {args.rounds} rounds (load after {load()})")
+    print(f"  raw one-thread parse                      {median['parse']:6.2f} s")
+    print(f"  plain python3 kernel, `1`                 {median['plain']:6.2f} s")
+    print(
+        f"  aries warm, codebase.stats()              {median['warm']:6.2f} s = {warm_ratio:.2f}x plain "
+        "(target <= 1.3)"
+    )
+    print(
+        f"  aries cold, codebase.stats(), less plain  {median['cold'] - median['plain']:6.2f} s = "
+        f"{cold_ratio:.2f}x the parse (target <= 1.3)"
+    )
+
+
+if __name__ == "__main__":
+    main()
