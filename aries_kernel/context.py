@@ -102,9 +102,7 @@ class AriesContext:
     def __init__(self, shell: Any, root: str | os.PathLike[str] | None = None) -> None:
         self.shell = shell
         self.config = shell.config if shell is not None else None
-        if (
-            self.config is not None
-        ):  # ~/.jupyter/jupyter_config.py and the like, which the kernel does not read
+        if self.config is not None:  # ~/.jupyter/jupyter_config.py and the like, which the kernel does not read
             from aries_kernel.config_files import merge_config_files
 
             merge_config_files(self.config)
@@ -126,9 +124,7 @@ class AriesContext:
         self.root_reason = found.reason
         self._cache: dict[str, Any] = {}
         self._lock = threading.RLock()  # re-entrant: one pillar's factory may build another (rlm -> models)
-        self.hooks: list[
-            tuple[str, Any]
-        ] = []  # IPython event callbacks registered for this context: (event, hook)
+        self.hooks: list[tuple[str, Any]] = []  # IPython event callbacks registered for this context: (event, hook)
         # What could not be set up (an unwritable folder), by feature, each saying why and which setting moves
         # it; shown by ``%aries status``. The kernel starts regardless.
         self.problems: dict[str, str] = {}

@@ -298,10 +298,8 @@ def test_cell_form_options_and_subcommands(
     cell = run_cell(kc, "%%aries --max-turns 3\nCompute the {label} of {numbers}; keep {unknown} as is.")
     assert cell.error is None, cell.error
     # The prompt, after the notebook section (the variables the cell before made: aries_kernel.notebook.context)
-    assert (
-        server.requests[0]
-        .body["messages"][0]["content"][0]["text"]
-        .endswith("</notebook_context>\n\nCompute the sum of [1, 2, 3]; keep {unknown} as is.")
+    assert server.requests[0].body["messages"][0]["content"][0]["text"].endswith(
+        "</notebook_context>\n\nCompute the sum of [1, 2, 3]; keep {unknown} as is."
     )
     assert run_cell(kc, "total").result == "6"  # the agent's variable is the user's
 
@@ -311,8 +309,9 @@ def test_cell_form_options_and_subcommands(
 
     run_cell(kc, "%aries --bare what's here")  # an apostrophe in a prompt is just text
     bare = server.requests[2].body
-    assert tool_names(bare) == list(LEAN["bare"]) and bare["messages"][-1]["content"][0]["text"].endswith(
-        "</notebook_context>\n\nwhat's here"
+    assert (
+        tool_names(bare) == list(LEAN["bare"])
+        and bare["messages"][-1]["content"][0]["text"].endswith("</notebook_context>\n\nwhat's here")
     )
     run_cell(kc, "%aries --model haiku hello")
     assert server.requests[3].body["model"] == "claude-haiku-4-5"

@@ -259,9 +259,7 @@ def test_repl_code_cannot_change_the_mode_or_the_approval_settings(
     assert "cannot be changed while an agent run is in progress" in tries["set_trait"]
     assert tries["run"].startswith("RunInProgressError")
     notices = [event.text for event in events if isinstance(event, Notice)]
-    assert any(
-        "changed AriesAgent.auto_approve, AriesAgent.pass_env_keys; set back" in text for text in notices
-    )
+    assert any("changed AriesAgent.auto_approve, AriesAgent.pass_env_keys; set back" in text for text in notices)
     first, second = [e for e in events if isinstance(e, ToolCallFinished) and e.name == "Repl"]
     assert "it was set back: only the user changes" in first.output
     assert "UsageError: Settings cannot be changed while an agent run is in progress" in second.output

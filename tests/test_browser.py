@@ -318,7 +318,9 @@ def test_agent_runs_are_approved_denied_stopped_and_kept_after_a_reload(
     assert any(APPROVED_REPLY in part and "VALUE = 2" in part for part in html), saved[0]["outputs"]
     assert any("Rewound to before turn 1" in part for part in html), "the rewind's result is saved"
     # The first run's Rewind bar stepped aside when the next cell ran: no widget view is saved anywhere.
-    widget_views = [o for c in saved for o in c.get("outputs", []) if WIDGET_VIEW in o.get("data", {})]
+    widget_views = [
+        o for c in saved for o in c.get("outputs", []) if WIDGET_VIEW in o.get("data", {})
+    ]
     assert not widget_views, widget_views
     lab.shut_down_kernels()
     book.open()

@@ -164,9 +164,7 @@ def test_repl_shares_the_kernel_namespace_under_the_guard(
     assert "from_mcp = 6 * 7" in runs.result
     assert not runs.displays  # told once
     status = run_cell(kc, "%aries status")
-    shown = (
-        status.stdout + str(status.result) + "".join(str(d.get("text/plain", "")) for d in status.displays)
-    )
+    shown = status.stdout + str(status.result) + "".join(str(d.get("text/plain", "")) for d in status.displays)
     assert "5 step(s) from MCP clients" in shown and "2 effect(s) refused" in shown
     # The note the client's code wrote is recorded as the MCP client's, not the user's.
     assert not noted.is_error

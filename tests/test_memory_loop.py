@@ -48,10 +48,7 @@ pytestmark = pytest.mark.usefixtures("backend")
 
 
 def make_agent(
-    repo: Path,
-    vault: Vault,
-    router: ModelRouter,
-    **memory: Any,  # noqa: F811
+    repo: Path, vault: Vault, router: ModelRouter, **memory: Any  # noqa: F811
 ) -> tuple[Agent, MemoryFeedback]:
     """An agent on the real router (from ``make_router``, which closes its connections) with the memory hook."""
     agent = Agent(root=repo, router=router, settings=AriesAgent())

@@ -158,9 +158,7 @@ def test_closing_a_stream_early_closes_the_connection(
     assert router.client("primary").complete(request()).message.content == "next"
 
 
-def test_a_router_dropped_without_close_closes_its_connections(
-    server: ScriptedModelServer, wire_spec: str
-) -> None:
+def test_a_router_dropped_without_close_closes_its_connections(server: ScriptedModelServer, wire_spec: str) -> None:
     # A router a notebook user replaces, or one left in a reference cycle, is never closed. Its SDK client must
     # close its keep-alive sockets then, not leave them to their own finalizers (an "unclosed socket" warning).
     router = ModelRouter(config=fast_config())

@@ -14,11 +14,9 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_ci_runs_the_readme_test_command() -> None:
     """.ci/run installs as the README's second quick-start command does, then runs its pytest command."""
     readme = (ROOT / "README.md").read_text()
-    install, _, test = (
-        readme.split("# 2. install with the test extras and run the tests\n", 1)[1]
-        .split("\n", 1)[0]
-        .partition(" && .venv/bin/python -m pytest")
-    )
+    install, _, test = readme.split("# 2. install with the test extras and run the tests\n", 1)[1].split(
+        "\n", 1
+    )[0].partition(" && .venv/bin/python -m pytest")
     ci = (ROOT / ".ci" / "run").read_text()
     assert install in ci, "the README's install command is not what .ci/run runs"
     assert f".venv/bin/python -m pytest{test}" in ci, "the README's test command is not what .ci/run runs"

@@ -57,9 +57,7 @@ def test_spreading_activation_matches_hand_computation() -> None:
 def test_q_update_and_cooccurrence_weight_match_hand_computation() -> None:
     assert learning.q_update(0.5, 1.0) == pytest.approx(0.55)
     assert learning.q_update(0.5, 0.0) == pytest.approx(0.45)
-    assert learning.q_update(0.55, learning.Q_START) == pytest.approx(
-        0.545
-    )  # a fizzle: back toward the prior
+    assert learning.q_update(0.55, learning.Q_START) == pytest.approx(0.545)  # a fizzle: back toward the prior
     assert learning.cooccurrence_weight(0.0, True) == pytest.approx(1.0)
     assert learning.cooccurrence_weight(1.0, True) == pytest.approx(1.9)
     assert learning.cooccurrence_weight(1.9, False) == pytest.approx(1.71)

@@ -35,13 +35,7 @@ from aries_kernel.agent.events import (
 )
 
 __all__ = [
-    "Renderer",
-    "TextRenderer",
-    "ask_on_stdin",
-    "checkpoint_text",
-    "decision_text",
-    "format_arguments",
-    "run_footer",
+    "Renderer", "TextRenderer", "ask_on_stdin", "checkpoint_text", "decision_text", "format_arguments", "run_footer"
 ]
 
 _RESULT_LINES = 8
