@@ -52,13 +52,14 @@ def _kernel_with_index_delay(root: Path, tmp_path: Path, delay: float, env: dict
 
 
 def test_the_warm_up_waits_for_the_running_cell_then_for_the_index(small_repo: Path, tmp_path: Path) -> None:
-    km, kc = _kernel_with_index_delay(small_repo, tmp_path, 2.0)
+    # Long enough that the first cell surely starts before the timer fires, even on a loaded machine.
+    km, kc = _kernel_with_index_delay(small_repo, tmp_path, 4.0)
     try:
         # The first cell outlasts index_delay: neither the index nor the warm-up may start while it runs.
         out = run_cell(
             kc,
             RECORDER
-            + "time.sleep(2 * get_ipython().kernel.index_delay)\n"
+            + "time.sleep(get_ipython().kernel.index_delay + 1)\n"
             + "background = sorted({'aries-codebase', 'aries-codebase-index', 'aries-warm-up'}"
             + " & {thread.name for thread in threading.enumerate()})\n"
             + "print(_already, background, dict(_first_import))",
