@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from aries_kernel.codebase import Codebase, extract
+from aries_kernel.codebase import Codebase, extract, queries
 from aries_kernel.codebase.store import SCHEMA_VERSION, IndexStore, schema_of
 from aries_kernel.codebase.team_index import head_commit, publish, team_index
 
@@ -202,3 +202,54 @@ def test_two_members_publishing_one_commit_at_once_leave_one_whole_copy(
     assert sum("wrote the team index" in note for note in notes) == 1, notes
     assert all("wrote" in note or "exists" in note or "another member first" in note for note in notes), notes
     assert schema_of(copy) == SCHEMA_VERSION and not list(team.glob(".*"))  # no temporary file left
+
+
+def test_the_first_answer_reads_the_headers_and_records_of_the_files_it_shows_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, team: Path, origin: Path
+) -> None:
+    indexed(member(tmp_path, monkeypatch, "alice", origin))
+    bob = member(tmp_path, monkeypatch, "bob", origin)
+    (bob / "pkg" / "m3.py").write_text("from pkg import m4\n\ndef f3(x, y):\n    return x * y\n")
+    headers: list[str] = []
+    read_header = queries.read_header
+
+    def reading(root: str, rel: str) -> str:
+        headers.append(rel)
+        return read_header(root, rel)
+
+    second = Codebase(bob)
+    second.wait_ready()
+    monkeypatch.setattr(queries, "read_header", reading)
+    shown = list(second.top_files(5)["file"])
+    ranked = list(second.top_files(None, roles="all")["file"])  # every role: every header is read
+    last = ranked.index(shown[-1])
+    assert len(shown) == 5 and headers[: last + 1] == ranked[: last + 1], (shown, headers[:10])
+    assert len(headers) == last + 1 + len(ranked), "the files below the last one shown were not read for it"
+    assert second.top_files(5).equals(second.top_files(None).head(5))
+
+
+def test_a_shared_copy_that_is_a_symlink_or_far_too_large_is_refused_and_the_kernel_indexes_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, team: Path, origin: Path
+) -> None:
+    alice = member(tmp_path, monkeypatch, "alice", origin)
+    files = indexed(alice).last_run["parsed"]
+    copy = team / f"{head_commit(alice)}.index.db"
+    outside = tmp_path / "elsewhere.index.db"  # a whole, verifying copy, but outside the team folder
+    copy.rename(outside)
+    copy.symlink_to(outside)
+    linked = indexed(member(tmp_path, monkeypatch, "bob", origin))
+    assert f"the team index {copy} is not used: it is a symlink" in linked.status(), linked.status()
+    assert linked.last_run["parsed"] == files
+
+    copy.unlink()
+    outside.rename(copy)
+    with copy.open(
+        "r+b"
+    ) as handle:  # still a readable index, with a gigabyte after it (sparse: no disk used)
+        handle.truncate(1 << 30)
+    huge = indexed(member(tmp_path, monkeypatch, "carol", origin))
+    assert (
+        "is not used: it is 1,073,741,824 bytes, more than an index of this repository can be"
+        in huge.status()
+    )
+    assert huge.last_run["parsed"] == files and huge.last_run["mode"] == "cold"

@@ -300,6 +300,8 @@ class Codebase(QueryMixin, JudgmentMixin):
                 if stored.get(rel) != (records.digest(rel) if rel in indexed else None)
             }
             if len(changed) <= len(stored) // 2:  # beyond that, building afresh is quicker
+                if changed:  # the update reads every record: in one pass, not one query per file
+                    records.load_all()
                 try:
                     graph = FileGraph.from_snapshot(self.root.name, snapshot, records, tsconfigs)
                     if changed:
@@ -613,18 +615,25 @@ class Codebase(QueryMixin, JudgmentMixin):
     def _table(self, key: str, build: Any) -> Any:
         """A derived table cached until the graph changes. The file roles (built by reading every file's
         header) are stored with the graph's scores too, so the first query after a warm start reads none."""
+        value = self._table_at_hand(key)
+        if value is None:
+            value = build()
+            version = self._graph.version
+            if version == self._stored_version and key in _STORED_TABLES and self._store_score is not None:
+                self._store_score(key, value)
+            self._tables[key] = (version, value)
+        return value
+
+    def _table_at_hand(self, key: str) -> Any:
+        """The derived table ``key`` when it is cached or stored for the graph as it is, else None (not built)."""
         version = self._graph.version
         hit = self._tables.get(key)
-        if hit is None or hit[0] != version:
-            unchanged = version == self._stored_version
-            value = self._stored_tables.pop(key, None) if unchanged else None
-            if value is None:
-                value = build()
-                if unchanged and key in _STORED_TABLES and self._store_score is not None:
-                    self._store_score(key, value)
-            hit = (version, value)
-            self._tables[key] = hit
-        return hit[1]
+        if hit is not None and hit[0] == version:
+            return hit[1]
+        value = self._stored_tables.pop(key, None) if version == self._stored_version else None
+        if value is not None:
+            self._tables[key] = (version, value)
+        return value
 
     def _save_profiles(self, rows: list[tuple[str, str, Any]]) -> None:
         self._save_judgment("profiles", rows)

@@ -67,6 +67,7 @@ class QueryMixin:
 
         def wait_ready(self, timeout: float | None = None) -> None: ...
         def _table(self, key: str, build: Any) -> Any: ...
+        def _table_at_hand(self, key: str) -> Any: ...
         def _file(self, file: Any) -> str: ...
         def source(self, file: Any, typed: bool = False) -> str: ...
         def symbol_table(self, hashes: bool = True) -> pd.DataFrame: ...
@@ -97,23 +98,36 @@ class QueryMixin:
         import pandas as pd
 
         wanted = select_roles(roles)
-        role_of = self.file_roles()
+        self.wait_ready()
+        cut = limit if limit is not None and limit >= 0 else None  # None: (nearly) every file is listed
+        if cut is None:
+            self._roles()  # every role is needed: built, and then kept
         with self._lock:
             ranks = self._rankings.pagerank()
             g = self._graph.graph
-            rows = [
-                (
-                    rel,
-                    role_of[rel],
-                    ranks.get(rel, 0.0),
-                    g.in_degree(node),
-                    g.out_degree(node),
-                    len(self._records[rel]["symbols"]),
-                    self._records[rel]["loc"],
+            # In rank order, so that only the files down to the last one shown have their role found (a
+            # file's header is read for it when the roles are not at hand) and their record read.
+            known: dict[str, str] = self._table_at_hand("roles") or {}
+            order = sorted(self._graph.node_of.items(), key=lambda item: (-ranks.get(item[0], 0.0), item[0]))
+            rows: list[tuple[str, str, float, int, int, int, int]] = []
+            for rel, node in order:
+                if cut is not None and len(rows) >= cut:
+                    break
+                role = known.get(rel) or _role_of(self.root, rel)
+                if role not in wanted:
+                    continue
+                record = self._records[rel]
+                rows.append(
+                    (
+                        rel,
+                        role,
+                        ranks.get(rel, 0.0),
+                        g.in_degree(node),
+                        g.out_degree(node),
+                        len(record["symbols"]),
+                        record["loc"],
+                    )
                 )
-                for rel, node in self._graph.node_of.items()
-                if role_of[rel] in wanted
-            ]
         frame = pd.DataFrame(
             rows, columns=["file", "role", "pagerank", "in_degree", "out_degree", "symbols", "loc"]
         )

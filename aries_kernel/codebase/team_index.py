@@ -38,6 +38,10 @@ __all__ = ["TeamIndex", "adopt", "publish", "team_index"]
 
 log = logging.getLogger(__name__)
 _GIT_SECONDS = 30
+# A team copy larger than this many bytes per byte of the files git tracks, plus the slack, is refused unread (a
+# 20,000-file tree's copy is about half the size of its files; a small repository's is mostly SQLite pages).
+_INDEX_PER_SOURCE_BYTE = 4
+_INDEX_SLACK_BYTES = 64 << 20
 
 
 @dataclass(frozen=True)
@@ -127,31 +131,43 @@ def adopt(store: IndexStore, root: Path, team: TeamIndex) -> str:
     if commit is None:
         return "not a git work tree: no team index"
     copy = team.copy_of(commit)
-    if not copy.is_file():
+    try:
+        found = os.lstat(copy)
+    except FileNotFoundError:
         return f"no team index of commit {commit[:12]} yet"
+    except OSError as exc:
+        return _refused(copy, f"not readable ({exc})")
+    if not stat.S_ISREG(found.st_mode):  # a link could lead anywhere: only the team's own files are read
+        kind = "a symlink" if stat.S_ISLNK(found.st_mode) else "not a regular file"
+        return _refused(copy, f"it is {kind}")
     committed = committed_files(root)
-    same = committed[0] if committed is not None else frozenset()
-
-    def stat_of(rel: str) -> tuple[int, int] | None:
-        """This tree's stat keys of a file git says is as the commit has it, so the copy's record is its
-        record and the file need not be read to be recognised (every other file is read and hashed)."""
-        if rel not in same:
-            return None
+    # This tree's stat keys of the files git says are as the commit has them, so the copy's record is their
+    # record and they need not be read to be recognised (every other file is read and hashed).
+    stats: dict[str, tuple[int, int]] = {}
+    for rel in committed[0] if committed is not None else ():
         try:
             info = os.lstat(root / rel)
         except OSError:
-            return None
-        return (info.st_size, info.st_mtime_ns) if stat.S_ISREG(info.st_mode) else None
-
+            continue
+        if stat.S_ISREG(info.st_mode):
+            stats[rel] = (info.st_size, info.st_mtime_ns)
+    # An index is a fraction of the files it describes: a copy far larger is not one (and is not read whole).
+    most = _INDEX_SLACK_BYTES + _INDEX_PER_SOURCE_BYTE * sum(size for size, _ in stats.values())
+    if found.st_size > most:
+        return _refused(
+            copy, f"it is {found.st_size:,} bytes, more than an index of this repository can be ({most:,})"
+        )
     try:
-        count = copy_index(
-            copy, team.key, store, stat_of=stat_of
-        )  # only read: nothing is written to the copy
+        count = copy_index(copy, team.key, store, stat_of=stats.get)  # only read: nothing is written to it
     except ForeignIndex as exc:
-        message = f"the team index {copy} is not used: {exc}"
-        log.warning("%s", message)
-        return message
+        return _refused(copy, str(exc))
     return f"started from the team index of commit {commit[:12]} ({count:,} files)"
+
+
+def _refused(copy: Path, why: str) -> str:
+    message = f"the team index {copy} is not used: {why}"
+    log.warning("%s", message)
+    return message
 
 
 def publish(store: IndexStore, root: Path, team: TeamIndex) -> str:
