@@ -19,6 +19,29 @@ FIXTURES = Path(__file__).parent / "fixtures"
 
 CHECKOUT = Path(__file__).resolve().parents[1]
 
+# The longest test files, longest first (from the suite's --durations on two cores). pytest-xdist's loadfile hands
+# files to the workers in collection order, and alphabetical order put most of these (test_vault_*) last: one
+# worker ran a long file alone at the end while the other had nothing left. Handed out first, they overlap.
+LONGEST_FILES = (
+    "test_static_checks.py",
+    "test_vault_concurrency.py",
+    "test_memory_kernel.py",
+    "test_vault_backends.py",
+    "test_browser_cells.py",
+    "test_vault_learning_audit.py",
+    "test_jupyterhub.py",
+    "test_notebooks.py",
+    "test_browser.py",
+    "test_mcp_server.py",
+    "test_vault_factory.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run the longest files first (a stable sort: the rest, and the tests within a file, keep their order)."""
+    rank = {name: position for position, name in enumerate(LONGEST_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
 
 @pytest.fixture(autouse=True, scope="session")
 def _private_aries_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:

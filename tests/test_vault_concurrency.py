@@ -106,20 +106,20 @@ def test_index_deleted_under_four_writer_processes_loses_no_add(tmp_path: Path) 
             text=True,
         )
 
-    procs = [start(tag, 120) for tag in "ABCD"]
+    procs = [start(tag, 80) for tag in "ABCD"]
     first = procs[0]
     assert first.stdout is not None
     seen = [first.stdout.readline().strip() for _ in range(30)]  # the writers are well under way
     for suffix in ("", "-wal", "-shm"):
         Path(str(db) + suffix).unlink(missing_ok=True)
-    late = start("L", 60)  # starts after the deletion
+    late = start("L", 40)  # starts after the deletion
     outputs = [(p, *finish(p)) for p in [*procs, late]]  # the first was read from: see finish
     returned = list(seen)
     for proc, out, err in outputs:
         assert proc.returncode == 0, err
         assert "malformed" not in err and "Traceback" not in err
         returned.extend(line.strip() for line in out.splitlines() if line.strip())
-    assert len(returned) == 4 * 120 + 60
+    assert len(returned) == 4 * 80 + 40
     vault = open_vault(None, path=tmp_path / "vault", embedder=HashEmbedder())
     titles = set(vault.titles())
     assert [t for t in returned if t not in titles] == []
