@@ -4,8 +4,8 @@ against a cold index of their own (target: at most 10%).
 Each start runs in a fresh interpreter with its own user key (``ARIES_INDEX_KEY``), in its own clone of one git
 repository (a folder of the same name elsewhere, so files have new mtimes as on another machine):
   1. member A's cold index, which then writes the team's copy (``ARIES_TEAM_INDEX_DIR`` / ``ARIES_TEAM_KEY_FILE``);
-  2. member B's start from that copy, one file of B's changed (it is read, hashed and parsed; the rest is
-     read and hashed only);
+  2. member B's start from that copy, one file of B's changed (it is read, hashed and parsed; git vouches for
+     the rest, which are not read);
   3. the reference: member B's cold index of the same clone, with no team folder.
 "First answer" is ready plus the first ``top_files()``.
 
