@@ -554,3 +554,88 @@ def test_bad_snippets_and_references(shop: Codebase) -> None:
         shop.detect_duplication(UNRELATED, language="cobol")
     with pytest.raises(ValueError, match="limit"):
         shop.find_convention("logging", limit=0)
+
+
+# ---------------------------------------------------------------------------------- first call after a cold index
+
+
+@pytest.mark.parametrize("fixture", PROFILED, ids=lambda p: p.name)
+def test_error_handling_after_a_cold_index_parses_and_reads_no_file(
+    fixture: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The index's workers scanned every file for error handling from the tree they parsed: the first
+    find_convention neither parses a file nor reads one, and answers as a scan of every file does."""
+    root = tmp_path / fixture.name
+    shutil.copytree(fixture, root)
+    codebase = Codebase(root)
+    codebase.wait_ready()
+    assert codebase.last_run["mode"] == "cold"
+    parsed = _parses(monkeypatch)
+    read: list[str] = []
+    original = Codebase.source
+    monkeypatch.setattr(
+        Codebase, "source", lambda self, file, typed=False: read.append(file) or original(self, file, typed)
+    )
+    found = codebase.find_convention("error handling", limit=50)
+    assert parsed == [] and read == []
+    monkeypatch.setattr(Codebase, "_judgment_data", lambda self, kind, files: {})
+    scanned = Codebase(root)
+    scanned.wait_ready()
+    pd.testing.assert_frame_equal(found, scanned.find_convention("error handling", limit=50))
+    assert parsed and read  # which the stored hits saved
+
+
+def test_duplication_after_a_cold_index_reads_no_file_header(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Which language a snippet is in comes from the records: the first detect_duplication and shape search after
+    a cold index do not read every file's header for the roles they do not use."""
+    from aries_kernel.codebase import queries
+
+    root = tmp_path / "pyshop"
+    shutil.copytree(FIXTURES / "pyshop", root)
+    codebase = Codebase(root)
+    codebase.wait_ready()
+    headers: list[str] = []
+    original = queries.read_header
+    monkeypatch.setattr(queries, "read_header", lambda root, rel: headers.append(rel) or original(root, rel))
+    assert len(codebase.detect_duplication(RENAMED_INVOICE_TOTAL, threshold=0.5))
+    assert len(codebase.find_similar_patterns(RENAMED_INVOICE_TOTAL, mode="shape"))
+    assert headers == []
+
+
+def test_python_error_handling_found_by_keyword_is_what_the_query_finds(tmp_path: Path) -> None:
+    """The workers find Python's error-handling nodes from their keywords; every rule's answer is the one a query
+    over every node gives, keywords in strings, comments and names included."""
+    from aries_kernel.codebase.conventions import INDEXED_TOPICS, scan_topics
+
+    text = textwrap.dedent(
+        '''
+        """raise ValueError in a docstring; class Fake(Exception) too"""
+        class ParseError(ValueError):
+            class Inner(KeyError):
+                pass
+        class Plain: pass
+        def f(raised, classes, excepted):
+            # raise nothing here
+            try:
+                raise ParseError("x") from None
+            except (KeyError, ValueError) as err:
+                raise
+            except Exception:
+                raise RuntimeError
+            except:
+                pass
+            if err != nil:
+                return "if err != nil"
+            raise_ = "raise"
+        '''
+    )
+    sources = [text] + [p.read_text() for p in sorted((FIXTURES / "pyshop").rglob("*.py"))]
+    for source in sources:
+        tree = parse(source.encode(), "python")
+        by_keyword = scan_topics(tree, source, "python", INDEXED_TOPICS)["error handling"]
+        by_query = scan_topics(tree, source, "python", ("error handling", "logging"))["error handling"]
+        assert by_keyword == by_query
+    found = scan_topics(parse(text.encode(), "python"), text, "python", INDEXED_TOPICS)["error handling"]
+    assert [line for _, line, _ in found] == [3, 4, 10, 11, 12, 13, 14, 15, 17]

@@ -241,7 +241,7 @@ class Codebase(QueryMixin, JudgmentMixin):
             workers,
             on_progress,
             budget=self.settings.parse_timeout,
-            on_profiles=self._save_profiles,
+            on_judgment=self._save_judgment,
         )
         self._progress = (total, total, "building the graph")
         records = Records(dict(sorted({**work.reused, **parsed}.items())), self._fetch_records)
@@ -336,7 +336,7 @@ class Codebase(QueryMixin, JudgmentMixin):
             workers,
             lambda done: None,
             budget=self.settings.parse_timeout,
-            on_profiles=self._save_profiles,
+            on_judgment=self._save_judgment,
         )
         for source in sources:
             record = parsed[source.rel]
@@ -541,7 +541,7 @@ class Codebase(QueryMixin, JudgmentMixin):
             changes[rel] = "added" if old is None else "modified"
             self._set_record(source, record, saved)
         workers = self.settings.workers or default_workers()
-        profiles: list[tuple[str, str, Any]] = []
+        judged: dict[str, list[tuple[str, str, Any]]] = {}  # stored with the records
         parsed = run_plan(
             self.root,
             to_parse,
@@ -549,7 +549,11 @@ class Codebase(QueryMixin, JudgmentMixin):
             workers,
             lambda done: None,
             budget=self.settings.parse_timeout,
-            on_profiles=profiles.extend if self._store is not None else self._save_profiles,
+            on_judgment=(
+                (lambda kind, rows: judged.setdefault(kind, []).extend(rows))
+                if self._store is not None
+                else self._save_judgment
+            ),
         )
         for source in to_parse:
             old = self._records.get(source.rel)
@@ -557,7 +561,9 @@ class Codebase(QueryMixin, JudgmentMixin):
                 changes[source.rel] = "added" if old is None else "modified"
             self._set_record(source, parsed[source.rel], saved)
         if self._store is not None:
-            self._store.save(saved, profiles)
+            self._store.save(saved, judged.pop("profiles", []))
+            for kind, rows in judged.items():
+                self._store.save_judgment(kind, rows)
         deleted = [rel for rel, change in changes.items() if change == "deleted"]
         for rel in deleted:
             del self._records[rel]
@@ -634,9 +640,6 @@ class Codebase(QueryMixin, JudgmentMixin):
         if value is not None:
             self._tables[key] = (version, value)
         return value
-
-    def _save_profiles(self, rows: list[tuple[str, str, Any]]) -> None:
-        self._save_judgment("profiles", rows)
 
     def _save_judgment(self, kind: str, rows: list[tuple[str, str, Any]]) -> None:
         """Keep ``(path, content hash, value)`` rows of judgment data (see :meth:`IndexStore.judgment`) in

@@ -24,6 +24,7 @@ import tokenize
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from aries_kernel.codebase.conventions import INDEXED_TOPICS, scan_topics
 from aries_kernel.codebase.languages import get_parser, get_query
 from aries_kernel.codebase.notebooks import (
     PYTHON_LANGUAGES,
@@ -38,7 +39,7 @@ from aries_kernel.redact import redact
 from aries_kernel.rootfs import RefusedPathError, read_regular
 
 if TYPE_CHECKING:
-    from tree_sitter import Node
+    from tree_sitter import Node, Tree
 
 __all__ = [
     "Record",
@@ -181,8 +182,8 @@ def extract_source(
 
     With ``hashes`` (as the index's workers extract), definitions get their shape and exact hashes, and the
     record has ``profiles``: the definitions' shape profiles (:meth:`.shapes.Fingerprints.encode`, None when the
-    file's node types do not fit it), which the index stores apart from the record. Without, the hashes are
-    None (pending) and there is no ``profiles``.
+    file's node types do not fit it), and ``conventions``: the hits of the convention topics the workers scan
+    for, both of which the index stores apart from the record. Without, the hashes are None (pending) and there is neither.
     """
     if is_notebook(rel):
         return _notebook_record(rel, data, hashes, max_bytes)
@@ -293,6 +294,7 @@ def _extract(rel: str, language: str, raw: bytes, text: str, data: bytes, hashes
     }
     if fingerprints is not None:
         record["profiles"] = fingerprints.encode()
+        record["conventions"] = _conventions(tree, text, language, secret)
     if first_error is not None:
         record["status"] = "partial"
         if root.has_error:
@@ -308,6 +310,20 @@ def _extract(rel: str, language: str, raw: bytes, text: str, data: bytes, hashes
 
 
 _MASKED_LANGUAGES = frozenset({"typescript", "tsx", "javascript"})
+
+
+def _conventions(
+    tree: Tree, text: str, language: str, secret: bool
+) -> dict[str, tuple[tuple[str, int, str], ...]]:
+    """The hits of the :data:`.conventions.INDEXED_TOPICS` in the file (see :func:`.conventions.scan_topics`), from
+    the tree the record was extracted from, which ``find_convention`` reads rather than parsing the file again; in a
+    file that holds a credential, each hit's text redacted (index.db keeps none)."""
+    found = scan_topics(tree, text, language, INDEXED_TOPICS)
+    if secret:
+        return {
+            t: tuple((redact(p), line, redact(code)) for p, line, code in hits) for t, hits in found.items()
+        }
+    return {topic: tuple(hits) for topic, hits in found.items()}
 
 
 def _mask_newer_syntax(root: Node, data: bytes, language: str) -> tuple[bytes, frozenset[int]] | None:

@@ -3,8 +3,9 @@
 A stored record is reused when the file's size and mtime are unchanged, or when they changed but the content
 hash did not. Everything else is parsed in worker processes (:mod:`.parse_workers`: a crash or a hang costs
 one file), on every core when there is enough of it to pay for starting the workers, in one worker otherwise.
-A worker hashes and profiles each file's definitions from the tree it parsed for the record, so the judgment
-operations never parse the file again: the hashes stay in the record, the profiles go to ``on_profiles``.
+A worker hashes and profiles each file's definitions and scans its conventions from the tree it parsed for the
+record, so the judgment operations never parse the file again: the hashes stay in the record, the profiles and
+conventions go to ``on_judgment``.
 """
 
 from __future__ import annotations
@@ -20,15 +21,16 @@ from aries_kernel.codebase.extract import Record, content_hash
 from aries_kernel.codebase.files import SourceFile
 from aries_kernel.codebase.notebooks import file_cap
 from aries_kernel.codebase.parse_workers import parse_files
-from aries_kernel.codebase.store import Pending, StoredFile, compact
+from aries_kernel.codebase.store import JUDGMENT_KINDS, Pending, StoredFile, compact
 
-__all__ = ["Plan", "plan", "run_plan", "too_large"]
+__all__ = ["JudgmentSink", "Plan", "plan", "run_plan", "too_large"]
 
 # Below this many bytes to parse, starting more than one worker process costs more than it saves.
 POOL_MIN_BYTES = 2_000_000
-# Files whose profiles are handed on at a time (they are stored, not kept: a cold index's are 10+ MB).
-_PROFILE_BATCH = 256
-ProfileSink = Callable[[list[tuple[str, str, Any]]], None]
+# Files whose judgment data are handed on at a time (they are stored, not kept: a cold index's are 10+ MB).
+_JUDGMENT_BATCH = 256
+# Judgment data of the parsed files, by kind (see store.JUDGMENT_KINDS): (kind, [(path, content hash, value)]).
+JudgmentSink = Callable[[str, list[tuple[str, str, Any]]], None]
 
 
 @dataclass
@@ -93,23 +95,24 @@ def run_plan(
     on_progress: Callable[[int], None],
     *,
     budget: float,
-    on_profiles: ProfileSink,
+    on_judgment: JudgmentSink,
 ) -> dict[str, Record]:
     """Parse ``to_parse`` in worker processes (see :mod:`.parse_workers`), each file within ``budget``
     seconds; ``on_progress(n)`` is called with the number of files done so far. Definitions get their shape
-    and exact hashes, and ``on_profiles`` gets ``(path, content hash, profiles)`` of parsed files in batches,
-    as they come (see :func:`extract.extract_source`)."""
+    and exact hashes, and ``on_judgment(kind, rows)`` gets the ``(path, content hash, value)`` of parsed files'
+    ``profiles`` and ``conventions`` in batches, as they come (see :func:`extract.extract_source`)."""
     out: dict[str, Record] = {}
     if not to_parse:
         return out
-    batch: list[tuple[str, str, Any]] = []
+    batches: dict[str, list[tuple[str, str, Any]]] = {kind: [] for kind in sorted(JUDGMENT_KINDS)}
 
     def done(record: Record) -> None:
-        if "profiles" in record:
-            batch.append((record["file"], record["hash"], record.pop("profiles")))
-            if len(batch) >= _PROFILE_BATCH:
-                on_profiles(batch[:])
-                batch.clear()
+        for kind, batch in batches.items():
+            if kind in record:
+                batch.append((record["file"], record["hash"], record.pop(kind)))
+                if len(batch) >= _JUDGMENT_BATCH:
+                    on_judgment(kind, batch[:])
+                    batch.clear()
         out[record["file"]] = compact(record)  # names interned as they arrive: far less memory at peak
         on_progress(len(out))
 
@@ -117,8 +120,9 @@ def run_plan(
         workers = 1
     items = [(s.rel, s.language) for s in sorted(to_parse, key=lambda s: -s.size)]  # the last files are short
     parse_files(str(root), items, max_bytes, True, budget, workers, done)
-    if batch:
-        on_profiles(batch)
+    for kind, batch in batches.items():
+        if batch:
+            on_judgment(kind, batch)
     return out
 
 

@@ -3,9 +3,9 @@
 These are the questions an agent asks before writing new code: does this exist already, does it look like the
 code around it, where does it belong, and how does this repository usually do X. `JudgmentMixin` answers them
 from the index that `Codebase` builds (symbol table with shape and exact hashes, sources, communities,
-PageRank), from the definitions' shape profiles the index stored when it parsed each file, from each file's
-conventions (scanned when first asked for, then stored), and from tree-sitter parses of snippets (and of the
-files the index holds nothing for, cached by content). Style profiles live in :mod:`.style`, convention rules
+PageRank), from the definitions' shape profiles and the conventions the index's workers found when they parsed
+each file (stored apart from the records), and from tree-sitter parses of snippets (and of the files the index
+holds nothing for, cached by content). Style profiles live in :mod:`.style`, convention rules
 in :mod:`.conventions`, shared tree helpers in :mod:`.syntax`.
 """
 
@@ -156,11 +156,13 @@ def _similarities(target: ShapeProfile, profiles: StoredProfiles, lines: np.ndar
     return target.similarities_to(profiles.codes[picked], profiles.counts[picked], owner, totals)
 
 
-def _conventions_ok(value: Any) -> bool:
-    """A file's stored conventions: every topic's (pattern, line, source line) hits."""
+def _conventions_ok(value: Any, topic: str) -> bool:
+    """A file's stored conventions, holding ``topic``'s: some topics' (pattern, line, source line) hits (the index's
+    workers store :data:`.conventions.INDEXED_TOPICS`', a first call for another topic all of them)."""
     return (
         isinstance(value, dict)
-        and set(value) == set(CONVENTION_RULES)
+        and topic in value
+        and set(value) <= set(CONVENTION_RULES)
         and all(
             isinstance(hits, tuple)
             and all(
@@ -248,10 +250,10 @@ class JudgmentMixin:
         return shapes or {}
 
     def _repo_languages(self) -> list[str]:
-        files = self.list_files()
-        if files.empty:
-            return []
-        return [str(lang) for lang in files["language"].value_counts().index if lang]
+        """The indexed files' languages, most files first; from the records alone (the files' roles, which a
+        cold index has not read yet, say nothing about a language)."""
+        counts = Counter(r["language"] for r in self._records.values() if r["status"] != "skipped")
+        return [str(lang) for lang, _ in counts.most_common() if lang]
 
     def _parse_snippet(
         self, snippet: str, language: str | None, prefer: str | None = None
@@ -727,7 +729,7 @@ class JudgmentMixin:
         name = canonical_topic(topic)
         self.wait_ready()
         ranked = [f for f in self.top_files(limit=max_files)["file"] if self.language_of(f) is not None]
-        conventions = self._conventions_of(ranked)
+        conventions = self._conventions_of(ranked, name)
         found: dict[str, list[tuple[str, int, str]]] = defaultdict(list)
         for file in ranked:
             for pattern, line, code in conventions.get(file, {}).get(name, ()):
@@ -751,11 +753,14 @@ class JudgmentMixin:
         return out.head(limit).reset_index(drop=True)
 
 
-    def _conventions_of(self, files: list[str]) -> dict[str, dict[str, tuple[tuple[str, int, str], ...]]]:
-        """Every topic's hits in each file: stored, or scanned now (all topics at once) and stored for the next
-        call and the next kernel, unless the file's text is not the indexed content or a hit's text holds what
-        looks like a credential (index.db keeps no such text)."""
-        found = {f: v for f, v in self._judgment_data("conventions", files).items() if _conventions_ok(v)}
+    def _conventions_of(self, files: list[str], topic: str) -> dict[str, dict[str, tuple[tuple[str, int, str], ...]]]:
+        """The hits of ``topic`` (and maybe others) in each file: as the index's workers found them in the tree
+        they parsed (:data:`.conventions.INDEXED_TOPICS`), or else (another topic, or an index.db written before
+        they scanned) scanned now, all topics at once, and stored for the next call and the next kernel, unless
+        the file's text is not the indexed content or a hit's text holds what looks like a credential (index.db
+        keeps no such text)."""
+        stored = self._judgment_data("conventions", files)
+        found = {f: v for f, v in stored.items() if _conventions_ok(v, topic)}
         new: list[tuple[str, str, Any]] = []
         for file in files:
             if file in found:
