@@ -332,7 +332,11 @@ def _read_file(path: Path) -> tuple[dict[str, dict[str, Any]], dict[str, dict[st
 
 
 def _write(path: Path, days: dict[str, dict[str, Any]], pending: dict[str, dict[str, Any]]) -> None:
-    """Replace the file atomically: a reader sees the old days or the new ones, never half a file."""
+    """Replace the file atomically: a reader sees the old days or the new ones, never half a file.
+
+    No fsync: the rename alone survives the kernel's crash or kill (the data is in the OS's cache), and a sync
+    per model call cost more than the harness's whole bookkeeping (5 of 10 ms per call against a loopback server
+    in bench/bench_models.py); only a crash of the machine itself can lose the last calls' spend."""
     temp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
     data: dict[str, Any] = {"version": 1, "days": days}
     if pending:
@@ -340,8 +344,6 @@ def _write(path: Path, days: dict[str, dict[str, Any]], pending: dict[str, dict[
     try:
         with open(temp, "w", encoding="utf-8") as handle:
             json.dump(data, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
         os.replace(temp, path)
     finally:
         temp.unlink(missing_ok=True)
