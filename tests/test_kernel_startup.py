@@ -66,8 +66,13 @@ def test_the_warm_up_waits_for_the_running_cell_then_for_the_index(small_repo: P
         )
         assert out.error is None, out.error
         assert out.stdout.strip() == "[] [] {}", out.stdout
-        # Between cells the index starts, then the warm-up: poll until its last module is in.
-        while "aries_kernel.widgets" not in run_cell(kc, "print(sorted(sys.modules))").stdout:
+        # Between cells the index starts, then the warm-up: poll until its last module is in and the thread has
+        # ended (a module is in sys.modules as soon as its import begins, before it imports ipywidgets).
+        done = (
+            "print('aries_kernel.widgets' in sys.modules"
+            " and 'aries-warm-up' not in {thread.name for thread in threading.enumerate()})"
+        )
+        while run_cell(kc, done).stdout.strip() != "True":
             time.sleep(0.2)
         records = _records(kc)
         assert set(records) >= {"anthropic", "openai", "ipywidgets"}, records
