@@ -16,6 +16,7 @@ from aries_kernel.agent import Agent
 from aries_kernel.agent.events import Notice, RunFinished, ToolCallFinished, TurnFinished
 from aries_kernel.agent.settings import AriesAgent
 from aries_kernel.models import BUDGET_EXHAUSTED, BudgetExceeded, ModelRouter, Rlm, SpendLimits
+from aries_kernel.models.budget import read_spend
 from aries_kernel.models.router import AriesModels
 from aries_kernel.models.types import Message, ModelRequest
 from tests.agent_scripted import FakeContext
@@ -68,7 +69,7 @@ def test_daily_spend_persists_across_restarts_and_is_shared(
 ) -> None:
     first = make_router(daily_budget_tokens=2 * TOKENS_PER_CALL)
     first.client("cheap").complete(REQUEST)
-    days = json.loads(spend_file.read_text())["days"]
+    days = read_spend(spend_file).days
     assert [entry["tokens"] for entry in days.values()] == [TOKENS_PER_CALL]
     restarted = make_router(daily_budget_tokens=2 * TOKENS_PER_CALL)  # a new kernel: session spend is 0
     assert restarted.limits.spend().session_tokens == 0
@@ -91,7 +92,7 @@ def test_a_new_day_starts_at_zero_and_old_days_are_kept_in_the_file(spend_file: 
     limits.record(10, 0.25)
     assert limits.spend().today_usd == pytest.approx(0.25)
     assert limits.spend().session_usd == pytest.approx(1.75)
-    assert len(json.loads(spend_file.read_text())["days"]) == 2
+    assert len(read_spend(spend_file).days) == 2
 
 
 def test_unwritable_spend_file_keeps_the_limit_in_memory_and_says_so(
@@ -258,4 +259,4 @@ def test_the_spend_limit_stops_a_run_counting_its_rlm_calls(
     session = agent.session
     assert session is not None
     assert [m.role for m in session.messages] == ["user", "assistant", "tool"]  # ready for the next prompt
-    assert json.loads(spend_file.read_text())["days"]  # the day's spend was written
+    assert read_spend(spend_file).days  # the day's spend was written

@@ -4,7 +4,6 @@ and the spend ledger. The official SDKs stream from the loopback server; the ker
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from aries_kernel.agent import Agent
 from aries_kernel.agent.events import RunFinished, TextDelta, Waiting
 from aries_kernel.agent.settings import AriesAgent
 from aries_kernel.models import ModelRouter
+from aries_kernel.models.budget import read_spend
 from tests.agent_scripted import FakeContext
 from tests.kernel_harness import run_cell
 from tests.loopback import Reply, ScriptedModelServer
@@ -87,7 +87,7 @@ def test_a_run_stopped_mid_answer_counts_the_call_on_both_wires(
     assert finished.cost_usd == pytest.approx(usage.cost_usd)
     session = agent.session
     assert session is not None and session.usage["primary"].input_tokens == usage.input_tokens
-    (day,) = json.loads(spend_file.read_text())["days"].values()
+    (day,) = read_spend(spend_file).days.values()
     assert day["tokens"] == usage.input_tokens + usage.output_tokens
     assert day["usd"] == pytest.approx(usage.cost_usd)
 
@@ -119,8 +119,7 @@ def test_stop_clicked_while_the_model_writes_keeps_the_cost_in_the_footer_cost_a
 
 def spent_tokens() -> int:
     """Today's tokens (and every other day's) in the suite's spend ledger, which the kernels inherit."""
-    path = Path(os.environ["ARIES_SPEND_FILE"])
-    return sum(day["tokens"] for day in json.loads(path.read_text())["days"].values()) if path.exists() else 0
+    return sum(day["tokens"] for day in read_spend(Path(os.environ["ARIES_SPEND_FILE"])).days.values())
 
 
 def test_stop_clicked_mid_step_keeps_the_answered_turn_in_cost_and_ledger(

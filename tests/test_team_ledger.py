@@ -8,7 +8,6 @@ and adds it once when it answers; and ``%aries cost`` in a real kernel shows the
 
 from __future__ import annotations
 
-import json
 import socket
 import subprocess
 import sys
@@ -24,7 +23,7 @@ import pytest
 from traitlets.config import Config
 
 from aries_kernel.models import BudgetExceeded, ModelRouter, SpendLimits
-from aries_kernel.models.budget import TeamLedger
+from aries_kernel.models.budget import TeamLedger, read_spend
 from aries_kernel.models.router import AriesModels
 from aries_kernel.models.types import Message, ModelRequest
 from tests.kernel_harness import run_cell, start_kernel, stop_kernel
@@ -214,7 +213,7 @@ def test_a_database_that_goes_away_keeps_the_spend_pending_and_adds_it_once(
         limits.record(100, 0.25)  # the database is away: pending in the file
         assert ledger.problem is not None and "does not answer" in ledger.problem
         assert str(spend_file) in ledger.problem and limits.problem == ledger.problem
-        pending = json.loads(spend_file.read_text())["team_pending"]["hana"]
+        pending = read_spend(spend_file).pending["hana"]
         assert (pending["usd"], pending["tokens"], pending["calls"]) == (0.25, 100, 1)
         ledger.retry_seconds = 0.0  # try the database at every call from now on
         limits.record(100, 0.25)  # still away: pending grows
@@ -224,7 +223,7 @@ def test_a_database_that_goes_away_keeps_the_spend_pending_and_adds_it_once(
         spend = limits.spend()  # the database answers: the pending spend is added to it
         assert (spend.today_usd, spend.today_tokens) == (1.0, 300)
         assert ledger.problem is None and limits.problem is None
-        assert "team_pending" not in json.loads(spend_file.read_text())
+        assert not read_spend(spend_file).pending
         assert limits.spend().today_usd == 1.0  # counted once
         assert _rows(pg.url, "aries_vault")["hana"][1:] == (1.0, 300, 3)
         limits.close()

@@ -4,9 +4,28 @@ The router owns one :class:`SpendLimits` shared by all its slots, so the agent's
 ``rlm_call``/``rlm_batch`` and the vault's decomposition all draw on the same budget. A *session* is the life of
 the router (one kernel); a *day* is the local calendar day, and its spend is kept in a small JSON file
 (``$ARIES_SPEND_FILE``, else ``c.AriesModels.spend_file``, else ``~/.aries/spend.json``) shared by every kernel
-of the user, so a restart does not reset it. The file is updated under an exclusive lock and replaced
-atomically; when it cannot be read or written (a read-only home), the day's budget is still enforced for this
-process in memory and :attr:`SpendLimits.problem` says why.
+of the user, so a restart does not reset it; when it cannot be read or written (a read-only home), the day's
+budget is still enforced for this process in memory and :attr:`SpendLimits.problem` says why.
+
+**The journal.** A finished call's spend is one line appended to the day's journal beside the file
+(``spend.json.2026-12-02.journal``): a single ``O_APPEND`` write, with no lock, no read and no rewrite of the file
+(rewriting it per call was most of the harness's own cost per call in bench/bench_models.py). On one machine such
+appends are atomic, so kernels recording at once lose nothing; on a network filesystem (NFS emulates
+``O_APPEND``, so appends from two machines could overwrite each other) each append takes the file's lock too.
+Every reader (:func:`read_spend`; a kernel's check before a call) counts the file's days plus the journal lines
+not folded into them yet, reading only what was appended since its last check, so another kernel's spend counts
+at its next check. The journals are *folded* into the file's days under the file's exclusive lock, the file
+replaced atomically with the offset of each journal it now includes: at a kernel's first call, when the day
+changes, every 64 KiB of journal and when the router closes; a day's journal is deleted once two whole days have
+passed since the day ended (no kernel's clock or time zone is that far behind).
+
+What a crash can lose: a kernel killed during a call loses that call's spend only (it is written when the call
+finishes, in one write that outlives the process at once: nothing is buffered in the kernel); a crash of the
+machine can lose the last writes the OS had not stored yet (nothing is synced: a sync per call cost more than
+all the rest). A torn journal line (a machine crash in the middle of a write) or a damaged file is reported
+(logged, and in :attr:`SpendLimits.problem`) and skipped: every line starts on a line of its own, so a torn line
+loses its call alone, and a damaged file counts as empty and is kept beside it as ``spend.json.damaged`` when the
+file is next written.
 
 **With a team vault** (``$ARIES_VAULT_URL`` or ``c.AriesVault.url``: a PostgreSQL database) the day's spend is
 the team ledger's (:class:`TeamLedger`): each call is added, atomically, to the user's row of the database's UTC
@@ -15,8 +34,8 @@ the user, and a member whose clock is off adds to the same day as the rest. Whil
 a call's spend is kept as *pending* in the local spend file (under the user's name, so a home shared by several
 hub users keeps them apart), the limits count the last total the database gave plus what is pending, and
 :attr:`SpendLimits.problem` says so; when it answers again the pending spend is added to the ledger and taken
-off the file in one step under the file's lock, so it is counted once. The local file's days are written as
-before (this machine's own record).
+off the file in one step under the file's lock, so it is counted once. The local file's days and journals are
+kept as without a team vault (this machine's own record).
 
 A call is refused (:class:`~aries_kernel.models.errors.BudgetExceeded`) once a limit is reached; a call that
 started below the limit finishes, so the spend may pass a limit by at most the calls already in flight. Under a
@@ -28,15 +47,18 @@ so the limit could not hold.
 from __future__ import annotations
 
 import contextlib
+import datetime
 import fcntl
+import functools
 import json
 import logging
 import os
+import re
 import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,11 +67,24 @@ from aries_kernel.paths import aries_path, aries_setting
 from aries_kernel.redact import mask_url, redact
 from aries_kernel.user import current_user
 
-__all__ = ["Spend", "SpendLimits", "TeamLedger", "spend_file_path", "team_ledger"]
+__all__ = [
+    "Spend",
+    "SpendFile",
+    "SpendLimits",
+    "TeamLedger",
+    "journal_path",
+    "read_spend",
+    "spend_file_path",
+    "team_ledger",
+]
 
 log = logging.getLogger(__name__)
 
-_KEEP_DAYS = 31  # older days are dropped from the file on the next write
+_KEEP_DAYS = 31  # older days are dropped from the file when the journals are folded
+_FOLD_BYTES = (
+    64 * 1024
+)  # a journal is folded into the file each time it grows by this much (about 1,500 calls)
+_GRACE_DAYS = 2  # a day's journal is deleted once this many whole days have passed since it ended
 # After the team ledger failed to answer, the seconds before a call tries it again (meanwhile: pending).
 TEAM_RETRY_SECONDS = 30.0
 
@@ -156,12 +191,16 @@ class SpendLimits:
             str, list[float]
         ] = {}  # this process's spend by day, when the file is unusable
         self._problem: str | None = None  # why the daily spend is kept in memory only
+        # Today's journal as far as this router read it: (day, journal inode, folded offset it started from,
+        # offset read to, usd and tokens read), so a check reads only what was appended since the last one.
+        self._tail: tuple[str, int, int, int, float, int] | None = None
+        self._folded_day: str | None = None  # the day of this router's last fold of the journals
 
     @property
     def problem(self) -> str | None:
         """Why the day's spend is not counted where it should be (the file, the team ledger), or None."""
         team = self.team
-        return self._problem or (team.problem if team is not None else None)
+        return self._problem or (team.problem if team is not None else None) or _damage.get(self._where())
 
     @property
     def team(self) -> TeamLedger | None:
@@ -173,7 +212,10 @@ class SpendLimits:
             return self._team
 
     def close(self) -> None:
-        """Release the team ledger's database connections, if it has any (it reconnects on demand)."""
+        """Fold the journals into the spend file, if this router recorded spend, and release the team ledger's
+        database connections, if it has any (it reconnects on demand)."""
+        if self._folded_day is not None:
+            self._fold(self._today())
         if self._team is not None:
             self._team.close()
 
@@ -241,7 +283,9 @@ class SpendLimits:
             self._session[0] += usd
             self._session[1] += tokens
         if tokens or usd:
-            self._add_day(self._today(), usd, tokens)
+            day = self._today()
+            if self._add_day(day, usd, tokens) or day != self._folded_day:
+                self._fold(day)  # the journal passed a size bound, or a first call or a new day
             team = self.team
             if team is not None:
                 team.add(usd, tokens)
@@ -252,40 +296,75 @@ class SpendLimits:
     def _path(self) -> Path:
         return spend_file_path(str(self.settings.spend_file))
 
+    def _where(self) -> str:
+        try:
+            return str(self._path())
+        except RuntimeError:
+            return ""
+
     def _read_day(self, day: str) -> tuple[float, int]:
+        """The day's spend in the file, with its journal: the lines folded into the file, plus those read since
+        (kept in ``_tail`` while the file's fold offset stays), plus those appended since the last read."""
         with self._lock:
             memory = self._memory_days.get(day)
+            tail = self._tail
         if memory is not None:
             return memory[0], int(memory[1])
         try:
-            days = _read(self._path())
-        except (OSError, RuntimeError, ValueError) as exc:
+            path = self._path()
+            record = _load(path)
+            usd, tokens = _day_spend(record.days.get(day, {}))
+            base = record.folded.get(day, 0)
+            try:
+                handle = open(journal_path(path, day), "rb")
+            except FileNotFoundError:
+                return usd, tokens
+            with handle:
+                stat = os.fstat(handle.fileno())
+                inode = stat.st_ino
+                if tail is not None and tail[:3] == (day, inode, base) and stat.st_size >= tail[3]:
+                    start, read_usd, read_tokens = tail[3], tail[4], tail[5]
+                else:  # a new day, a new fold, or a journal replaced: from the fold's offset
+                    start, read_usd, read_tokens = base, 0.0, 0
+                handle.seek(start)
+                more_usd, more_tokens, used = _sum_lines(handle.read(), journal_path(path, day), start)
+        except (OSError, RuntimeError, ValueError, TypeError) as exc:
             self._fall_back(exc)
             return 0.0, 0
-        entry = days.get(day, {})
-        return float(entry.get("usd", 0.0)), int(entry.get("tokens", 0))
+        read_usd, read_tokens = read_usd + more_usd, read_tokens + more_tokens
+        with self._lock:
+            self._tail = (day, inode, base, start + used, read_usd, read_tokens)
+        return usd + read_usd, tokens + read_tokens
 
-    def _add_day(self, day: str, usd: float, tokens: int) -> None:
+    def _add_day(self, day: str, usd: float, tokens: int) -> bool:
+        """Count one call's spend on ``day``; True when its journal just passed a fold bound."""
         with self._lock:
             memory = self._memory_days.get(day)
             if memory is not None:
                 memory[0] += usd
                 memory[1] += tokens
-                return
+                return False
         try:
-            path = self._path()
-            with _locked(path):
-                days, pending = _read_file(path)
-                entry = days.setdefault(day, {"usd": 0.0, "tokens": 0})
-                entry["usd"] = float(entry.get("usd", 0.0)) + usd
-                entry["tokens"] = int(entry.get("tokens", 0)) + tokens
-                _write(path, {key: days[key] for key in sorted(days)[-_KEEP_DAYS:]}, pending)
-        except (OSError, RuntimeError, ValueError) as exc:
+            return _append(self._path(), day, usd, tokens)
+        except (OSError, RuntimeError) as exc:
             self._fall_back(exc)
             with self._lock:
                 memory = self._memory_days.setdefault(day, [0.0, 0])
                 memory[0] += usd
                 memory[1] += tokens
+            return False
+
+    def _fold(self, today: str) -> None:
+        """Fold the journals into the file; a failure is only logged (the journals still count)."""
+        first = self._folded_day is None
+        self._folded_day = today
+        with self._lock:
+            if self._memory_days:
+                return  # the file is unusable: nothing was journalled
+        try:
+            fold_journals(self._path(), today)
+        except (OSError, RuntimeError, ValueError, TypeError) as exc:
+            (log.warning if first else log.debug)("The spend journals were not folded into the file: %s", exc)
 
     def _fall_back(self, exc: BaseException) -> None:
         """Keep the day's spend in memory from now on (the limit still holds in this kernel), said once."""
@@ -305,48 +384,237 @@ class SpendLimits:
         log.warning("%s", self._problem)
 
 
-def _read(path: Path) -> dict[str, dict[str, Any]]:
-    """The file's days, or none when the file does not exist yet; a damaged file counts as empty."""
-    return _read_file(path)[0]
+@dataclass
+class SpendFile:
+    """A spend file's contents: ``days`` (day: {"usd", "tokens"}), ``pending`` (the spend pending for the team
+    ledger, by user: {"usd", "tokens", "calls"}) and ``folded`` (day: the bytes of its journal the days include)."""
+
+    days: dict[str, dict[str, Any]] = field(default_factory=dict)
+    pending: dict[str, dict[str, Any]] = field(default_factory=dict)
+    folded: dict[str, int] = field(default_factory=dict)
+    damaged: bool = False  # the file was there but unreadable as a spend file (reported; counted as empty)
 
 
-def _read_file(path: Path) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
-    """The file's days and its spend pending for the team ledger, by user (see :class:`TeamLedger`); none of
-    either when the file does not exist yet; a damaged file counts as empty."""
+def journal_path(path: Path, day: str) -> Path:
+    """The journal of ``day`` beside the spend file ``path``."""
+    return path.with_name(f"{path.name}.{day}.journal")
+
+
+def read_spend(path: Path) -> SpendFile:
+    """The spend file at ``path`` as every reader counts it: its days plus each day's journal lines not folded
+    into them yet (``folded`` then says where each journal ends). The one reader of the format outside this
+    module; a damaged file or journal line is reported and skipped."""
+    record = _load(path)
+    for day, journal in _journals(path):
+        usd, tokens, end, _ = _read_journal(journal, record.folded.get(day, 0))
+        _add_spend(record.days, day, usd, tokens)
+        record.folded[day] = end
+    return record
+
+
+def fold_journals(path: Path, today: str) -> None:
+    """Fold every journal of the spend file ``path`` into its days, under the file's lock, and replace the file
+    atomically. The journals of days that ended two whole days before ``today`` began are folded whole and
+    deleted; days past the last 31 are dropped."""
+    with _locked(path):
+        record = _load(path)
+        cutoff = (datetime.date.fromisoformat(today) - datetime.timedelta(days=_GRACE_DAYS)).isoformat()
+        journals = dict(_journals(path))
+        for day, journal in journals.items():
+            usd, tokens, end, size = _read_journal(journal, record.folded.get(day, 0))
+            _add_spend(record.days, day, usd, tokens)
+            record.folded[day] = end
+            if day < cutoff:
+                if end < size:
+                    _report(journal, end, "an unfinished last line (a torn write), dropped")
+                journal.unlink(missing_ok=True)
+                del record.folded[day]
+        kept = sorted(record.days)[-_KEEP_DAYS:]
+        for day in set(record.days) - set(kept):
+            if day in journals and day in record.folded:
+                journals[day].unlink(missing_ok=True)
+        record.days = {day: record.days[day] for day in kept}
+        record.folded = {
+            day: end for day, end in record.folded.items() if day in record.days and day in journals
+        }
+        _store(path, record)
+
+
+def _load(path: Path) -> SpendFile:
+    """The file alone (no journal); empty when it does not exist yet or is damaged (reported)."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        return {}, {}
+        return SpendFile()
     try:
         data = json.loads(text) if text.strip() else {}
-    except json.JSONDecodeError:
-        log.warning("%s is not valid JSON; today's spend starts again from it being empty", path)
-        return {}, {}
-    parts = [data.get(name, {}) if isinstance(data, dict) else {} for name in ("days", "team_pending")]
-    return tuple(  # type: ignore[return-value]
-        {key: value for key, value in part.items() if isinstance(value, dict)}
-        if isinstance(part, dict)
-        else {}
-        for part in parts
+    except json.JSONDecodeError as exc:
+        _report(path, exc.pos, "invalid JSON; the file counts as empty and is kept beside it as .damaged")
+        return SpendFile(damaged=True)
+    if not isinstance(data, dict):
+        _report(path, 0, "not a JSON object; the file counts as empty and is kept beside it as .damaged")
+        return SpendFile(damaged=True)
+    days, pending, folded = (data.get(name, {}) for name in ("days", "team_pending", "journal"))
+    return SpendFile(
+        {key: value for key, value in days.items() if isinstance(value, dict)}
+        if isinstance(days, dict)
+        else {},
+        {key: value for key, value in pending.items() if isinstance(value, dict)}
+        if isinstance(pending, dict)
+        else {},
+        {key: value for key, value in folded.items() if isinstance(value, int)}
+        if isinstance(folded, dict)
+        else {},
     )
 
 
-def _write(path: Path, days: dict[str, dict[str, Any]], pending: dict[str, dict[str, Any]]) -> None:
-    """Replace the file atomically: a reader sees the old days or the new ones, never half a file.
+def _store(path: Path, record: SpendFile) -> None:
+    """Replace the file atomically: a reader sees the old days or the new ones, never half a file. Callers hold
+    the file's lock.
 
-    No fsync: the rename alone survives the kernel's crash or kill (the data is in the OS's cache), and a sync
-    per model call cost more than the harness's whole bookkeeping (5 of 10 ms per call against a loopback server
-    in bench/bench_models.py); only a crash of the machine itself can lose the last calls' spend."""
+    No fsync: the rename alone survives the kernel's crash or kill (the data is in the OS's cache); only a crash
+    of the machine itself can lose the last folds. A damaged file is set aside as ``<name>.damaged`` first."""
+    if record.damaged:
+        with contextlib.suppress(FileNotFoundError):
+            os.replace(path, path.with_name(path.name + ".damaged"))
     temp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
-    data: dict[str, Any] = {"version": 1, "days": days}
-    if pending:
-        data["team_pending"] = pending
+    data: dict[str, Any] = {"version": 2, "days": record.days}
+    if record.pending:
+        data["team_pending"] = record.pending
+    if record.folded:
+        data["journal"] = record.folded  # day: bytes of its journal that "days" includes
     try:
         with open(temp, "w", encoding="utf-8") as handle:
             json.dump(data, handle)
         os.replace(temp, path)
     finally:
         temp.unlink(missing_ok=True)
+
+
+def _day_spend(entry: dict[str, Any]) -> tuple[float, int]:
+    return float(entry.get("usd", 0.0)), int(entry.get("tokens", 0))
+
+
+def _add_spend(days: dict[str, dict[str, Any]], day: str, usd: float, tokens: int) -> None:
+    if usd or tokens or day not in days:
+        old_usd, old_tokens = _day_spend(days.get(day, {}))
+        days[day] = {"usd": old_usd + usd, "tokens": old_tokens + tokens}
+
+
+def _append(path: Path, day: str, usd: float, tokens: int) -> bool:
+    """Append one call's spend to the day's journal, in one write; True when the journal just passed a multiple
+    of the fold bound. The line starts with a newline too, so a torn line before it (a machine crash in the
+    middle of a write) ends there and is skipped alone."""
+    line = ("\n" + json.dumps({"usd": usd, "tokens": tokens}) + "\n").encode()
+    journal = journal_path(path, day)
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+    with _locked(path) if _networked(str(path.parent)) else contextlib.nullcontext():
+        try:
+            fd = os.open(journal, flags, 0o600)
+        except FileNotFoundError:  # the first call of a new home: make the folder
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fd = os.open(journal, flags, 0o600)
+        try:
+            written = os.write(fd, line)
+            end = os.lseek(fd, 0, os.SEEK_CUR)
+        finally:
+            os.close(fd)
+    if written != len(line):
+        raise OSError(f"only {written} of {len(line)} bytes of a call's spend were written to {journal}")
+    return end // _FOLD_BYTES != (end - len(line)) // _FOLD_BYTES
+
+
+def _journals(path: Path) -> Iterator[tuple[str, Path]]:
+    """(day, journal) of each journal beside the spend file ``path``."""
+    pattern = re.compile(re.escape(path.name) + r"\.(\d{4}-\d{2}-\d{2})\.journal")
+    try:
+        names = os.listdir(path.parent)
+    except FileNotFoundError:
+        return
+    for name in sorted(names):
+        if found := pattern.fullmatch(name):
+            yield found.group(1), path.with_name(name)
+
+
+def _read_journal(journal: Path, offset: int) -> tuple[float, int, int, int]:
+    """(usd, tokens, end, size): the sum of the journal's complete lines from ``offset``, the offset after the
+    last of them, and the journal's size; nothing when the journal is gone."""
+    try:
+        with open(journal, "rb") as handle:
+            handle.seek(offset)
+            data = handle.read()
+    except FileNotFoundError:
+        return 0.0, 0, offset, offset
+    usd, tokens, used = _sum_lines(data, journal, offset)
+    return usd, tokens, offset + used, offset + len(data)
+
+
+def _sum_lines(data: bytes, journal: Path, offset: int) -> tuple[float, int, int]:
+    """(usd, tokens, bytes used) of the complete lines in ``data``, read from ``offset`` of ``journal``. A line
+    that is not a call's spend is reported and skipped; an unfinished last line is left for the next read (its
+    writer may be in the middle of the write)."""
+    used = data.rfind(b"\n") + 1
+    usd, tokens, at = 0.0, 0, offset
+    for line in data[:used].split(b"\n"):
+        if line.strip():
+            try:
+                entry = json.loads(line)
+                call_usd, call_tokens = float(entry["usd"]), int(entry["tokens"])
+            except (ValueError, TypeError, KeyError, IndexError):
+                _report(journal, at, "a line that is not a call's spend (a torn write?), skipped")
+            else:
+                usd += call_usd
+                tokens += call_tokens
+        at += len(line) + 1
+    return usd, tokens, used
+
+
+# Damage found in spend files, by the spend file's path: what SpendLimits.problem shows (reported once each).
+_damage: dict[str, str] = {}
+_reported: set[tuple[str, int]] = set()
+
+
+def _report(where: Path, offset: int, what: str) -> None:
+    """Log damage found at ``offset`` of a spend file or journal, once per process, and keep it for
+    :attr:`SpendLimits.problem`."""
+    if (str(where), offset) in _reported:
+        return
+    _reported.add((str(where), offset))
+    spend_file = (
+        where.with_name(where.name[: -len(".2026-12-02.journal")]) if where.suffix == ".journal" else where
+    )
+    _damage[str(spend_file)] = f"The spend ledger {where} has {what} (at byte {offset})."
+    log.warning("%s", _damage[str(spend_file)])
+
+
+# Filesystems where O_APPEND is not atomic across machines (NFS emulates it; FUSE: unknown), so appends lock.
+_NETWORK_FILESYSTEMS = ("nfs", "nfs4", "cifs", "smb3", "smbfs", "ceph", "glusterfs", "lustre", "gpfs", "9p")
+
+
+@functools.lru_cache(maxsize=16)
+def _networked(folder: str) -> bool:
+    """Whether ``folder`` is on a network filesystem (by ``/proc/self/mountinfo``; False without it)."""
+    try:
+        mountinfo = Path("/proc/self/mountinfo").read_text(encoding="utf-8")
+    except OSError:
+        return False
+    kind = filesystem_of(os.path.realpath(folder), mountinfo)
+    return kind in _NETWORK_FILESYSTEMS or kind.startswith("fuse")
+
+
+def filesystem_of(folder: str, mountinfo: str) -> str:
+    """The filesystem type of the mount holding the absolute path ``folder``, by the text of a
+    ``/proc/<pid>/mountinfo`` file ("" when no mount holds it)."""
+    best, kind = -1, ""
+    for line in mountinfo.splitlines():
+        fields = line.split(" ")
+        if " - " not in line or len(fields) < 5:
+            continue
+        point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4])  # "\040" is a space
+        inside = folder == point or folder.startswith(point.rstrip("/") + "/")
+        if inside and len(point) > best:
+            best, kind = len(point), line.split(" - ", 1)[1].split(" ")[0]
+    return kind
 
 
 @contextlib.contextmanager
@@ -479,7 +747,7 @@ class TeamLedger:
     def _pending(self) -> tuple[float, int]:
         """(usd, tokens) pending for this user: in the file, and in memory when the file could not keep it."""
         try:
-            entry = _read_file(self._spend_file())[1].get(self.user, {})
+            entry = _load(self._spend_file()).pending.get(self.user, {})
         except (OSError, RuntimeError, ValueError):
             entry = {}
         return (
@@ -491,12 +759,12 @@ class TeamLedger:
         try:
             path = self._spend_file()
             with _locked(path):
-                days, pending = _read_file(path)
-                entry = pending.setdefault(self.user, {"usd": 0.0, "tokens": 0, "calls": 0})
+                record = _load(path)
+                entry = record.pending.setdefault(self.user, {"usd": 0.0, "tokens": 0, "calls": 0})
                 entry["usd"] = float(entry.get("usd", 0.0)) + usd
                 entry["tokens"] = int(entry.get("tokens", 0)) + tokens
                 entry["calls"] = int(entry.get("calls", 0)) + 1
-                _write(path, days, pending)
+                _store(path, record)
         except (OSError, RuntimeError, ValueError):
             self._memory[0] += usd
             self._memory[1] += tokens
@@ -514,13 +782,13 @@ class TeamLedger:
             if not path.exists():
                 return _amount(usd, True)
             with _locked(path):
-                days, pending = _read_file(path)
-                entry = pending.pop(self.user, None)
+                record = _load(path)
+                entry = record.pending.pop(self.user, None)
                 if entry:
                     index.add_spend(
                         float(entry.get("usd", 0.0)), int(entry.get("tokens", 0)), int(entry.get("calls", 0))
                     )
-                    _write(path, days, pending)
+                    _store(path, record)
                     usd += float(entry.get("usd", 0.0))
         except (OSError, RuntimeError, ValueError):  # no usable file: nothing can be pending in it
             pass
