@@ -184,3 +184,16 @@ def test_the_filesystem_of_a_folder_is_its_deepest_mounts() -> None:
     assert filesystem_of("/home/my files/.aries", MOUNTINFO) == "ext4"
     assert filesystem_of("/homework", MOUNTINFO) == "overlay"
     assert filesystem_of("/", MOUNTINFO) == "overlay"
+
+
+def test_a_journal_deleted_under_a_kernel_is_started_again(spend_file: Path) -> None:
+    mine = limits()
+    for _ in range(3):
+        mine.record(
+            10, 0.0
+        )  # the first call folds: the file holds its line and the journal's offset after it
+    journal_path(spend_file, mine._today()).unlink()  # a user clearing the folder (the kernel has it open)
+    mine.record(5, 0.0)
+    assert journal_path(spend_file, mine._today()).exists()
+    assert mine.spend().today_tokens == 10 + 5  # the folded call, and the new journal read from its start
+    assert total_tokens(spend_file) == 15

@@ -57,6 +57,7 @@ import re
 import secrets
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -195,6 +196,10 @@ class SpendLimits:
         # offset read to, usd and tokens read), so a check reads only what was appended since the last one.
         self._tail: tuple[str, int, int, int, float, int] | None = None
         self._folded_day: str | None = None  # the day of this router's last fold of the journals
+        self._journal = _Journal()
+        self._known_path: tuple[tuple[str | None, ...], Path] | None = (
+            None  # (what it depends on, spend file)
+        )
 
     @property
     def problem(self) -> str | None:
@@ -212,10 +217,11 @@ class SpendLimits:
             return self._team
 
     def close(self) -> None:
-        """Fold the journals into the spend file, if this router recorded spend, and release the team ledger's
-        database connections, if it has any (it reconnects on demand)."""
+        """Fold the journals into the spend file, if this router recorded spend, close its journal and release the
+        team ledger's database connections, if it has any (both open again on demand)."""
         if self._folded_day is not None:
             self._fold(self._today())
+        self._journal.close()
         if self._team is not None:
             self._team.close()
 
@@ -294,7 +300,12 @@ class SpendLimits:
         return time.strftime("%Y-%m-%d", time.localtime(self._clock()))
 
     def _path(self) -> Path:
-        return spend_file_path(str(self.settings.spend_file))
+        """The spend file, computed again only when what it depends on changed (it is asked at every call)."""
+        given = (os.environ.get("ARIES_SPEND_FILE"), str(self.settings.spend_file), os.environ.get("HOME"))
+        known = self._known_path
+        if known is None or known[0] != given:
+            known = self._known_path = (given, spend_file_path(given[1]))
+        return known[1]
 
     def _where(self) -> str:
         try:
@@ -314,14 +325,13 @@ class SpendLimits:
             path = self._path()
             record = _load(path)
             usd, tokens = _day_spend(record.days.get(day, {}))
-            base = record.folded.get(day, 0)
             try:
                 handle = open(journal_path(path, day), "rb")
             except FileNotFoundError:
                 return usd, tokens
             with handle:
                 stat = os.fstat(handle.fileno())
-                inode = stat.st_ino
+                inode, base = stat.st_ino, _from(record.folded.get(day, 0), stat.st_size)
                 if tail is not None and tail[:3] == (day, inode, base) and stat.st_size >= tail[3]:
                     start, read_usd, read_tokens = tail[3], tail[4], tail[5]
                 else:  # a new day, a new fold, or a journal replaced: from the fold's offset
@@ -345,7 +355,7 @@ class SpendLimits:
                 memory[1] += tokens
                 return False
         try:
-            return _append(self._path(), day, usd, tokens)
+            return self._journal.append(self._path(), day, usd, tokens)
         except (OSError, RuntimeError) as exc:
             self._fall_back(exc)
             with self._lock:
@@ -501,27 +511,62 @@ def _add_spend(days: dict[str, dict[str, Any]], day: str, usd: float, tokens: in
         days[day] = {"usd": old_usd + usd, "tokens": old_tokens + tokens}
 
 
-def _append(path: Path, day: str, usd: float, tokens: int) -> bool:
-    """Append one call's spend to the day's journal, in one write; True when the journal just passed a multiple
-    of the fold bound. The line starts with a newline too, so a torn line before it (a machine crash in the
-    middle of a write) ends there and is skipped alone."""
-    line = ("\n" + json.dumps({"usd": usd, "tokens": tokens}) + "\n").encode()
-    journal = journal_path(path, day)
-    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
-    with _locked(path) if _networked(str(path.parent)) else contextlib.nullcontext():
+class _Journal:
+    """The day's journal a router appends to, kept open between calls (one open per day, not one per call)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._open: tuple[Path, int] | None = None  # (journal, descriptor)
+        self._closer: weakref.finalize[Any, Any] | None = None
+        self._where: tuple[Path, str, Path, bool] | None = (
+            None  # spend file, day, its journal, on a network fs
+        )
+
+    def append(self, path: Path, day: str, usd: float, tokens: int) -> bool:
+        """Append one call's spend to the day's journal beside ``path``, in one write; True when the journal
+        just passed a multiple of the fold bound. The line starts with a newline too, so a torn line before it
+        (a machine crash in the middle of a write) ends there and is skipped alone. On a network filesystem
+        the journal is opened for each append, under the file's lock."""
+        line = ("\n" + json.dumps({"usd": usd, "tokens": tokens}) + "\n").encode()
+        where = self._where
+        if where is None or where[0] is not path or where[1] != day:
+            where = self._where = (path, day, journal_path(path, day), _networked(str(path.parent)))
+        journal, networked = where[2], where[3]
+        with _locked(path) if networked else contextlib.nullcontext(), self._lock:
+            fd = self._descriptor(path, journal, networked)
+            written = os.write(fd, line)
+            end = os.lseek(fd, 0, os.SEEK_CUR)
+            if networked:
+                self._release()
+        if written != len(line):
+            raise OSError(f"only {written} of {len(line)} bytes of a call's spend were written to {journal}")
+        return end // _FOLD_BYTES != (end - len(line)) // _FOLD_BYTES
+
+    def close(self) -> None:
+        """Close the journal (the next append opens it again)."""
+        with self._lock:
+            self._release()
+
+    def _release(self) -> None:
+        if self._closer is not None:
+            self._closer()  # closes the descriptor, once
+        self._open = self._closer = None
+
+    def _descriptor(self, path: Path, journal: Path, networked: bool) -> int:
+        """The open journal; opened again for a new day or spend file, when it was deleted (a fold deletes
+        only journals days old, a user any), and on a network filesystem (whose deleted files still count links)."""
+        known = self._open
+        if not networked and known is not None and known[0] == journal and os.fstat(known[1]).st_nlink:
+            return known[1]
+        self._release()
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
         try:
             fd = os.open(journal, flags, 0o600)
         except FileNotFoundError:  # the first call of a new home: make the folder
             path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             fd = os.open(journal, flags, 0o600)
-        try:
-            written = os.write(fd, line)
-            end = os.lseek(fd, 0, os.SEEK_CUR)
-        finally:
-            os.close(fd)
-    if written != len(line):
-        raise OSError(f"only {written} of {len(line)} bytes of a call's spend were written to {journal}")
-    return end // _FOLD_BYTES != (end - len(line)) // _FOLD_BYTES
+        self._open, self._closer = (journal, fd), weakref.finalize(self, os.close, fd)
+        return fd
 
 
 def _journals(path: Path) -> Iterator[tuple[str, Path]]:
@@ -541,6 +586,7 @@ def _read_journal(journal: Path, offset: int) -> tuple[float, int, int, int]:
     last of them, and the journal's size; nothing when the journal is gone."""
     try:
         with open(journal, "rb") as handle:
+            offset = _from(offset, os.fstat(handle.fileno()).st_size)
             handle.seek(offset)
             data = handle.read()
     except FileNotFoundError:
@@ -549,11 +595,24 @@ def _read_journal(journal: Path, offset: int) -> tuple[float, int, int, int]:
     return usd, tokens, offset + used, offset + len(data)
 
 
+def _from(folded: int, size: int) -> int:
+    """Where to read a journal of ``size`` bytes whose first ``folded`` bytes the file includes: there, or from
+    the start when the journal is shorter (someone deleted it since, and this is a new one)."""
+    return folded if size >= folded else 0
+
+
 def _sum_lines(data: bytes, journal: Path, offset: int) -> tuple[float, int, int]:
     """(usd, tokens, bytes used) of the complete lines in ``data``, read from ``offset`` of ``journal``. A line
     that is not a call's spend is reported and skipped; an unfinished last line is left for the next read (its
     writer may be in the middle of the write)."""
     used = data.rfind(b"\n") + 1
+    with contextlib.suppress(
+        ValueError, TypeError, KeyError
+    ):  # all well formed: one parse (a fold reads 2,000)
+        entries = json.loads(
+            b"[" + b",".join(line for line in data[:used].split(b"\n") if line.strip()) + b"]"
+        )
+        return sum(float(e["usd"]) for e in entries), sum(int(e["tokens"]) for e in entries), used
     usd, tokens, at = 0.0, 0, offset
     for line in data[:used].split(b"\n"):
         if line.strip():
