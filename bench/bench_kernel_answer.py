@@ -1,6 +1,6 @@
 """A kernel's first answer about the codebase, warm and cold, as ratios to references taken in the same round.
 
-    python bench/bench_kernel_answer.py [--rounds 3] [--root DIR]
+    python bench/bench_kernel_answer.py [--rounds 3] [--root DIR] [--warm-only]
 
 On a copy of installed pandas (or of ROOT), each round measures, from the kernel start request to the reply:
 
@@ -10,7 +10,7 @@ On a copy of installed pandas (or of ROOT), each round measures, from the kernel
   (target <= 1.3x plain);
 - cold: an Aries kernel answering ``codebase.stats()`` with no ``.aries``; its time less plain's, against a raw
   one-thread tree-sitter parse of the same files (bench_index's ``parse`` step, run just before it)
-  (target <= 1.3x).
+  (target <= 1.3x). ``--warm-only`` leaves this row and the parse out.
 
 Ratios are taken per round and their medians printed, with the load before and after. Kernels run with bytecode
 caches (bench_kernel_start.kernel_env) and their own index key, vault and log folder.
@@ -45,6 +45,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--root", type=Path, default=None, help="the tree (default: installed pandas)")
+    parser.add_argument("--warm-only", action="store_true", help="only the plain and warm rows")
     args = parser.parse_args()
     if args.root is None:
         import pandas
@@ -64,34 +65,41 @@ def main() -> None:
             plain, _ = time_to_answer("python3", root, "1", env)
             warm, stats = time_to_answer("aries", root, STATS, env)
             assert mode_of(stats) == "warm", stats
+            rows["plain"].append(plain)
+            rows["warm"].append(warm)
+            if args.warm_only:
+                print(f"  round: plain kernel 1 {plain:.2f} s, warm stats {warm:.2f} s (load {load()})")
+                continue
             parse = run_child("parse", str(root), "1")["seconds"]
             warm_index.rename(cold_index)
             cold, stats = time_to_answer("aries", root, STATS, env)
             assert mode_of(stats) == "cold", stats
             shutil.rmtree(warm_index)
             cold_index.rename(warm_index)
-            for name, value in (("parse", parse), ("plain", plain), ("warm", warm), ("cold", cold)):
-                rows[name].append(value)
+            rows["parse"].append(parse)
+            rows["cold"].append(cold)
             print(
                 f"  round: parse {parse:.2f} s, plain kernel 1 {plain:.2f} s, warm stats {warm:.2f} s, "
                 f"cold stats {cold:.2f} s (load {load()})"
             )
     warm_ratio = statistics.median(w / p for w, p in zip(rows["warm"], rows["plain"], strict=True))
-    cold_ratio = statistics.median(
-        (c - p) / r for c, p, r in zip(rows["cold"], rows["plain"], rows["parse"], strict=True)
-    )
-    median = {name: statistics.median(values) for name, values in rows.items()}
+    median = {name: statistics.median(values) for name, values in rows.items() if values}
     print(f"Kernel start to first answer, {root.name}, median of {args.rounds} rounds (load after {load()})")
-    print(f"  raw one-thread parse                      {median['parse']:6.2f} s")
+    if not args.warm_only:
+        print(f"  raw one-thread parse                      {median['parse']:6.2f} s")
     print(f"  plain python3 kernel, `1`                 {median['plain']:6.2f} s")
     print(
         f"  aries warm, codebase.stats()              {median['warm']:6.2f} s = {warm_ratio:.2f}x plain "
         "(target <= 1.3)"
     )
-    print(
-        f"  aries cold, codebase.stats(), less plain  {median['cold'] - median['plain']:6.2f} s = "
-        f"{cold_ratio:.2f}x the parse (target <= 1.3)"
-    )
+    if not args.warm_only:
+        cold_ratio = statistics.median(
+            (c - p) / r for c, p, r in zip(rows["cold"], rows["plain"], rows["parse"], strict=True)
+        )
+        print(
+            f"  aries cold, codebase.stats(), less plain  {median['cold'] - median['plain']:6.2f} s = "
+            f"{cold_ratio:.2f}x the parse (target <= 1.3)"
+        )
 
 
 if __name__ == "__main__":

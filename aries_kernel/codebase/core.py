@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 __all__ = ["Codebase", "CodebaseError"]
 
 log = logging.getLogger(__name__)
-_STORED_TABLES = frozenset({"roles"})
+_STORED_TABLES = frozenset({"roles", "counts"})
 
 
 class Codebase(QueryMixin, JudgmentMixin):
@@ -614,6 +614,18 @@ class Codebase(QueryMixin, JudgmentMixin):
             )
         )
         raise CodebaseError(f"{rel} is not an indexed file of {self.root}.{hint}")
+
+    def _counts(self) -> dict[str, tuple[int, int]]:
+        """Indexed file -> (symbols, loc), cached and stored with the graph's scores like the roles: a warm
+        start's ``stats()`` then reads no record (decoding them all costs more than the rest of its answer)."""
+
+        def build() -> dict[str, tuple[int, int]]:
+            records = self._records
+            records.load_all()  # in one pass, not one query per file
+            return {rel: (len(records[rel]["symbols"]), records[rel]["loc"]) for rel in self._graph.node_of}
+
+        with self._lock:
+            return self._table("counts", build)  # type: ignore[no-any-return]
 
     def _names_of(self, rel: str) -> list[str]:
         return [s[0] for s in self._records[rel]["symbols"] if s[5] == ""]

@@ -68,6 +68,7 @@ class QueryMixin:
         def wait_ready(self, timeout: float | None = None) -> None: ...
         def _table(self, key: str, build: Any) -> Any: ...
         def _table_at_hand(self, key: str) -> Any: ...
+        def _counts(self) -> dict[str, tuple[int, int]]: ...
         def _file(self, file: Any) -> str: ...
         def source(self, file: Any, typed: bool = False) -> str: ...
         def symbol_table(self, hashes: bool = True) -> pd.DataFrame: ...
@@ -470,25 +471,23 @@ class QueryMixin:
         import pandas as pd
 
         self.wait_ready()
+        counts = self._counts()
         with self._lock:
-            records = [r for r in self._records.values() if r["status"] != "skipped"]
+            graph, records = self._graph, self._records
             edge_kinds: dict[str, int] = dict.fromkeys(EDGE_KINDS, 0)
-            for _, _, data in self._graph.graph.weighted_edge_list():
+            for _, _, data in graph.graph.weighted_edge_list():
                 edge_kinds[data[0]] += 1
             languages: dict[str, int] = {}
-            for record in records:
-                languages[record["language"]] = languages.get(record["language"], 0) + 1
+            for rel in counts:
+                languages[graph.language[rel]] = languages.get(graph.language[rel], 0) + 1
             rows: list[tuple[str, Any]] = [
-                ("files", len(records)),
+                ("files", len(counts)),
                 *((f"files ({language})", n) for language, n in sorted(languages.items())),
-                ("symbols", sum(len(r["symbols"]) for r in records)),
-                ("loc", sum(r["loc"] for r in records)),
+                ("symbols", sum(symbols for symbols, _ in counts.values())),
+                ("loc", sum(loc for _, loc in counts.values())),
                 *((f"edges ({kind})", n) for kind, n in edge_kinds.items()),
-                (
-                    "skipped",
-                    sum(1 for r in self._records.values() if r["status"] == "skipped") + len(self._problems),
-                ),
-                ("partly indexed", sum(1 for r in records if r["status"] == "partial")),
+                ("skipped", len(records) - len(counts) + len(self._problems)),  # the graph holds the rest
+                ("partly indexed", sum(1 for rel in counts if records.status(rel) == "partial")),
                 ("index mode", self.last_run.get("mode", "")),
                 ("index seconds", round(float(self.last_run.get("seconds", 0.0)), 3)),
                 ("files parsed", self.last_run.get("parsed", 0)),

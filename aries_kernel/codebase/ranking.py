@@ -233,7 +233,13 @@ def stored_form(key: str, value: Any, files: tuple[str, ...]) -> Any:
 
 def from_stored(stored: Any, files: tuple[str, ...]) -> dict[str, Any]:
     """The scores a stored dict holds (key -> :func:`stored_form`); ValueError when it is not such a dict."""
-    if not isinstance(stored, dict) or not set(stored) <= {"pagerank", "hits", "communities", "roles"}:
+    if not isinstance(stored, dict) or not set(stored) <= {
+        "pagerank",
+        "hits",
+        "communities",
+        "roles",
+        "counts",
+    }:
         raise ValueError("not stored scores")
 
     def column(values: Any, kind: type) -> tuple[Any, ...]:
@@ -251,13 +257,14 @@ def from_stored(stored: Any, files: tuple[str, ...]) -> dict[str, Any]:
         out["hits"] = tuple(dict(zip(files, column(s, float), strict=True)) for s in hits)
     if "roles" in stored:
         out["roles"] = dict(zip(files, column(stored["roles"], str), strict=True))
-    if "communities" in stored:
-        groups = stored["communities"]
-        if not (isinstance(groups, tuple) and len(groups) == 2):
-            raise ValueError("malformed stored communities")
-        out["communities"] = dict(
-            zip(files, zip(column(groups[0], int), column(groups[1], str), strict=True), strict=True)
-        )
+    # file -> (community, label), and file -> (symbols, loc): a table of the queries, as roles (Codebase._counts)
+    for key, kinds in (("communities", (int, str)), ("counts", (int, int))):
+        if key in stored:
+            pair = stored[key]
+            if not (isinstance(pair, tuple) and len(pair) == 2):
+                raise ValueError(f"malformed stored {key}")
+            columns = (column(values, kind) for values, kind in zip(pair, kinds, strict=True))
+            out[key] = dict(zip(files, zip(*columns, strict=True), strict=True))
     return out
 
 
