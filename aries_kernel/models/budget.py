@@ -8,9 +8,9 @@ of the user, so a restart does not reset it; when it cannot be read or written (
 budget is still enforced for this process in memory and :attr:`SpendLimits.problem` says why.
 
 **The journal.** A finished call's spend is one line appended to the day's journal beside the file
-(``spend.json.2026-12-02.journal``): a single ``O_APPEND`` write, with no lock, no read and no rewrite of the file
-(rewriting it per call was most of the harness's own cost per call in bench/bench_models.py). On one machine such
-appends are atomic, so kernels recording at once lose nothing; on a network filesystem (NFS emulates
+(``spend.json.2026-12-02.journal``, kept open): one ``O_APPEND`` write, with no lock, no read and no rewrite of
+the file (rewriting it per call was most of the harness's own cost per call in bench/bench_models.py). On one
+machine such appends are atomic, so kernels recording at once lose nothing; on a network filesystem (NFS emulates
 ``O_APPEND``, so appends from two machines could overwrite each other) each append takes the file's lock too.
 Every reader (:func:`read_spend`; a kernel's check before a call) counts the file's days plus the journal lines
 not folded into them yet, reading only what was appended since its last check, so another kernel's spend counts
@@ -301,10 +301,11 @@ class SpendLimits:
 
     def _path(self) -> Path:
         """The spend file, computed again only when what it depends on changed (it is asked at every call)."""
-        given = (os.environ.get("ARIES_SPEND_FILE"), str(self.settings.spend_file), os.environ.get("HOME"))
+        setting = str(self.settings.spend_file)
+        given = (aries_setting("ARIES_SPEND_FILE", setting), os.environ.get("HOME"))
         known = self._known_path
         if known is None or known[0] != given:
-            known = self._known_path = (given, spend_file_path(given[1]))
+            known = self._known_path = (given, spend_file_path(setting))
         return known[1]
 
     def _where(self) -> str:
