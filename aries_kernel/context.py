@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 from traitlets import Unicode
 from traitlets.config import Configurable
 
+from aries_kernel.codebase.config import AriesCodebase
+from aries_kernel.codebase.team_settings import team_index
 from aries_kernel.paths import aries_setting
 from aries_kernel.settings_owner import SettingsOwner
 
@@ -109,6 +111,8 @@ class AriesContext:
         # The permission, key, endpoint and spend settings as they stand now are the user's; from here on only
         # the user changes them (aries_kernel.settings_owner).
         self.settings_owner = SettingsOwner(self.config)
+        # The team index's folder and key as the kernel starts: a Repl step's os.environ cannot redirect them.
+        self.team_index = team_index(AriesCodebase(config=self.config))
         settings = AriesSettings(config=self.config)
         # The settings rule (aries_kernel.paths), in branches to say which source set the root.
         variable = aries_setting("ARIES_ROOT")
@@ -176,7 +180,9 @@ class AriesContext:
 def _start_codebase(context: AriesContext) -> Codebase:
     from aries_kernel.codebase import Codebase
 
-    codebase = Codebase(context.root, config=context.config, root_reason=context.root_reason)
+    codebase = Codebase(
+        context.root, config=context.config, root_reason=context.root_reason, team=context.team_index
+    )
     codebase.index_in_background()
     return codebase
 

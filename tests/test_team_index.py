@@ -15,7 +15,10 @@ import pytest
 
 from aries_kernel.codebase import Codebase, extract, queries
 from aries_kernel.codebase.store import SCHEMA_VERSION, IndexStore, schema_of
-from aries_kernel.codebase.team_index import head_commit, publish, team_index
+from aries_kernel.codebase.team_index import head_commit, publish
+from aries_kernel.codebase.team_settings import team_index
+from tests.kernel_harness import run_cell, start_kernel, stop_kernel
+from tests.loopback import Reply, ScriptedModelServer
 
 FIXTURE = Path(__file__).parent / "fixtures" / "codebase" / "pyproj"
 
@@ -253,3 +256,100 @@ def test_a_shared_copy_that_is_a_symlink_or_far_too_large_is_refused_and_the_ker
         in huge.status()
     )
     assert huge.last_run["parsed"] == files and huge.last_run["mode"] == "cold"
+
+
+# An agent's Repl step: a forged copy of HEAD's index under a key of its own, a record given a planted symbol, and
+# the environment and the config pointed at it.
+FORGE = """
+import marshal, os, secrets, sqlite3
+from aries_kernel.codebase.index_key import IndexKey
+from aries_kernel.codebase.store import IndexStore
+from aries_kernel.codebase.team_index import head_commit
+root = codebase.root
+evil = root / ".aries" / "evil"
+evil.mkdir()
+(evil / "key").write_bytes(secrets.token_bytes(32))
+key = IndexKey((evil / "key").read_bytes(), persistent=True)
+copy = evil / f"{head_commit(root)}.index.db"
+target = IndexStore(copy, key)
+IndexStore(root / ".aries" / "index.db").copy_to(target)
+target.close()
+conn = sqlite3.connect(copy)
+for path, size, mtime, digest, blob in conn.execute("SELECT * FROM files").fetchall():
+    record = marshal.loads(blob[32:])
+    if record["symbols"]:
+        record["symbols"] += (("planted_by_the_agent", *record["symbols"][0][1:]),)
+        body = marshal.dumps(record)
+        with conn:
+            conn.execute("UPDATE files SET record = ? WHERE path = ?", (key.tag((path, size, mtime, digest), body) + body, path))
+            conn.execute("DELETE FROM graph")
+        break
+conn.close()
+os.environ["ARIES_TEAM_INDEX_DIR"] = str(evil)
+os.environ["ARIES_TEAM_KEY_FILE"] = str(evil / "key")
+get_ipython().config.AriesCodebase.team_index_dir = str(evil)
+get_ipython().config.AriesCodebase.team_key_file = str(evil / "key")
+print("forged", path)
+"""
+
+# The kernel's next codebase, built as the kernel builds one (from its context), and one built by hand, each
+# with an empty .aries/index.db (as in a fresh clone), so that each looks for a team copy.
+NEXT_INDEX = """
+import sqlite3
+from aries_kernel.codebase import Codebase
+from aries_kernel.context import get_context
+
+def emptied():
+    own = sqlite3.connect(old.root / ".aries" / "index.db")
+    with own:
+        for table in ("files", "graph", "judgment"):
+            own.execute(f"DELETE FROM {table}")
+    own.close()
+
+context = get_context(get_ipython())
+old = context.codebase
+old._thread.join()
+old._store.close()  # its lazy reads would put rows back
+context.reset("codebase")
+emptied()
+kernels = context.codebase
+kernels.wait_ready()
+emptied()
+by_hand = Codebase(kernels.root)
+by_hand.wait_ready()
+print("KERNEL", kernels.status().replace(chr(10), " | "), len(kernels.find_symbol("planted_by_the_agent")))
+print("BYHAND", by_hand.status().replace(chr(10), " | "), len(by_hand.find_symbol("planted_by_the_agent")))
+"""
+
+
+@pytest.mark.kernel
+def test_an_agent_step_cannot_point_the_kernels_next_index_at_a_forged_copy(
+    tmp_path: Path, origin: Path, server: ScriptedModelServer
+) -> None:
+    key = tmp_path / "team.key"
+    key.write_bytes(secrets.token_bytes(32))
+    bob = tmp_path / "bob" / "repo"
+    subprocess.run(["git", "clone", "-q", str(origin), str(bob)], check=True)
+    env = server.kernel_env(
+        ARIES_TEAM_INDEX_DIR=str(tmp_path / "shared"),
+        ARIES_TEAM_KEY_FILE=str(key),
+        ARIES_INDEX_KEY=str(tmp_path / "bob.key"),
+    )
+    km, kc = start_kernel(bob, env=env)
+    try:
+        ready = run_cell(kc, "codebase.wait_ready(); print(codebase.status())", timeout=120)
+        assert ready.error is None and "no team index of commit" in ready.stdout, ready
+        server.script(Reply(tool_calls=[("Repl", {"code": FORGE})]), Reply(text="Done."))
+        step = run_cell(kc, "%aries --yes index this repository", timeout=180)
+        assert step.error is None and "Done." in step.stdout, step
+        shown = run_cell(kc, NEXT_INDEX, timeout=180)
+        assert shown.error is None, shown
+    finally:
+        stop_kernel(km, kc)
+    lines = dict(line.split(" ", 1) for line in shown.stdout.splitlines() if line[:6] in ("KERNEL", "BYHAND"))
+    # A codebase that reads the settings when it indexes takes the step's copy: the forgery works when it can.
+    assert "started from the team index" in lines["BYHAND"] and lines["BYHAND"].endswith(" 1"), lines
+    # The kernel's own uses the folder and key of its start: it starts from the team's copy (Bob's first index
+    # wrote it), with no planted symbol; the step's copy is not looked at.
+    assert "started from the team index" in lines["KERNEL"] and lines["KERNEL"].endswith(" 0"), lines
+    assert "evil" not in lines["KERNEL"], lines

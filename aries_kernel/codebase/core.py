@@ -33,7 +33,8 @@ from aries_kernel.codebase.ranking import Rankings, from_stored, stored_form
 from aries_kernel.codebase.resolve import ImportConfig, config_problem, load_tsconfigs
 from aries_kernel.codebase.snapshot import BadSnapshot, Snapshot, code_digest, decode, encode
 from aries_kernel.codebase.store import IndexStore, Pending, Records, ensure_aries_dir
-from aries_kernel.codebase.team_index import adopt, publish, team_index
+from aries_kernel.codebase.team_index import adopt, publish
+from aries_kernel.codebase.team_settings import TeamChoice, team_index
 from aries_kernel.rootfs import RefusedPathError, read_regular
 
 if TYPE_CHECKING:
@@ -54,7 +55,14 @@ class Codebase(QueryMixin, JudgmentMixin):
     >>> codebase.top_files(5)          # waits for the index, with a progress bar
     """
 
-    def __init__(self, root: str | os.PathLike[str], *, config: Any = None, root_reason: str = "") -> None:
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        config: Any = None,
+        root_reason: str = "",
+        team: TeamChoice | None = None,
+    ) -> None:
         self.root = Path(root).expanduser().resolve()
         self.root_reason = root_reason  # why this folder is the root (found .git ...), shown by status()
         if not self.root.is_dir():
@@ -76,6 +84,9 @@ class Codebase(QueryMixin, JudgmentMixin):
         self._store: IndexStore | None = None
         self._store_problems: list[Problem] = []  # index.db refused or moved aside: shown in skipped()
         self.team_note = ""  # what the team's shared index did for this kernel (codebase.status() says it)
+        # The team index as the kernel resolved it at its start (team_settings: a Repl step cannot redirect it);
+        # None: resolved from the environment and the config at each index.
+        self._team = team
         self._texts: dict[str, str] = {}
         self._tables: dict[str, tuple[int, Any]] = {}
         # Tables stored with the graph's scores (see _table), for the graph version they were loaded with.
@@ -184,7 +195,7 @@ class Codebase(QueryMixin, JudgmentMixin):
 
     def _publish_for_team(self) -> None:
         """Give the team this commit's index when it has none yet (after ready: no query waits for it)."""
-        team, _ = team_index(self.settings)
+        team, _ = self._team or team_index(self.settings)
         if team is None or self._store is None:
             return
         try:
@@ -216,7 +227,7 @@ class Codebase(QueryMixin, JudgmentMixin):
         if self._store is not None:
             self._store.close()
         self._store = self._open_store()
-        team, why_not = team_index(self.settings)
+        team, why_not = self._team or team_index(self.settings)
         self.team_note = why_not or ""
         if team is not None and self._store is not None and self._store.empty:
             self.team_note = adopt(self._store, self.root, team)

@@ -1,12 +1,12 @@
 """One index per commit for a team: a kernel whose repository is at a commit a member already indexed starts
 from that member's index instead of parsing, then parses only the files that differ in its own work tree.
 
-The copies live in a folder the team shares (``$ARIES_TEAM_INDEX_DIR``, else ``c.AriesCodebase.team_index_dir``),
-one ``<commit>.index.db`` per commit: an ordinary ``index.db`` whose every row is tagged under the team key
-(``$ARIES_TEAM_KEY_FILE``, else ``c.AriesCodebase.team_key_file``: 32 random bytes, readable by the team only),
-not a member's own key, which nobody else can verify. Records are unmarshalled only from rows whose MAC
-verifies, so a forged, truncated or foreign copy is refused whole, with a message, and the kernel indexes on
-its own; nobody's kernel can be fed a forged index by someone without the team key.
+The copies live in a folder the team shares (:mod:`.team_settings`: set by the environment or the config,
+fixed when the kernel starts), one ``<commit>.index.db`` per commit: an ordinary ``index.db`` whose every row is
+tagged under the team key (32 random bytes, readable by the team only), not a member's own key, which nobody
+else can verify. Records are unmarshalled only from rows whose MAC verifies, so a forged, truncated or foreign
+copy is refused whole, with a message, and the kernel indexes on its own; nobody's kernel can be fed a forged
+index by someone without the team key.
 
 - **Adopt** (:func:`adopt`): a kernel whose own ``.aries/index.db`` is empty copies the rows of its commit's
   copy into it, tagged again under the user's key. A file git tracks and says is as the commit has it takes
@@ -26,15 +26,12 @@ import os
 import secrets
 import stat
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 
-from aries_kernel.codebase.config import AriesCodebase
-from aries_kernel.codebase.index_key import IndexKey, read_key
 from aries_kernel.codebase.store import SCHEMA_VERSION, ForeignIndex, IndexStore, copy_index, schema_of
-from aries_kernel.paths import aries_setting
+from aries_kernel.codebase.team_settings import TeamIndex
 
-__all__ = ["TeamIndex", "adopt", "publish", "team_index"]
+__all__ = ["adopt", "publish"]
 
 log = logging.getLogger(__name__)
 _GIT_SECONDS = 30
@@ -42,35 +39,6 @@ _GIT_SECONDS = 30
 # 20,000-file tree's copy is about half the size of its files; a small repository's is mostly SQLite pages).
 _INDEX_PER_SOURCE_BYTE = 4
 _INDEX_SLACK_BYTES = 64 << 20
-
-
-@dataclass(frozen=True)
-class TeamIndex:
-    """Where the team's copies live and the key they are tagged under."""
-
-    folder: Path
-    key: IndexKey
-
-    def copy_of(self, commit: str) -> Path:
-        return self.folder / f"{commit}.index.db"
-
-
-def team_index(settings: AriesCodebase) -> tuple[TeamIndex | None, str | None]:
-    """The team's index folder and key, or None and why not (None, None when no folder is set: off)."""
-    folder = aries_setting("ARIES_TEAM_INDEX_DIR", settings.team_index_dir)
-    if not folder:
-        return None, None
-    key_file = aries_setting("ARIES_TEAM_KEY_FILE", settings.team_key_file)
-    if not key_file:
-        return None, (
-            f"the team index folder {folder} is set but no team key (ARIES_TEAM_KEY_FILE or "
-            "c.AriesCodebase.team_key_file): not used"
-        )
-    try:
-        key = IndexKey(read_key(Path(key_file).expanduser()), persistent=True)
-    except (OSError, ValueError) as exc:
-        return None, f"the team key {key_file} cannot be read ({exc}): the team index is not used"
-    return TeamIndex(Path(folder).expanduser(), key), None
 
 
 def _git(root: Path, *args: str) -> str | None:
