@@ -202,10 +202,26 @@ _CODEBASE_MODULE = "aries_kernel.codebase.core"
 
 def _import_quietly(name: str) -> None:
     """Import module ``name`` ahead of its use; a failure is only logged."""
+    had_pandas = "pandas" in sys.modules
     try:
         importlib.import_module(name)
     except Exception as exc:  # the same import fails again, visibly, where the user needs the module
         log.debug("background import of %s failed: %r", name, exc)
+    if not had_pandas and (pandas := sys.modules.get("pandas")) is not None:
+        _pandas_as_a_cell_imports_it(pandas)
+
+
+def _pandas_as_a_cell_imports_it(pandas: Any) -> None:
+    """Give pandas the ``display.max_columns`` a kernel's cell gives it (20), when this thread imported it.
+
+    pandas picks that default at import from whether ``get_ipython`` is a builtin, which IPython makes it only
+    while a cell runs: imported here, between cells, it would take a terminal's 0 ("fit the terminal", columns
+    dropped behind "..."), so a frame would print one way or the other by which thread imported pandas first."""
+    try:
+        if pandas.get_option("display.max_columns") == 0:
+            pandas.set_option("display.max_columns", 20)
+    except Exception as exc:  # a pandas without these options: leave it as it is
+        log.debug("pandas display options not set: %r", exc)
 
 
 def _import_warm_modules(codebase: LazyName, idle: threading.Event) -> None:

@@ -102,8 +102,8 @@ class AriesKernel(IPythonKernel):
             columns, lines = own, 0
         else:
             return  # not a terminal frontend, or one that does not say its size
-        # pandas' display.max_columns = 0 ("fit the terminal", its default when it was imported outside a cell,
-        # as the kernel's warm-up thread does) asks shutil, which reads COLUMNS because stdout is not a terminal.
+        # pandas' display.max_columns = 0 ("fit the terminal", if the user sets it) asks shutil, which reads
+        # COLUMNS because stdout is not a terminal.
         os.environ["COLUMNS"] = str(columns)
         if lines:
             os.environ["LINES"] = str(lines)
