@@ -61,6 +61,20 @@ def _private_aries_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[No
     assert had_aries or not (CHECKOUT / ".aries").exists(), f"a test wrote {CHECKOUT / '.aries'}"
 
 
+@pytest.fixture(autouse=True)
+def _no_shell_left_for_the_next_test() -> Iterator[None]:
+    """A test that used IPython's shell singleton leaves none behind: the next test in the worker gets a new shell.
+    A context an earlier test attached (without the magics) made a later ``%load_ext aries_kernel`` a no-op, so
+    ``%aries`` was missing in one worker's order of files and not in another's."""
+    yield
+    from IPython.core.interactiveshell import InteractiveShell
+
+    if InteractiveShell.initialized():
+        shell = InteractiveShell.instance()
+        InteractiveShell.clear_instance()
+        shell.atexit_operations()  # closes its history database and stops its saving thread
+
+
 @pytest.fixture
 def small_repo(tmp_path: Path) -> Path:
     """A copy of the Python fixture package, so a test may edit it and write .aries/ beside it."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import signal
 import sys
 import tempfile
 import time
@@ -41,6 +42,9 @@ os.environ["JUPYTER_PATH"] = os.pathsep.join(
 
 StdinReply = str | list[str] | Callable[[str], str] | None
 
+# A client's kernel and log folder, for the thread dump a timed-out cell asks for (see _thread_dump).
+_HANG_DUMPS: dict[int, tuple[KernelManager, Path]] = {}
+
 
 @dataclass
 class CellResult:
@@ -71,6 +75,7 @@ def start_kernel(
     km = KernelManager(kernel_name=kernel_name, transport="ipc", connection_file=str(scratch / "kernel.json"))
     km.start_kernel(cwd=str(cwd), env=full_env)
     kc = km.client()
+    _HANG_DUMPS[id(kc)] = (km, Path(full_env["ARIES_LOG_DIR"]))
     kc.start_channels()
     try:
         kc.wait_for_ready(timeout=120)
@@ -119,7 +124,11 @@ def run_cell(
     idle = False
     while not idle:
         if time.monotonic() > deadline:
-            raise TimeoutError(f"cell did not finish within {timeout} s: {code[:80]!r}")
+            raise TimeoutError(
+                f"cell did not finish within {timeout} s: {code[:80]!r}\n"
+                f"--- its stdout so far (last 2,000 characters) ---\n{out.stdout[-2000:]}\n"
+                f"--- its stderr so far ---\n{out.stderr[-2000:]}\n{_thread_dump(kc)}"
+            )
         if stdin_reply is not None:
             try:
                 request = kc.get_stdin_msg(timeout=0.01)
@@ -158,7 +167,32 @@ def run_cell(
     return out
 
 
+def _thread_dump(kc: BlockingKernelClient) -> str:
+    """Every thread's stack in the client's kernel (its ``kill -USR1`` dump), so a hung cell in a CI run says where
+    it hung; or why there is none."""
+    started = _HANG_DUMPS.get(id(kc))
+    pid = getattr(started[0].provisioner, "pid", None) if started else None
+    if started is None or pid is None:
+        return "(no thread dump: the kernel was not started by start_kernel, or has no process id)"
+    logs = started[1]
+    try:
+        os.kill(pid, signal.SIGUSR1)
+    except OSError as exc:
+        return f"(no thread dump: {exc})"
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        dumps = sorted(logs.glob("stack-dump-*.txt"))
+        text = "".join(path.read_text(errors="replace") for path in dumps)
+        if text.strip():
+            time.sleep(0.5)  # let the dump thread finish writing
+            text = "".join(path.read_text(errors="replace") for path in dumps)
+            return f"--- the kernel's threads (kill -USR1) ---\n{text}"
+        time.sleep(0.2)
+    return f"(no thread dump in {logs} within 10 s)"
+
+
 def stop_kernel(km: KernelManager, kc: BlockingKernelClient) -> None:
     """Stop the client's channels and shut the kernel down."""
+    _HANG_DUMPS.pop(id(kc), None)
     kc.stop_channels()
     km.shutdown_kernel(now=True)

@@ -160,14 +160,13 @@ def test_allow_for_the_rest_of_the_run_ends_with_the_run(repo: Path) -> None:
 
 
 @pytest.fixture
-def shell(repo: Path, tmp_path: Path) -> Iterator[InteractiveShell]:
+def shell(repo: Path) -> Iterator[InteractiveShell]:
     ip = InteractiveShell.instance()
     ip.register_magics(AriesMagics)
     context = AriesContext(ip, root=repo)
     context.set_codebase(RecordingGraph())  # type: ignore[arg-type]
     set_context(ip, context)
     yield ip
-    set_context(ip, AriesContext(ip, root=tmp_path))
 
 
 def magic_agent(shell: InteractiveShell, *replies: Any) -> tuple[Agent, ScriptedClient]:

@@ -139,7 +139,6 @@ def test_the_vault_repr_and_aries_status_show_no_password(
         assert "unavailable" in refused and "refused the connection" in refused and "password=***" in refused
         _assert_hidden(status, refused, *get_context(ip).problems.values())
     finally:
-        set_context(ip, AriesContext(ip, root=tmp_path))
         vault.stores[0].index.close()
         _drop(auth_server, name)
 

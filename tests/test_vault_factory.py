@@ -33,7 +33,6 @@ def context(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[AriesCo
     context = AriesContext(shell, root=tmp_path / "repo")
     set_context(shell, context)
     yield context
-    set_context(shell, AriesContext(shell, root=tmp_path))
 
 
 def test_every_path_returns_the_one_vault_with_its_decomposer(context: AriesContext) -> None:

@@ -30,7 +30,6 @@ def shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-u
     ip.register_magics(AriesMagics)
     set_context(ip, AriesContext(ip, root=tmp_path / "repo"))
     yield ip
-    set_context(ip, AriesContext(ip, root=tmp_path))
 
 
 def test_vault_magic_shows_ranked_frame(shell: InteractiveShell) -> None:

@@ -234,7 +234,6 @@ def test_the_status_section_shows_what_a_rebuild_lost(
         assert "warning: global: " in status and "restored from" in status
     finally:
         close(context.built("vault"))
-        set_context(shell, AriesContext(shell, root=tmp_path))
 
 
 @pytest.mark.usefixtures("backend")
