@@ -113,6 +113,10 @@ def test_the_second_member_starts_from_the_first_members_index_and_parses_only_w
     assert cold.last_run["parsed"] == files
     assert second.top_files(50).equals(cold.top_files(50))
     assert second._graph.edge_count() == cold._graph.edge_count()
+    # Bob's start stored the graph with only his file's uses merged in: who uses each name is as a build has it.
+    merged, built = second._graph.users(), cold._graph.users()
+    assert merged.files == built.files and not merged.changed
+    assert all(merged.of(name) == built.of(name) for name in {*merged.vocabulary, *built.vocabulary})
 
 
 def test_a_forged_truncated_or_older_copy_is_refused_with_a_message_and_the_kernel_indexes_alone(

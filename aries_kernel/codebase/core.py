@@ -185,10 +185,11 @@ class Codebase(QueryMixin, JudgmentMixin):
             self._ready.set()
         if self._error is None:
             # Queries need none of what a loaded graph leaves for later (what updating it needs): it is built
-            # once the index is ready, and a reindex before then builds it first. The stored edges and the
-            # records it reads come first, outside the lock, so queries that need neither need not wait.
+            # once the index is ready, and a reindex before then builds it first. The stored edges come first,
+            # outside the lock, so queries that need none need not wait; no record is read for it (an update
+            # reads those of the files it touches), so the first answer does not share the interpreter with
+            # decoding them all.
             self._graph.load_edges()
-            self._records.load_all()
             with self._lock:
                 self._graph.complete()
             self._publish_for_team()
@@ -311,9 +312,7 @@ class Codebase(QueryMixin, JudgmentMixin):
                 if stored.get(rel) != (records.digest(rel) if rel in indexed else None)
             }
             if len(changed) <= len(stored) // 2:  # beyond that, building afresh is quicker
-                if changed:  # the update reads every record: in one pass, not one query per file
-                    records.load_all()
-                try:
+                try:  # the update reads the records of the files it touches only
                     graph = FileGraph.from_snapshot(self.root.name, snapshot, records, tsconfigs)
                     if changed:
                         graph.update(changed, tsconfigs)

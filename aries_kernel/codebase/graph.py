@@ -21,7 +21,7 @@ from __future__ import annotations
 import builtins
 import threading
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping
 from itertools import chain
 from typing import TYPE_CHECKING, Any
 
@@ -198,7 +198,7 @@ class Users:
         self._extra: dict[str, set[str]] = {}
 
     @classmethod
-    def build(cls, uses: dict[str, str], vocabulary: tuple[str, ...] | None = None) -> Users:
+    def build(cls, uses: Mapping[str, str], vocabulary: tuple[str, ...] | None = None) -> Users:
         """The index of every file's uses (space-separated names), over ``vocabulary`` (sorted, holding every
         name used; default: just those)."""
         files = tuple(uses)
@@ -237,6 +237,96 @@ class Users:
         for name in new:
             self._extra.setdefault(name, set()).add(rel)
 
+    def rebuilt(self, files: tuple[str, ...], uses: Mapping[str, str], names: Iterable[str]) -> Users | None:
+        """The index of ``files`` (those before in the same order, some gone, new ones after) with the changed
+        files' current ``uses``, over this vocabulary plus their names and ``names``: the arrays of the files
+        that did not change are kept, the changed files' entries replaced (what :meth:`build` gives, over a
+        vocabulary that may hold names no file uses any more). None when a file is neither here nor changed."""
+        at = dict(zip(files, range(len(files)), strict=True))
+        if not at.keys() <= set(self.files) | self.changed:
+            return None
+        changed = sorted(at[rel] for rel in self.changed if rel in at)
+        fresh = {i: uses[files[i]].split() for i in changed}
+        added = sorted(set(names).union(*fresh.values()).difference(self.vocabulary))
+        vocabulary = tuple(sorted(chain(self.vocabulary, added))) if added else self.vocabulary
+        # An old name's id grows by the number of added names sorted before it.
+        points = np.fromiter((bisect_left(self.vocabulary, name) for name in added), np.int64, len(added))
+        size = len(self.vocabulary)
+        moved = np.arange(size, dtype=np.int64) + np.searchsorted(points, np.arange(size), side="right")
+        old = np.fromiter(
+            (-1 if rel in self.changed else at.get(rel, -1) for rel in self.files), np.int64, len(self.files)
+        )
+        owners = old[self.members]
+        kept = owners >= 0
+        width = max(len(files), 1)  # an entry's key: name id * width + file position
+        keys = np.repeat(moved, np.diff(self.offsets))[kept] * width + owners[kept]
+        new = np.fromiter(
+            (bisect_left(vocabulary, name) * width + i for i in changed for name in fresh[i]), np.int64
+        )
+        new.sort()
+        keys = np.insert(keys, np.searchsorted(keys, new), new)
+        if len(keys) > 1 and not bool(np.all(keys[1:] >= keys[:-1])):  # the kept ones are sorted as build sorts
+            keys.sort()
+        offsets = np.zeros(len(vocabulary) + 1, np.int64)
+        np.cumsum(np.bincount(keys // width, minlength=len(vocabulary)), out=offsets[1:])
+        return Users(files, vocabulary, offsets, (keys % width).astype(np.uint32))
+
+
+_UNREAD = object()
+
+
+class _FromRecords(MutableMapping[str, Any]):
+    """One field (``imports`` or ``uses``) of each file of a loaded graph, in node order, read from the file's
+    record when first asked for, or empty when the record no longer has the hash the graph was stored with
+    (changed since: :meth:`FileGraph.update` gives its record)."""
+
+    def __init__(
+        self,
+        field: str,
+        empty: Any,
+        records: Mapping[str, dict[str, Any]],
+        files: tuple[str, ...],
+        hashes: tuple[str, ...],
+    ) -> None:
+        self._field, self._empty, self._records = field, empty, records
+        self._values: dict[str, Any] = dict.fromkeys(files, _UNREAD)
+        self._hashes = dict(zip(files, hashes, strict=True))
+
+    def __getitem__(self, rel: str) -> Any:
+        value = self._values[rel]
+        if value is _UNREAD:
+            record = self._records.get(rel)
+            found = record is not None and record["hash"] == self._hashes[rel]
+            value = self._values[rel] = record[self._field] if found else self._empty  # type: ignore[index]
+        return value
+
+    def __setitem__(self, rel: str, value: Any) -> None:
+        self._values[rel] = value
+
+    def __delitem__(self, rel: str) -> None:
+        del self._values[rel]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __contains__(self, rel: object) -> bool:
+        return rel in self._values
+
+    def values(self) -> Any:
+        """Every file's value (the records not read yet read first, in one pass)."""
+        self.read(list(self._values))
+        return [self[rel] for rel in list(self._values)]
+
+    def read(self, rels: Iterable[str]) -> None:
+        """Read the records of those of ``rels`` not read yet in one pass, when the records can (not one
+        query per file)."""
+        load = getattr(self._records, "load", None)
+        if load is not None:
+            load([rel for rel in rels if self._values.get(rel) is _UNREAD])
+
 
 class FileGraph:
     """The graph plus the name tables that let it be updated file by file."""
@@ -251,8 +341,8 @@ class FileGraph:
         self._edges_lock = threading.Lock()
         self.node_of: dict[str, int] = {}
         self.language: dict[str, str] = {}
-        self.imports: dict[str, tuple[Any, ...]] = {}
-        self.uses: dict[str, str] = {}  # space-separated, as in the records
+        self.imports: MutableMapping[str, tuple[Any, ...]] = {}
+        self.uses: MutableMapping[str, str] = {}  # space-separated, as in the records
         self.defines: dict[str, frozenset[str]] = {}
         # Language family -> name -> files of that family defining it at top level.
         self.definers: dict[str, dict[str, set[str]]] = {}
@@ -294,6 +384,13 @@ class FileGraph:
         ids = {id(p): i for i, p in enumerate(self._payloads.values())}
         defines = [sorted(self.defines[rel]) for rel in files]
         users = self._users
+        if users is not None and (users.files != files or users.changed):
+            # Only the changed files' uses are new: merged into the arrays, not every file's split again.
+            users = self._users = users.rebuilt(
+                files,
+                self.uses,
+                chain.from_iterable(defines[i] for i, rel in enumerate(files) if rel in users.changed),
+            )
         if users is None or users.files != files or users.changed or not _holds(users.vocabulary, defines):
             vocabulary = tuple(sorted(_names(self.uses.values()).union(*defines)))
             users = self._users = Users.build(self.uses, vocabulary)
@@ -388,19 +485,18 @@ class FileGraph:
             self._stored_edges = None
 
     def complete(self) -> None:
-        """Build the name tables and the resolver a graph loaded by :meth:`from_snapshot` left for later."""
+        """Build the name tables and the resolver a graph loaded by :meth:`from_snapshot` left for later. The
+        files' imports and uses are read from their records when first asked for (:class:`_FromRecords`): an
+        update that touches a few files reads a few records, not all of them."""
         if self._pending is None:
             return
         snapshot, records = self._pending
         vocabulary, arrays = snapshot.vocabulary, snapshot.arrays
+        self.imports = _FromRecords("imports", (), records, snapshot.files, snapshot.hashes)
+        self.uses = _FromRecords("uses", "", records, snapshot.files, snapshot.hashes)
         names = arrays["defined"].tolist()
         cuts = arrays["defined_at"].tolist()
-        for i, (rel, digest) in enumerate(zip(snapshot.files, snapshot.hashes, strict=True)):
-            record = records.get(rel)
-            if record is not None and record["hash"] == digest:
-                self.imports[rel], self.uses[rel] = record["imports"], record["uses"]
-            else:
-                self.imports[rel], self.uses[rel] = (), ""
+        for i, rel in enumerate(snapshot.files):
             defines = self.defines[rel] = frozenset(map(vocabulary.__getitem__, names[cuts[i] : cuts[i + 1]]))
             definers = self.definers.setdefault(_definers_key(rel, self.language[rel]), {})
             for name in defines:
@@ -439,6 +535,9 @@ class FileGraph:
             import_sources: Iterable[str] = list(self.node_of)
         else:
             import_sources = [rel for rel in changed if rel in self.node_of]
+        for table, rels in ((self.imports, import_sources), (self.uses, sources)):
+            if isinstance(table, _FromRecords):  # the records these edges are computed from, in one pass
+                table.read(rels)
         for rel in import_sources:
             self._replace_edges(rel, "import", self._import_targets(rel))
         for rel in sorted(sources):
