@@ -16,7 +16,10 @@ Then, for each step, how its seconds and peak RSS grow per doubling of the tree 
 
 The trees are built under --work (default: a temporary folder, removed after) or --keep DIR (kept, and reused
 by the next run; each size's results are saved there too, so ``--only-size`` can measure one size and the
-table still shows the others measured before).
+table still shows the others measured before, and a run stopped part way keeps the steps it finished).
+The stored graph is keyed by the package's code, so on a work tree others edit meanwhile, run it from a copy of
+one commit (``git archive HEAD | tar -x -C DIR``, then ``cd DIR`` and ``PYTHONPATH=DIR python bench/...``); a warm
+start that had to rebuild the graph stops the run.
 
 Usage: python bench/bench_growth.py [--sizes 25000,50000,100000] [--keep DIR | --work DIR] [--only-size N]
 """
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import sys
@@ -78,47 +82,69 @@ def compose(base: Path, dest: Path, target: int) -> int:
     return total
 
 
-def measure(root: Path) -> dict[str, Any]:
-    """Every step on one tree, each in its own process; the raw parse first, as the reference."""
-    load_before = os.getloadavg()
+def measure(root: Path, saved: Path | None) -> dict[str, Any]:
+    """Every step on one tree, each in its own process; the raw parse first, as the reference. With ``saved``,
+    the results so far are written there after each step, so a run stopped part way still shows its steps."""
+    result: dict[str, Any] = {"load": [os.getloadavg()]}
     started = time.perf_counter()
+
+    def step(name: str, *args: str) -> dict[str, Any]:
+        result[name] = run_child(*args)
+        result["files"] = result["parse"]["files"]
+        result["minutes"] = (time.perf_counter() - started) / 60
+        result["load"][1:] = [os.getloadavg()]
+        if saved is not None:
+            saved.write_text(json.dumps(result))
+        return result[name]
+
     shutil.rmtree(root / ".aries", ignore_errors=True)
-    parse = run_child("parse", str(root), "1")
-    cold = run_child("cold", str(root))
-    warm = run_child("warm", str(root), "0")  # no reindex edits: only the warm start and its first query
-    warm_judged = run_child("judgment", str(root), _OPERATION, "0")
-    assert warm_judged["mode"] == "warm", warm_judged
-    cold_judged = {}
-    for workers in (0, 1):  # 0: one per core, the default
+    step("parse", "parse", str(root), "1")
+    step("cold", "cold", str(root))
+    warm = step("warm", "warm", str(root), "0")  # no reindex edits: only the warm start and its first query
+    # The stored graph is keyed by the package's code: "built" means the code changed since the cold index.
+    assert warm["graph"] == "loaded", warm
+    assert step("warm_judged", "judgment", str(root), _OPERATION, "0")["mode"] == "warm"
+    for name, workers in (("cold_judged", "0"), ("cold_judged_1", "1")):  # "0": one worker per core
         shutil.rmtree(root / ".aries", ignore_errors=True)
-        cold_judged[workers] = run_child("judgment", str(root), _OPERATION, str(workers))
-        assert cold_judged[workers]["mode"] == "cold", cold_judged[workers]
-    return {
-        "files": parse["files"],
-        "parse": parse,
-        "cold": cold,
-        "warm": warm,
-        "warm_judged": warm_judged,
-        "cold_judged": cold_judged[0],
-        "cold_judged_1": cold_judged[1],
-        "load": [load_before, os.getloadavg()],
-        "minutes": (time.perf_counter() - started) / 60,
-    }
+        assert step(name, "judgment", str(root), _OPERATION, workers)["mode"] == "cold"
+    return result
 
 
-def _steps(result: dict[str, Any]) -> list[tuple[str, float, float | None, float | None]]:
-    """(label, seconds, CPU seconds or None, peak MB or None) of each step of one tree."""
+def _steps(result: dict[str, Any]) -> list[tuple[str, float, float | None, float | None, str]]:
+    """(label, seconds, CPU seconds or None, peak MB or None, note) of each step of one tree."""
     cores = os.cpu_count() or 1
-    parse, cold, warm = result["parse"], result["cold"], result["warm"]
-    warm_judged, judged, judged_1 = result["warm_judged"], result["cold_judged"], result["cold_judged_1"]
+    nan = {"seconds": math.nan, "cpu": None, "peak_mb": None, "ready": math.nan, "first_query": math.nan}
+    # A step a stopped run did not reach shows as nan.
+    parse, cold, warm, warm_judged, judged, judged_1 = (
+        result.get(name, nan) for name in ("parse", "cold", "warm", "warm_judged", "cold_judged", "cold_judged_1")
+    )
+    ready = "index ready at {:.2f} s".format
     return [
-        ("raw parse, 1 thread (reference)", parse["seconds"], parse["cpu"], None),
-        (f"cold index, {cores} workers", cold["seconds"], cold["cpu"], cold["peak_mb"]),
-        ("cold index, 1 worker", judged_1["ready"], None, None),
-        ("warm start + first top_files", warm["seconds"] + warm["first_query"], None, warm["peak_mb"]),
-        (f"warm start + first {_OPERATION}", warm_judged["seconds"], warm_judged["cpu"], warm_judged["peak_mb"]),
-        (f"cold + first {_OPERATION}, {cores} workers", judged["seconds"], judged["cpu"], judged["peak_mb"]),
-        (f"cold + first {_OPERATION}, 1 worker", judged_1["seconds"], judged_1["cpu"], judged_1["peak_mb"]),
+        ("raw parse, 1 thread (reference)", parse["seconds"], parse["cpu"], None, ""),
+        (f"cold index, {cores} workers", cold["seconds"], cold["cpu"], cold["peak_mb"], ""),
+        ("cold index, 1 worker", judged_1["ready"], None, None, "the last row's index ready"),
+        ("warm start + first top_files", warm["seconds"] + warm["first_query"], None, warm["peak_mb"], ""),
+        (
+            f"warm start + first {_OPERATION}",
+            warm_judged["seconds"],
+            warm_judged["cpu"],
+            warm_judged["peak_mb"],
+            ready(warm_judged["ready"]),
+        ),
+        (
+            f"cold + first {_OPERATION}, {cores} workers",
+            judged["seconds"],
+            judged["cpu"],
+            judged["peak_mb"],
+            ready(judged["ready"]),
+        ),
+        (
+            f"cold + first {_OPERATION}, 1 worker",
+            judged_1["seconds"],
+            judged_1["cpu"],
+            judged_1["peak_mb"],
+            ready(judged_1["ready"]),
+        ),
     ]
 
 
@@ -133,14 +159,15 @@ def table(results: dict[int, dict[str, Any]]) -> list[str]:
         before, after = (", ".join(f"{x:.1f}" for x in load) for load in result["load"])
         lines.append("-" * 110)
         lines.append(
-            f"~{size:,} target: {result['files']:,} files parsed, cold {result['cold']['edges']:,} edges; "
+            f"~{size:,} target: {result['files']:,} files parsed, cold {result.get('cold', {}).get('edges', 0):,} edges; "
             f"load {before} -> {after}; {result['minutes']:.1f} min"
         )
-        for label, seconds, cpu, peak in steps:
+        for label, seconds, cpu, peak, note in steps:
             ratio = "" if label.startswith("raw") else f"{seconds / parse:6.2f}x the parse"
             cpu_note = f"CPU {cpu:7.1f} s = {cpu / parse_cpu:5.2f}x" if cpu is not None and parse_cpu else ""
             peak_note = f"{peak:7,.0f} MB peak" if peak is not None else ""
-            lines.append(f"  {label:<{width}} {seconds:8.2f} s  {ratio:>16}  {cpu_note:<24} {peak_note}")
+            peak_note = f"{peak_note:<16}" if note else peak_note
+            lines.append(f"  {label:<{width}} {seconds:8.2f} s  {ratio:>16}  {cpu_note:<24} {peak_note}{note}".rstrip())
     sizes = sorted(results)
     if len(sizes) > 1:
         pairs = list(zip(sizes, sizes[1:], strict=False))
@@ -191,9 +218,7 @@ def main() -> None:
                 files = compose(base / "tree", tree, size)
                 (work / f"tree-{size}.done").touch()
                 print(f"built {tree}: {files:,} files in {time.perf_counter() - started:.0f} s", flush=True)
-            results[size] = measure(tree)
-            if options.keep:
-                (work / f"results-{size}.json").write_text(json.dumps(results[size]))
+            results[size] = measure(tree, work / f"results-{size}.json" if options.keep else None)
             print("\n".join(table({size: results[size]})), flush=True)
         if options.keep:  # the other sizes' results from earlier runs in the same folder
             for size in sizes:
