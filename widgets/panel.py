@@ -54,7 +54,14 @@ from aries_kernel.agent.events import (
     TurnFinished,
     Waiting,
 )
-from aries_kernel.agent.render import TextRenderer, ask_on_stdin, checkpoint_text, decision_text, run_footer
+from aries_kernel.agent.render import (
+    TEXT_FLUSH_SECONDS,
+    TextRenderer,
+    ask_on_stdin,
+    checkpoint_text,
+    decision_text,
+    run_footer,
+)
 from aries_kernel.agent.step_window import STEP
 
 from .ui_events import ClickInbox, ClickRoute, click_route, on_main_thread
@@ -66,7 +73,6 @@ Rewinder = Callable[[int, bool, bool], str]
 # Shows what a rewind said where the saved notebook keeps it (the panel's record).
 Said = Callable[[str], None]
 
-_TEXT_FLUSH_SECONDS = 0.1  # one widget update per this interval while text streams, not one per token
 _POLL_SECONDS = 0.1  # how often widget messages (clicks) are handled while events stream
 _CLICK_WAIT_SECONDS = 0.05  # longest wait for a click between two reads of the fallback's queue
 _RESULT_CHARS = 4000
@@ -452,7 +458,7 @@ class AgentPanel(w.VBox):
                 self._text = w.HTML("")
                 self._append(self._text)
             self._text_buffer += event.text
-            if time.monotonic() - self._last_flush >= _TEXT_FLUSH_SECONDS:
+            if time.monotonic() - self._last_flush >= TEXT_FLUSH_SECONDS:  # one update per interval, not per token
                 self._flush_text()
         else:
             self.status.value = ""

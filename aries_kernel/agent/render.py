@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from typing import Any, Protocol, TextIO
 
 from aries_kernel.agent.events import (
@@ -35,12 +36,24 @@ from aries_kernel.agent.events import (
 )
 
 __all__ = [
-    "Renderer", "TextRenderer", "ask_on_stdin", "checkpoint_text", "decision_text", "format_arguments", "run_footer"
+    "TEXT_FLUSH_SECONDS",
+    "Renderer",
+    "TextRenderer",
+    "ask_on_stdin",
+    "checkpoint_text",
+    "decision_text",
+    "format_arguments",
+    "run_footer",
 ]
 
 _RESULT_LINES = 8
 _MEMORY_VERBS = {MemoryRetrieved: "retrieved", MemoryEchoed: "echoed", MemoryFizzled: "fizzled"}
 _ARGUMENT_CHARS = 160
+# Streamed text goes out at most this often (lines and the run's end at once). Flushed per token, a fast model's
+# reply became one IOPub message per token, more than ZeroMQ's high-water mark of 1,000 queued messages to a
+# client that is busy for a moment: the client lost messages, the run's idle status among them (a test's cell
+# "never finished" under load), and jupyter_server's IOPub rate limit (1,000 messages/s) drops them too.
+TEXT_FLUSH_SECONDS = 0.1
 
 
 def format_arguments(arguments: dict[str, Any]) -> str:
@@ -88,11 +101,15 @@ class TextRenderer:
         self.stop_requested = False  # no Stop button in a terminal: a kernel interrupt stops the run
         self._in_text = False
         self._finished = False
+        self._last_flush = 0.0
 
-    def _write(self, text: str) -> None:
+    def _write(self, text: str, streaming: bool = False) -> None:
         out = self.out or sys.stdout  # looked up late: the kernel swaps sys.stdout per cell
         out.write(text)
-        out.flush()
+        now = time.monotonic()
+        if not streaming or now - self._last_flush >= TEXT_FLUSH_SECONDS:
+            out.flush()
+            self._last_flush = now
 
     def _line(self, text: str) -> None:
         if self._in_text:
@@ -103,7 +120,7 @@ class TextRenderer:
     def __call__(self, event: Event) -> None:
         """Render one event."""
         if isinstance(event, TextDelta):
-            self._write(event.text)
+            self._write(event.text, streaming=True)
             self._in_text = not event.text.endswith("\n")
         elif isinstance(event, ToolCallStarted):
             self._line(f"> {event.name}({format_arguments(event.arguments)})")
