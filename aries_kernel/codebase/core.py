@@ -230,9 +230,29 @@ class Codebase(QueryMixin, JudgmentMixin):
         self._store = self._open_store()
         team, why_not = self._team or team_index(self.settings)
         self.team_note = why_not or ""
+        adopting: list[str | BaseException] = []
+        adopter = None
         if team is not None and self._store is not None and self._store.empty:
-            self.team_note = adopt(self._store, self.root, team)
-        found = walk(self.root, self.settings.ignore)
+            # While this thread walks the tree: most of adopting is waiting for git, hashing and sqlite.
+            store = self._store
+
+            def adopt_team_index() -> None:
+                try:
+                    adopting.append(adopt(store, self.root, team))
+                except BaseException as exc:  # raised below, in this thread
+                    adopting.append(exc)
+
+            adopter = threading.Thread(target=adopt_team_index, name="aries-team-index", daemon=True)
+            adopter.start()
+        try:
+            found = walk(self.root, self.settings.ignore)
+        finally:
+            if adopter is not None:  # never left writing the store while this index fails or goes on
+                adopter.join()
+        if adopter is not None:
+            if isinstance(adopting[0], BaseException):
+                raise adopting[0]
+            self.team_note = adopting[0]
         stored = self._store.load() if self._store is not None else {}
         if self._store is not None and self._store.notice and not self._store_problems:
             self._store_problems = [Problem(".aries/index.db", self._store.notice)]

@@ -249,27 +249,36 @@ class Users:
         fresh = {i: uses[files[i]].split() for i in changed}
         added = sorted(set(names).union(*fresh.values()).difference(self.vocabulary))
         vocabulary = tuple(sorted(chain(self.vocabulary, added))) if added else self.vocabulary
-        # An old name's id grows by the number of added names sorted before it.
+        # Each added name gets an empty run, before the old name it sorts before.
         points = np.fromiter((bisect_left(self.vocabulary, name) for name in added), np.int64, len(added))
-        size = len(self.vocabulary)
-        moved = np.arange(size, dtype=np.int64) + np.searchsorted(points, np.arange(size), side="right")
-        old = np.fromiter(
-            (-1 if rel in self.changed else at.get(rel, -1) for rel in self.files), np.int64, len(self.files)
-        )
-        owners = old[self.members]
-        kept = owners >= 0
-        width = max(len(files), 1)  # an entry's key: name id * width + file position
-        keys = np.repeat(moved, np.diff(self.offsets))[kept] * width + owners[kept]
-        new = np.fromiter(
-            (bisect_left(vocabulary, name) * width + i for i in changed for name in fresh[i]), np.int64
-        )
-        new.sort()
-        keys = np.insert(keys, np.searchsorted(keys, new), new)
-        if len(keys) > 1 and not bool(np.all(keys[1:] >= keys[:-1])):  # the kept ones are sorted as build sorts
-            keys.sort()
+        runs = np.insert(self.offsets, points, self.offsets[points])
+        # The entries of the changed (and gone) files go; the others keep their order (by name, then file).
+        if files == self.files:
+            members = self.members
+            drop = np.isin(members, np.asarray(changed, np.int64))
+        else:
+            old = np.fromiter(
+                (-1 if rel in self.changed else at.get(rel, -1) for rel in self.files), np.int64, len(self.files)
+            )
+            members = old[self.members]
+            drop = members < 0
+        dropped = np.flatnonzero(drop)
+        gone = np.searchsorted(self.offsets, dropped, side="right") - 1  # their old name ids, then the new ones
+        gone += np.searchsorted(points, gone, side="right")
+        counts = np.diff(runs) - np.bincount(gone, minlength=len(vocabulary))
+        members = members[~drop] if len(dropped) else members
+        starts = np.zeros(len(vocabulary) + 1, np.int64)
+        np.cumsum(counts, out=starts[1:])
+        # The changed files' entries, each put where its name's run has the files before it.
+        pairs = sorted((bisect_left(vocabulary, name), i) for i in changed for name in fresh[i])
+        at_run = [
+            int(starts[k]) + int(np.searchsorted(members[starts[k] : starts[k + 1]], i)) for k, i in pairs
+        ]
+        members = np.insert(members, np.asarray(at_run, np.int64), np.asarray([i for _, i in pairs], np.int64))
+        counts += np.bincount(np.asarray([k for k, _ in pairs], np.int64), minlength=len(vocabulary))
         offsets = np.zeros(len(vocabulary) + 1, np.int64)
-        np.cumsum(np.bincount(keys // width, minlength=len(vocabulary)), out=offsets[1:])
-        return Users(files, vocabulary, offsets, (keys % width).astype(np.uint32))
+        np.cumsum(counts, out=offsets[1:])
+        return Users(files, vocabulary, offsets, members.astype(np.uint32, copy=False))
 
 
 _UNREAD = object()

@@ -571,9 +571,11 @@ def copy_index(
                     raise ForeignIndex(f"the stored {name} does not verify under its key")
                 yield name, target._key.tag((name, len(blob), 0, SCHEMA_VERSION), blob), blob
 
-        with target._lock, target._conn:  # files first: the graph is copied only when they all were
-            target._conn.executemany("INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?)", files())
+        # The judgment rows first (their fields hold no stat keys: ``stat_of`` may wait for git meanwhile), then
+        # the files, then the graph, copied only when all the files were.
+        with target._lock, target._conn:
             target._conn.executemany("INSERT OR REPLACE INTO judgment VALUES (?, ?, ?, ?)", judgments())
+            target._conn.executemany("INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?)", files())
             target._conn.executemany("INSERT OR REPLACE INTO graph VALUES (?, ?, ?)", graph())
     except (sqlite3.Error, _Broken) as exc:
         raise ForeignIndex(f"not an index ({exc})") from None

@@ -26,6 +26,7 @@ import os
 import secrets
 import stat
 import subprocess
+import threading
 from pathlib import Path
 
 from aries_kernel.codebase.store import SCHEMA_VERSION, ForeignIndex, IndexStore, copy_index, schema_of
@@ -86,11 +87,17 @@ def changed_files(root: Path) -> set[str] | None:
 def committed_files(root: Path) -> tuple[frozenset[str], int] | None:
     """The files under ``root`` that git tracks and says are as the commit has them, and how many tracked or
     untracked files differ (None when git fails). Only these are shared, and only these are taken on trust."""
-    tracked = _git(root, "ls-files", "-z", "--", ".")  # paths relative to root, as the index has them
+    tracked = _tracked(root)
     changed = changed_files(root)
     if tracked is None or changed is None:
         return None
-    return frozenset(path for path in tracked.split("\0") if path and path not in changed), len(changed)
+    return frozenset(path for path in tracked if path not in changed), len(changed)
+
+
+def _tracked(root: Path) -> list[str] | None:
+    """The files under ``root`` that git tracks, relative to ``root`` as the index has them (None: git failed)."""
+    out = _git(root, "ls-files", "-z", "--", ".")
+    return None if out is None else [path for path in out.split("\0") if path]
 
 
 def adopt(store: IndexStore, root: Path, team: TeamIndex) -> str:
@@ -108,28 +115,44 @@ def adopt(store: IndexStore, root: Path, team: TeamIndex) -> str:
     if not stat.S_ISREG(found.st_mode):  # a link could lead anywhere: only the team's own files are read
         kind = "a symlink" if stat.S_ISLNK(found.st_mode) else "not a regular file"
         return _refused(copy, f"it is {kind}")
-    committed = committed_files(root)
-    # This tree's stat keys of the files git says are as the commit has them, so the copy's record is their
-    # record and they need not be read to be recognised (every other file is read and hashed).
-    stats: dict[str, tuple[int, int]] = {}
-    top = str(root)
-    for rel in committed[0] if committed is not None else ():
-        try:
-            info = os.lstat(f"{top}/{rel}")  # a str, not a Path per file: 60,000 of them on a large tree
-        except OSError:
-            continue
-        if stat.S_ISREG(info.st_mode):
-            stats[rel] = (info.st_size, info.st_mtime_ns)
-    # An index is a fraction of the files it describes: a copy far larger is not one (and is not read whole).
-    most = _INDEX_SLACK_BYTES + _INDEX_PER_SOURCE_BYTE * sum(size for size, _ in stats.values())
-    if found.st_size > most:
-        return _refused(
-            copy, f"it is {found.st_size:,} bytes, more than an index of this repository can be ({most:,})"
-        )
+    # This tree's stat keys of the files git tracks; those git says are as the commit has them (``git status``,
+    # which takes a while on a large tree, runs while the copy's judgment rows are copied) take the copy's
+    # record, which they need not be read to be recognised by (every other file is read and hashed).
+    changed: list[set[str] | None] = []
+    status = threading.Thread(target=lambda: changed.append(changed_files(root)), name="aries-git-status")
+    status.start()
     try:
-        count = copy_index(copy, team.key, store, stat_of=stats.get)  # only read: nothing is written to it
-    except ForeignIndex as exc:
-        return _refused(copy, str(exc))
+        stats: dict[str, tuple[int, int]] = {}
+        top = str(root)
+        for rel in _tracked(root) or ():
+            try:
+                info = os.lstat(f"{top}/{rel}")  # a str, not a Path per file: 60,000 of them on a large tree
+            except OSError:
+                continue
+            if stat.S_ISREG(info.st_mode):
+                stats[rel] = (info.st_size, info.st_mtime_ns)
+        # An index is a fraction of the files it describes: a copy far larger is not one (and is not read whole).
+        most = _INDEX_SLACK_BYTES + _INDEX_PER_SOURCE_BYTE * sum(size for size, _ in stats.values())
+        if found.st_size > most:
+            return _refused(
+                copy, f"it is {found.st_size:,} bytes, more than an index of this repository can be ({most:,})"
+            )
+        committed: dict[str, tuple[int, int]] | None = None
+
+        def stat_of(rel: str) -> tuple[int, int] | None:
+            nonlocal committed
+            if committed is None:  # the first file row: git status is needed from here on
+                status.join()
+                differ = changed[0] if changed else None
+                committed = {} if differ is None else {p: v for p, v in stats.items() if p not in differ}
+            return committed.get(rel)
+
+        try:
+            count = copy_index(copy, team.key, store, stat_of=stat_of)  # only read: nothing is written to it
+        except ForeignIndex as exc:
+            return _refused(copy, str(exc))
+    finally:
+        status.join()
     return f"started from the team index of commit {commit[:12]} ({count:,} files)"
 
 
