@@ -22,6 +22,7 @@ import random
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
+from operator import itemgetter
 from typing import Any
 
 from aries_kernel.codebase.graph import FileGraph
@@ -45,8 +46,9 @@ _LABEL_STOPWORDS = STOP_WORDS | frozenset(
 _FOLDER_SHARE = 0.6
 
 
-def _weight(edge: tuple[str, float, bool]) -> float:
-    return float(edge[1])
+# An edge's weight: the float in its payload (kind, weight, type_only). A C callable, as rustworkx calls it once
+# per edge (2.5 million on a 20,000-file tree), where a Python function took as long as the rest of PageRank.
+_weight = itemgetter(1)
 
 
 class Rankings:
