@@ -173,19 +173,21 @@ def table(results: dict[int, dict[str, Any]]) -> list[str]:
         pairs = list(zip(sizes, sizes[1:], strict=False))
         lines.append("-" * 110)
         lines.append(
-            "growth: seconds (and peak MB) at the larger tree / the smaller; file ratio "
+            "growth, the larger tree / the smaller: seconds, CPU seconds (less swayed by other work on the "
+            "machine), peak MB; file ratio "
             + ", ".join(f"{results[b]['files'] / results[a]['files']:.2f}" for a, b in pairs)
         )
-        header = "".join(f"{f'{b / 1000:g}k/{a / 1000:g}k':>22}" for a, b in pairs)
+        header = "".join(f"{f'{b / 1000:g}k/{a / 1000:g}k':>28}" for a, b in pairs)
         lines.append(f"  {'':<{width}}{header}")
         rows = {size: _steps(results[size]) for size in sizes}
         for i, (label, *_) in enumerate(rows[sizes[0]]):
             cells = ""
             for a, b in pairs:
-                seconds = rows[b][i][1] / rows[a][i][1]
-                peak_a, peak_b = rows[a][i][3], rows[b][i][3]
-                peak_growth = f" ({peak_b / peak_a:.2f})" if peak_a and peak_b else ""
-                cells += f"{f'{seconds:.2f}{peak_growth}':>22}"
+                (_, seconds_a, cpu_a, peak_a, _), (_, seconds_b, cpu_b, peak_b, _) = rows[a][i], rows[b][i]
+                cell = [f"{seconds_b / seconds_a:.2f} s"]
+                cell.append(f"{cpu_b / cpu_a:.2f} CPU" if cpu_a and cpu_b else "")
+                cell.append(f"{peak_b / peak_a:.2f} MB" if peak_a and peak_b else "")
+                cells += f"{', '.join(c for c in cell if c):>28}"
             lines.append(f"  {label:<{width}}{cells}")
     return lines
 
