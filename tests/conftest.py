@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -72,7 +73,10 @@ def _no_shell_left_for_the_next_test() -> Iterator[None]:
     if InteractiveShell.initialized():
         shell = InteractiveShell.instance()
         InteractiveShell.clear_instance()
-        shell.atexit_operations()  # closes its history database and stops its saving thread
+        # What IPython runs at exit, now (its history database closed, its saving thread stopped), and not again
+        # at exit, where the shell's temporary-file lists it deletes would be missing.
+        shell.atexit_operations()
+        atexit.unregister(shell.atexit_operations)
 
 
 @pytest.fixture
