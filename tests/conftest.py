@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,6 +37,13 @@ LONGEST_FILES = (
     "test_mcp_server.py",
     "test_vault_factory.py",
 )
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto``: two workers per core (at most 16). Most of a test's time is spent waiting for a kernel, a server
+    or a browser: with one worker per core the suite used about 1.1 of 2 cores (user + system CPU 10.4 min over a
+    9.8 min run); with two per core the same tests took 392 s instead of 586 s, for the same CPU."""
+    return min(2 * len(os.sched_getaffinity(0)), 16)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
