@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from aries_kernel.codebase.languages import family
+from aries_kernel.codebase.lazy_mapping import LazyValues
 from aries_kernel.codebase.notebooks import is_notebook
 from aries_kernel.codebase.resolve import ImportConfig, Resolver
 from aries_kernel.codebase.snapshot import Snapshot
@@ -284,7 +285,7 @@ class Users:
 _UNREAD = object()
 
 
-class _FromRecords(MutableMapping[str, Any]):
+class _FromRecords(LazyValues[Any]):
     """One field (``imports`` or ``uses``) of each file of a loaded graph, in node order, read from the file's
     record when first asked for, or empty when the record no longer has the hash the graph was stored with
     (changed since: :meth:`FileGraph.update` gives its record)."""
@@ -298,43 +299,28 @@ class _FromRecords(MutableMapping[str, Any]):
         hashes: tuple[str, ...],
     ) -> None:
         self._field, self._empty, self._records = field, empty, records
-        self._values: dict[str, Any] = dict.fromkeys(files, _UNREAD)
+        self._data = dict.fromkeys(files, _UNREAD)
         self._hashes = dict(zip(files, hashes, strict=True))
 
     def __getitem__(self, rel: str) -> Any:
-        value = self._values[rel]
+        value = self._data[rel]
         if value is _UNREAD:
             record = self._records.get(rel)
             found = record is not None and record["hash"] == self._hashes[rel]
-            value = self._values[rel] = record[self._field] if found else self._empty  # type: ignore[index]
+            value = self._data[rel] = record[self._field] if found else self._empty  # type: ignore[index]
         return value
-
-    def __setitem__(self, rel: str, value: Any) -> None:
-        self._values[rel] = value
-
-    def __delitem__(self, rel: str) -> None:
-        del self._values[rel]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._values)
-
-    def __len__(self) -> int:
-        return len(self._values)
-
-    def __contains__(self, rel: object) -> bool:
-        return rel in self._values
 
     def values(self) -> Any:
         """Every file's value (the records not read yet read first, in one pass)."""
-        self.read(list(self._values))
-        return [self[rel] for rel in list(self._values)]
+        self.read(list(self._data))
+        return [self[rel] for rel in list(self._data)]
 
     def read(self, rels: Iterable[str]) -> None:
         """Read the records of those of ``rels`` not read yet in one pass, when the records can (not one
         query per file)."""
         load = getattr(self._records, "load", None)
         if load is not None:
-            load([rel for rel in rels if self._values.get(rel) is _UNREAD])
+            load([rel for rel in rels if self._data.get(rel) is _UNREAD])
 
 
 class FileGraph:

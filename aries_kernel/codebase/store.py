@@ -38,7 +38,7 @@ import stat
 import sys
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable, Iterator, MutableMapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from itertools import chain
 from operator import itemgetter
 from pathlib import Path
@@ -46,6 +46,7 @@ from typing import Any
 from urllib.parse import quote
 
 from aries_kernel.codebase.index_key import TAG_BYTES, IndexKey, index_key
+from aries_kernel.codebase.lazy_mapping import LazyValues
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -612,7 +613,7 @@ class Pending:
         self.status: str | None = None  # known without reading it when the stored graph says
 
 
-class Records(MutableMapping[str, dict[str, Any]]):
+class Records(LazyValues[dict[str, Any]]):
     """Records by path, in insertion order. Stored ones stay :class:`Pending` until used: ``fetch`` reads
     (and verifies) the records of pending entries, or parses their files again; :meth:`items` and
     :meth:`values` read every pending one first, in one pass."""
@@ -630,21 +631,6 @@ class Records(MutableMapping[str, dict[str, Any]]):
         if type(value) is Pending:
             value = self._resolve({rel: value})[rel]
         return value
-
-    def __setitem__(self, rel: str, record: dict[str, Any]) -> None:
-        self._data[rel] = record
-
-    def __delitem__(self, rel: str) -> None:
-        del self._data[rel]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._data)
-
-    def __len__(self) -> int:
-        return len(self._data)
-
-    def __contains__(self, rel: object) -> bool:
-        return rel in self._data
 
     def items(self) -> Any:
         self.load_all()
