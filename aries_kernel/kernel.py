@@ -121,3 +121,27 @@ class AriesKernel(IPythonKernel):
         if target.startswith("jupyter.widget"):
             self.frontend_has_widgets = True
         await super().comm_info_request(stream, ident, parent)
+
+    def do_history(  # type: ignore[override]  # IPythonKernel's is synchronous; Kernel declares it async
+        self,
+        hist_access_type: str,
+        output: bool,
+        raw: bool,
+        session: int = 0,
+        start: int = 0,
+        stop: int | None = None,
+        n: int | None = None,
+        pattern: str | None = None,
+        unique: bool = False,
+    ) -> dict[str, Any]:
+        """Answer as ipykernel does, but name the current session by its number in every entry: IPython gives a
+        range of the running session as session 0 (its own alias for "this session"), where a tail request for
+        the same lines gives the number, so a client that asks a range by the session a tail named got another."""
+        reply = super().do_history(
+            hist_access_type, output, raw, session=session, start=start, stop=stop, n=n, pattern=pattern,
+            unique=unique,
+        )
+        assert self.shell is not None
+        current = self.shell.history_manager.session_number
+        reply["history"] = [(current, *entry[1:]) if entry[0] == 0 else entry for entry in reply["history"]]
+        return reply

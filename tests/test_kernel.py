@@ -45,10 +45,7 @@ class AriesKernelProtocolTests(jupyter_kernel_test.KernelTests):
         },
     ]
     code_history_pattern = "1?2*"
-    # Not "range": IPython (stock ipykernel too) answers a range of the current session with session 0, its
-    # name for "this session", where jupyter_kernel_test expects the number a tail request gave; the range
-    # request has its own test below.
-    supported_history_operations = ("tail", "search")
+    supported_history_operations = ("tail", "range", "search")
     code_inspect_sample = "zip"
     code_clear_output = "from IPython.display import clear_output; clear_output()"
 
@@ -89,6 +86,12 @@ def test_a_history_range_of_this_session_gives_its_cells(aries_kernel: tuple) ->
     reply = kc.get_shell_msg(timeout=30)
     assert reply["parent_header"]["msg_id"] == msg_id and reply["content"]["status"] == "ok"
     assert [entry[2] for entry in reply["content"]["history"]] == ["ranged = 'first'", "ranged += ' second'"]
+    # Each entry names this session by its number, as a tail request does (IPython itself says 0).
+    msg_id = kc.history(hist_access_type="tail", n=1, raw=True, output=False)
+    tail = kc.get_shell_msg(timeout=30)
+    assert tail["parent_header"]["msg_id"] == msg_id
+    number = tail["content"]["history"][0][0]
+    assert number > 0 and {entry[0] for entry in reply["content"]["history"]} == {number}
 
 
 def test_kernel_info_names_the_implementation(aries_kernel: tuple) -> None:
