@@ -6,6 +6,7 @@ import json
 import os
 import re
 import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -456,6 +457,38 @@ def _interrupted_step(repo: Path, name: str, arguments: dict[str, Any]) -> None:
     (result,) = [m for m in session.messages if m.role == "tool"]
     assert result.content == finished.output, "the model is sent what the card shows"
     assert len(primary.requests) == 1
+
+
+def test_an_interrupt_before_the_wait_kills_the_command_and_keeps_its_output(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A kernel interrupt that lands after the command started but before the tool waits for it (a loaded machine,
+    # a command that signals the kernel at once) left the command running and its output unread (a CI run:
+    # "Interrupted after 0.0 s" with no ticks, and "subprocess ... is still running" in a later test).
+    from aries_kernel.agent import tools
+
+    marker = tmp_path / "ticked"
+    reading = tools._Output.start
+    started: list[Any] = []
+
+    def interrupted_first(self: Any) -> None:
+        if not started:
+            started.append(self.process)
+            deadline = time.monotonic() + 30
+            while not marker.exists() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            raise KeyboardInterrupt
+        reading(self)
+
+    monkeypatch.setattr(tools._Output, "start", interrupted_first)
+    command = f"seq -f 'tick %g' 0 4; touch {marker}; sleep 30"
+    agent, _, _ = make_agent(repo, Reply(tool_calls=[("Bash", {"command": command})]))
+    events = run_all(agent, "tick five times, then wait", auto_approve=True)
+    assert isinstance(events[-1], RunFinished) and events[-1].reason == "interrupted"
+    (finished,) = [e for e in events if isinstance(e, ToolCallFinished)]
+    assert finished.interrupted and "tick 4" in finished.output, finished.output
+    (process,) = started
+    assert process.returncode is not None, "the command was left running"
 
 
 def test_a_torn_last_line_is_skipped_and_a_corrupt_middle_line_is_named(repo: Path) -> None:

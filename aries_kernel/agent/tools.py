@@ -688,31 +688,43 @@ def cell_edit(env: ToolEnv, new_source: str, cell: str = "") -> str:
 def bash(env: ToolEnv, command: str, timeout: float = 0) -> str:
     limit = min(float(timeout) or env.settings.bash_timeout, env.settings.max_bash_timeout)
     started = time.monotonic()
-    # A session of its own, so a timeout or an interrupt can kill the command and everything it started.
-    process = subprocess.Popen(
-        ["bash", "-c", command],
-        cwd=env.root,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-        env=scrubbed_env(
-            env.settings.pass_env_keys
-        ),  # provider keys stay out of `env` output and child tools
-    )
-    # The output is read on a thread of its own: an interrupt of the main thread can then land anywhere without
-    # losing a chunk already read (communicate() drops one when it lands between a read and its append).
-    output = _Output(process)
+    process: subprocess.Popen[bytes] | None = None
+    output: _Output | None = None
     try:
+        # A session of its own, so a timeout or an interrupt can kill the command and everything it started.
+        process = subprocess.Popen(
+            ["bash", "-c", command],
+            cwd=env.root,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=scrubbed_env(
+                env.settings.pass_env_keys
+            ),  # provider keys stay out of `env` output and child tools
+        )
+        # The output is read on a thread of its own: an interrupt of the main thread can then land anywhere
+        # without losing a chunk already read (communicate() drops one when it lands between a read and its
+        # append).
+        output = _Output(process)
+        output.start()
         with STEP.running():  # a Stop interrupts the wait for the command, never the code around it
             process.wait(timeout=limit)
             output.join(limit - (time.monotonic() - started))  # a child holding the pipe counts as running
     except subprocess.TimeoutExpired:
+        assert output is not None  # only the waits time out
         text = output.stop()
         raise ToolError(
             f"timed out after {limit:g} s; the command and its children were killed. Output so far:\n{text}"
         ) from None
     except KeyboardInterrupt:
+        # A kernel interrupt can land before the wait begins (a command that signals the kernel at once, a
+        # loaded machine): the command is killed all the same and what it wrote is kept, never left running.
+        if process is None:
+            raise StepInterrupted("") from None
+        if output is None:
+            output = _Output(process)
+        output.start()
         raise StepInterrupted(output.stop().rstrip("\n")) from None
     seconds = time.monotonic() - started
     return f"exit code {process.returncode} ({seconds:.1f} s)\n{output.text()}".rstrip("\n")
@@ -725,7 +737,11 @@ class _Output:
         self.process = process
         self._chunks: list[bytes] = []
         self._reader = threading.Thread(target=self._read, name="aries-bash-output", daemon=True)
-        self._reader.start()
+
+    def start(self) -> None:
+        """Start reading, unless a call before (one an interrupt cut short) has started the reader."""
+        if self._reader.ident is None:
+            self._reader.start()
 
     def _read(self) -> None:
         stream = self.process.stdout
