@@ -52,7 +52,7 @@ class IndexKey:
             mac.update(part)
         return mac.digest()
 
-    def verifies(self, fields: tuple[str, int, int, str], blob: bytes, tag: bytes) -> bool:
+    def verifies(self, fields: tuple[str, int, int, str], blob: bytes | memoryview, tag: bytes) -> bool:
         """Whether ``tag`` is this key's MAC of the row (compared in constant time)."""
         return hmac.compare_digest(self.tag(fields, blob), tag)
 

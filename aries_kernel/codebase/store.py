@@ -29,7 +29,6 @@ file's used names are one space-separated string, which loads as one object rath
 
 from __future__ import annotations
 
-import hmac
 import logging
 import marshal
 import os
@@ -518,7 +517,7 @@ def copy_index(
         def checked(table: str, row: tuple[Any, ...], fields: tuple[str, int, int, str], blob: Any) -> memoryview:
             """The body of a row whose MAC verifies under ``key`` (a view: 300+ MB of rows are not copied)."""
             body = memoryview(blob)[TAG_BYTES:] if isinstance(blob, bytes) else None
-            if body is None or not hmac.compare_digest(key.tag(fields, body), blob[:TAG_BYTES]):
+            if body is None or not key.verifies(fields, body, blob[:TAG_BYTES]):
                 raise ForeignIndex(f"the {table} row of {row[0]!r} does not verify under its key")
             return body
 
