@@ -6,6 +6,7 @@ import json
 import os
 import re
 import signal
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -459,31 +460,50 @@ def _interrupted_step(repo: Path, name: str, arguments: dict[str, Any]) -> None:
     assert len(primary.requests) == 1
 
 
+@pytest.mark.parametrize("landing", ["as the command starts", "as its output's reader starts"])
 def test_an_interrupt_before_the_wait_kills_the_command_and_keeps_its_output(
-    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, landing: str
 ) -> None:
     # A kernel interrupt that lands after the command started but before the tool waits for it (a loaded machine,
-    # a command that signals the kernel at once) left the command running and its output unread (a CI run:
-    # "Interrupted after 0.0 s" with no ticks, and "subprocess ... is still running" in a later test).
+    # a command that signals the kernel at once) left the command running and its output unread (CI runs:
+    # "Interrupted after 0.0 s" with no ticks, and "subprocess ... is still running" in a later test). The SIGINT
+    # is sent here once the command has ticked, from inside the call that starts the command or its reader.
     from aries_kernel.agent import tools
 
     marker = tmp_path / "ticked"
-    reading = tools._Output.start
-    started: list[Any] = []
+    started: list[subprocess.Popen[bytes]] = []
 
-    def interrupted_first(self: Any) -> None:
-        if not started:
-            started.append(self.process)
-            deadline = time.monotonic() + 30
-            while not marker.exists() and time.monotonic() < deadline:
-                time.sleep(0.01)
-            raise KeyboardInterrupt
-        reading(self)
+    def interrupt_once_ticked() -> None:
+        deadline = time.monotonic() + 30
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        signal.raise_signal(signal.SIGINT)
+        time.sleep(0.05)  # the handler runs at the next Python line: here, inside the call
 
-    monkeypatch.setattr(tools._Output, "start", interrupted_first)
+    class InterruptedPopen(subprocess.Popen):  # type: ignore[type-arg]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            started.append(self)
+            interrupt_once_ticked()
+
+    if landing == "as the command starts":
+        monkeypatch.setattr(tools.subprocess, "Popen", InterruptedPopen)
+    else:
+        output_init = tools._Output.__init__
+
+        def interrupted_output(self: Any, process: subprocess.Popen[bytes]) -> None:
+            started.append(process)
+            interrupt_once_ticked()
+            output_init(self, process)
+
+        monkeypatch.setattr(tools._Output, "__init__", interrupted_output)
     command = f"seq -f 'tick %g' 0 4; touch {marker}; sleep 30"
     agent, _, _ = make_agent(repo, Reply(tool_calls=[("Bash", {"command": command})]))
-    events = run_all(agent, "tick five times, then wait", auto_approve=True)
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a kernel (see above)
+    try:
+        events = run_all(agent, "tick five times, then wait", auto_approve=True)
+    finally:
+        signal.signal(signal.SIGINT, inherited)
     assert isinstance(events[-1], RunFinished) and events[-1].reason == "interrupted"
     (finished,) = [e for e in events if isinstance(e, ToolCallFinished)]
     assert finished.interrupted and "tick 4" in finished.output, finished.output

@@ -8,6 +8,9 @@ and the exit absorbs a signal that arrived as the step was ending (the Stop is t
 
 One window per process: steps run on the main thread, and a process has one (two kernels in one process share
 it, and never run two steps at once).
+
+:func:`interrupts_held` is the other half: a few lines that must not be cut (starting a command and the reader
+of its output) hold a SIGINT that lands among them and take it at their end.
 """
 
 from __future__ import annotations
@@ -17,11 +20,28 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["STEP", "StepWindow"]
+__all__ = ["STEP", "StepWindow", "interrupts_held"]
 
 
 def _check_signals() -> None:
     """A Python call: a signal handler pending on the main thread runs at its start (CPython's eval breaker)."""
+
+
+@contextmanager
+def interrupts_held() -> Iterator[None]:
+    """Hold a SIGINT that lands inside (main thread only) and deliver it, to the handler before, at the end."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signals are handled on the main thread only: none can land here
+        return
+    held: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, _frame: held.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if held:
+            signal.raise_signal(signal.SIGINT)
+            _check_signals()  # the handler before (a KeyboardInterrupt, as a rule) runs here, not a line later
 
 
 class StepWindow:

@@ -43,7 +43,7 @@ from aries_kernel.agent.patterns import (
 from aries_kernel.agent.repl import StepInterrupted, format_value, run_code, truncate
 from aries_kernel.agent.safety import EFFECTS, confine
 from aries_kernel.agent.settings import AriesAgent
-from aries_kernel.agent.step_window import STEP
+from aries_kernel.agent.step_window import STEP, interrupts_held
 from aries_kernel.codebase.files import FileWalk
 from aries_kernel.redact import scrubbed_env
 from aries_kernel.rootfs import RootPathError
@@ -688,26 +688,24 @@ def cell_edit(env: ToolEnv, new_source: str, cell: str = "") -> str:
 def bash(env: ToolEnv, command: str, timeout: float = 0) -> str:
     limit = min(float(timeout) or env.settings.bash_timeout, env.settings.max_bash_timeout)
     started = time.monotonic()
-    process: subprocess.Popen[bytes] | None = None
     output: _Output | None = None
     try:
-        # A session of its own, so a timeout or an interrupt can kill the command and everything it started.
-        process = subprocess.Popen(
-            ["bash", "-c", command],
-            cwd=env.root,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            env=scrubbed_env(
-                env.settings.pass_env_keys
-            ),  # provider keys stay out of `env` output and child tools
-        )
-        # The output is read on a thread of its own: an interrupt of the main thread can then land anywhere
-        # without losing a chunk already read (communicate() drops one when it lands between a read and its
-        # append).
-        output = _Output(process)
-        output.start()
+        # An interrupt landing while the command starts (a command that signals the kernel at once, a loaded
+        # machine) would leave it running with its output unread: it is held until both have started.
+        with interrupts_held():
+            # A session of its own, so a timeout or an interrupt can kill the command and everything it started.
+            process = subprocess.Popen(
+                ["bash", "-c", command],
+                cwd=env.root,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env=scrubbed_env(
+                    env.settings.pass_env_keys
+                ),  # provider keys stay out of `env` output and child tools
+            )
+            output = _Output(process)
         with STEP.running():  # a Stop interrupts the wait for the command, never the code around it
             process.wait(timeout=limit)
             output.join(limit - (time.monotonic() - started))  # a child holding the pipe counts as running
@@ -718,14 +716,8 @@ def bash(env: ToolEnv, command: str, timeout: float = 0) -> str:
             f"timed out after {limit:g} s; the command and its children were killed. Output so far:\n{text}"
         ) from None
     except KeyboardInterrupt:
-        # A kernel interrupt can land before the wait begins (a command that signals the kernel at once, a
-        # loaded machine): the command is killed all the same and what it wrote is kept, never left running.
-        if process is None:
-            raise StepInterrupted("") from None
-        if output is None:
-            output = _Output(process)
-        output.start()
-        raise StepInterrupted(output.stop().rstrip("\n")) from None
+        # The command is killed and what it wrote is kept, never left running; no output: it never started.
+        raise StepInterrupted(output.stop().rstrip("\n") if output else "") from None
     seconds = time.monotonic() - started
     return f"exit code {process.returncode} ({seconds:.1f} s)\n{output.text()}".rstrip("\n")
 
@@ -737,11 +729,7 @@ class _Output:
         self.process = process
         self._chunks: list[bytes] = []
         self._reader = threading.Thread(target=self._read, name="aries-bash-output", daemon=True)
-
-    def start(self) -> None:
-        """Start reading, unless a call before (one an interrupt cut short) has started the reader."""
-        if self._reader.ident is None:
-            self._reader.start()
+        self._reader.start()
 
     def _read(self) -> None:
         stream = self.process.stdout
