@@ -330,7 +330,9 @@ def test_the_ask_button_of_a_runs_record_inserts_its_steps_after_a_reload(
     book.save()
     page.reload()
     book.open()
-    assert page.locator(AGENT_CELL).count() == 3  # the saved cells of the first test, tagged and marked
+    # The saved cells of the first test, tagged and marked (the marks come once the notebook's model is ready,
+    # which a loaded machine reaches after the first cell shows).
+    book.wait(f"() => document.querySelectorAll({AGENT_CELL!r}).length === 3", "three agent cells", timeout=30)
     for index in (2, 3, 4, 5):  # re-run in the fresh kernel, the agent's cells give the user's cell its c
         book.run_cell(index)
         book.wait_cell_done(index)
