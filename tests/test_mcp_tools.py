@@ -73,7 +73,8 @@ def _alive(pid: int) -> bool:
     """Whether ``pid`` still runs (a zombie waiting for the SDK's child watcher counts as gone)."""
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
+    # Reaped before the open (no file), or between the open and the read (ESRCH).
+    except (FileNotFoundError, ProcessLookupError):
         return False
     return state != "Z"
 
