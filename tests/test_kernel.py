@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import jupyter_kernel_test
+from jupyter_kernel_test.msgspec_v5 import validate_message
 
 from tests.kernel_harness import JUPYTER_DATA, run_cell, start_kernel, stop_kernel
 
@@ -63,6 +64,26 @@ class AriesKernelProtocolTests(jupyter_kernel_test.KernelTests):
         root.mkdir(exist_ok=True)
         os.environ["ARIES_ROOT"] = str(root)
         super().setUpClass()
+
+    def flush_channels(self) -> None:
+        """Drain both channels up to a request's own idle status, not up to a 0.1 s lull as the base class does.
+
+        A request a test sent without waiting for its iopub messages (a completion, an inspection) has its idle
+        status published after its reply; on a loaded machine that came after the base class's lull, and the
+        next test read it as the first message of its own request (a CI run: 'idle' != 'busy'). The kernel
+        handles shell requests one at a time, so every earlier request's messages precede this one's idle."""
+        msg_id = self.kc.kernel_info()
+        while True:
+            msg = self.kc.get_iopub_msg(timeout=30)
+            validate_message(msg)
+            if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "status":
+                if msg["content"]["execution_state"] == "idle":
+                    break
+        while True:
+            reply = self.kc.get_shell_msg(timeout=30)
+            validate_message(reply)
+            if reply["parent_header"].get("msg_id") == msg_id:
+                break
 
     @classmethod
     def tearDownClass(cls) -> None:
