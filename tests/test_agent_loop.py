@@ -56,6 +56,17 @@ def recording_context(root: Path, shell: Any = None, build: bool = False) -> Fak
 
 
 @pytest.fixture
+def sigint_as_in_a_kernel() -> Iterator[None]:
+    """SIGINT raises KeyboardInterrupt during the test as in a kernel, whatever this process inherited: a shell
+    starts a background job (.ci/run's pytest) with SIGINT ignored, and Python then leaves it ignored."""
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, inherited)
+
+
+@pytest.fixture
 def repo(tmp_path: Path) -> Path:
     root = tmp_path / "repo"
     (root / "pkg").mkdir(parents=True)
@@ -432,16 +443,11 @@ PLANTED = "sk-ant-api03-" + "T" * 40  # printed by the step before it stops
         ("Bash", {"command": f"seq -f 'tick %g' 0 4; echo {PLANTED}; kill -INT {os.getpid()}; sleep 30"}),
     ],
 )
+@pytest.mark.usefixtures("sigint_as_in_a_kernel")
 def test_an_interrupted_step_keeps_what_it_printed_for_its_card_and_the_model(
     repo: Path, name: str, arguments: dict[str, Any]
 ) -> None:
-    # SIGINT raises KeyboardInterrupt here as in a kernel, whatever this process inherited: a shell starts a
-    # background job (.ci/run's pytest) with SIGINT ignored, and Python then leaves it ignored.
-    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        _interrupted_step(repo, name, arguments)
-    finally:
-        signal.signal(signal.SIGINT, inherited)
+    _interrupted_step(repo, name, arguments)
 
 
 def _interrupted_step(repo: Path, name: str, arguments: dict[str, Any]) -> None:
@@ -460,6 +466,7 @@ def _interrupted_step(repo: Path, name: str, arguments: dict[str, Any]) -> None:
     assert len(primary.requests) == 1
 
 
+@pytest.mark.usefixtures("sigint_as_in_a_kernel")
 @pytest.mark.parametrize("landing", ["as the command starts", "as its output's reader starts"])
 def test_an_interrupt_before_the_wait_kills_the_command_and_keeps_its_output(
     repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, landing: str
@@ -499,11 +506,7 @@ def test_an_interrupt_before_the_wait_kills_the_command_and_keeps_its_output(
         monkeypatch.setattr(tools._Output, "__init__", interrupted_output)
     command = f"seq -f 'tick %g' 0 4; touch {marker}; sleep 30"
     agent, _, _ = make_agent(repo, Reply(tool_calls=[("Bash", {"command": command})]))
-    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a kernel (see above)
-    try:
-        events = run_all(agent, "tick five times, then wait", auto_approve=True)
-    finally:
-        signal.signal(signal.SIGINT, inherited)
+    events = run_all(agent, "tick five times, then wait", auto_approve=True)
     assert isinstance(events[-1], RunFinished) and events[-1].reason == "interrupted"
     (finished,) = [e for e in events if isinstance(e, ToolCallFinished)]
     assert finished.interrupted and "tick 4" in finished.output, finished.output

@@ -723,7 +723,10 @@ def bash(env: ToolEnv, command: str, timeout: float = 0) -> str:
 
 
 class _Output:
-    """What a command writes to its stdout pipe, read to the end on a daemon thread."""
+    """What a command writes to its stdout pipe, read to the end on a daemon thread.
+
+    On a thread of its own, so that an interrupt of the main thread can land anywhere without losing a chunk
+    already read (``communicate()`` drops one when it lands between a read and its append)."""
 
     def __init__(self, process: subprocess.Popen[bytes]) -> None:
         self.process = process
