@@ -40,7 +40,7 @@ def install(shell: Any, root: str | None = None, index_delay: float = 0.0) -> Ar
     not wait for it. Indexing starts in the background after ``index_delay`` seconds, or as soon as the first
     cell has run, whichever comes first, but never while a cell runs; a kernel passes a delay so that its
     start-up and first reply do not compete with a cold index's parse. Using ``codebase`` earlier builds it
-    at once. The warm-up imports (:data:`_WARM_MODULES`) follow the index, between cells.
+    at once. The warm-up imports (:func:`_warm_modules`) follow the index, between cells.
     """
     existing = getattr(shell, "_aries_context", None)
     if existing is not None:
@@ -66,7 +66,8 @@ def install(shell: Any, root: str | None = None, index_delay: float = 0.0) -> Ar
         if not idle.is_set():
             return  # the timer fired during a cell: the cell's end starts the work
         codebase.build_in_background()
-        _warm_up_in_background(codebase, idle)  # the SDK, the agent and the rest, once the index is ready
+        # The SDK, the agent and the rest, once the index is ready.
+        _warm_up_in_background(context, codebase, idle)
 
     if index_delay > 0:
         timer = threading.Timer(index_delay, start_background_work)
@@ -182,19 +183,18 @@ def uninstall(shell: Any) -> None:
 # before its request could leave; so they are imported in a daemon thread, in the order the first request needs
 # them. That thread yields to what the user waits for: it starts once the index is ready (two cores run the
 # index's workers; an import beside them slows the index as much as it gains) and imports only while no cell runs
-# (a prompt sent meanwhile imports what its request needs itself, and nothing else competes with it). The list
-# lives here because this module is the one part of the core that knows the magics and widgets.
-_WARM_MODULES = (
-    "aries_kernel.models.anthropic_provider",  # the SDK of the default model slots, the longest import
+# (a prompt sent meanwhile imports what its request needs itself, and nothing else competes with it). The SDKs
+# are those of the slots that can be called now (see _warm_modules): a kernel without a key pays for none, one
+# with the default Anthropic slots not for OpenAI's (0.7 s of CPU and its memory in every kernel). The lists live
+# here because this module is the one part of the core that knows the magics and widgets.
+_AGENT_MODULES = (
     "aries_kernel.magics.agent",  # the %aries prompt handler, and with it the agent loop and its tools
     "aries_kernel.agent.memory",  # the memory plug-in, which opens the vault before the first request
     "aries_kernel.vault.vault",  # the vault itself: SQLAlchemy
     "igraph",  # the communities of the code map in the agent's system prompt
     "httpx",  # the local-server probe before a request to a local address
-    # Behind the first request: the other provider, and the panel (only a widget frontend shows it).
-    "aries_kernel.models.openai_provider",
-    "aries_kernel.widgets",
 )
+_PANEL_MODULE = "aries_kernel.widgets"  # behind the first request: only a widget frontend shows the panel
 _warm_up_started = threading.Event()
 # What a codebase answer imports (numpy, pandas, tree-sitter): 0.4 s of a warm kernel's first stats() on pandas.
 _CODEBASE_MODULE = "aries_kernel.codebase.core"
@@ -224,21 +224,41 @@ def _pandas_as_a_cell_imports_it(pandas: Any) -> None:
         log.debug("pandas display options not set: %r", exc)
 
 
-def _import_warm_modules(codebase: LazyName, idle: threading.Event) -> None:
+def _warm_modules(context: AriesContext) -> list[str]:
+    """What the warm-up imports, in order: the provider of the primary slot's model, the agent
+    (:data:`_AGENT_MODULES`), the providers of the other slots, the panel. Only the providers of slots that can
+    be called now count (a key set, the key broker holding it, or a local server that needs none): a slot
+    without a key would fail before its SDK is used, and a key set later is imported by the request itself."""
+    from importlib.metadata import entry_points
+
+    from aries_kernel.models.provider import ENTRY_POINT_GROUP
+
+    try:
+        wires = shared_models(context).callable_wires()
+    except Exception as exc:  # a bad setting: the first request reports it, with its own message
+        log.debug("no provider warmed up: %r", exc)
+        wires = []
+    modules = {ep.name: ep.module for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    providers = [modules[wire] for wire in wires if wire in modules]
+    return [*providers[:1], *_AGENT_MODULES, *providers[1:], _PANEL_MODULE]
+
+
+def _import_warm_modules(context: AriesContext, codebase: LazyName, idle: threading.Event) -> None:
     index = codebase.join()
     while index is not None and not index.ready:
         time.sleep(0.1)  # Codebase.wait_ready would show its progress bar in the user's cell
-    for name in _WARM_MODULES:
+    idle.wait()
+    for name in _warm_modules(context):
         idle.wait()
         _import_quietly(name)
 
 
-def _warm_up_in_background(codebase: LazyName, idle: threading.Event) -> None:
-    """Start importing :data:`_WARM_MODULES` in a daemon thread (once per process), after ``codebase``'s index
+def _warm_up_in_background(context: AriesContext, codebase: LazyName, idle: threading.Event) -> None:
+    """Start importing :func:`_warm_modules` in a daemon thread (once per process), after ``codebase``'s index
     is ready and while ``idle`` is set."""
     if _warm_up_started.is_set():
         return
     _warm_up_started.set()
     threading.Thread(
-        target=_import_warm_modules, args=(codebase, idle), name="aries-warm-up", daemon=True
+        target=_import_warm_modules, args=(context, codebase, idle), name="aries-warm-up", daemon=True
     ).start()

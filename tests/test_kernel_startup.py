@@ -44,16 +44,40 @@ def _records(kc) -> dict[str, list]:
     return json.loads(out.stdout)
 
 
-def _kernel_with_index_delay(root: Path, tmp_path: Path, delay: float, env: dict[str, str] | None = None):
+def _kernel_with_index_delay(
+    root: Path, tmp_path: Path, delay: float, env: dict[str, str] | None = None, config: str = ""
+):
     profile = tmp_path / "ipython" / "profile_default"
     profile.mkdir(parents=True)
-    (profile / "ipython_kernel_config.py").write_text(f"c.AriesKernel.index_delay = {delay}\n")
+    (profile / "ipython_kernel_config.py").write_text(f"c.AriesKernel.index_delay = {delay}\n{config}")
     return start_kernel(root, env={"IPYTHONDIR": str(tmp_path / "ipython"), **(env or {})})
 
 
+# Polled until the warm-up's last module is in and its thread has ended (a module is in sys.modules as soon as
+# its import begins, before it imports ipywidgets).
+WARM_UP_DONE = (
+    "import sys, threading\n"
+    "print('aries_kernel.widgets' in sys.modules"
+    " and 'aries-warm-up' not in {thread.name for thread in threading.enumerate()})"
+)
+NO_KEYS = {"ANTHROPIC_API_KEY": "", "OPENAI_API_KEY": "", "OPENAI_BASE_URL": ""}
+
+
+def _wait_for_the_warm_up(kc) -> None:
+    while run_cell(kc, WARM_UP_DONE).stdout.strip() != "True":
+        time.sleep(0.2)
+
+
 def test_the_warm_up_waits_for_the_running_cell_then_for_the_index(small_repo: Path, tmp_path: Path) -> None:
-    # Long enough that the first cell surely starts before the timer fires, even on a loaded machine.
-    km, kc = _kernel_with_index_delay(small_repo, tmp_path, 4.0)
+    # Long enough that the first cell surely starts before the timer fires, even on a loaded machine. Keys for
+    # both providers, and a bulk slot on OpenAI's: the warm-up imports both SDKs, the primary slot's first.
+    km, kc = _kernel_with_index_delay(
+        small_repo,
+        tmp_path,
+        4.0,
+        env={**NO_KEYS, "ANTHROPIC_API_KEY": "sk-test", "OPENAI_API_KEY": "sk-test"},
+        config="c.AriesModels.bulk = 'gpt4o'\n",
+    )
     try:
         # The first cell outlasts index_delay: neither the index nor the warm-up may start while it runs.
         out = run_cell(
@@ -66,21 +90,30 @@ def test_the_warm_up_waits_for_the_running_cell_then_for_the_index(small_repo: P
         )
         assert out.error is None, out.error
         assert out.stdout.strip() == "[] [] {}", out.stdout
-        # Between cells the index starts, then the warm-up: poll until its last module is in and the thread has
-        # ended (a module is in sys.modules as soon as its import begins, before it imports ipywidgets).
-        done = (
-            "print('aries_kernel.widgets' in sys.modules"
-            " and 'aries-warm-up' not in {thread.name for thread in threading.enumerate()})"
-        )
-        while run_cell(kc, done).stdout.strip() != "True":
-            time.sleep(0.2)
+        # Between cells the index starts, then the warm-up.
+        _wait_for_the_warm_up(kc)
         records = _records(kc)
         assert set(records) >= {"anthropic", "openai", "ipywidgets"}, records
         for name in ("anthropic", "openai", "ipywidgets"):
             _, thread, index_ready = records[name]
             assert (thread, index_ready) == ("aries-warm-up", True), (name, records[name])
-        # The SDK the default slots use comes first, the panel's widgets last.
+        # The SDK of the primary slot comes first, then the other slots' SDK, the panel's widgets last.
         assert records["anthropic"][0] < records["openai"][0] < records["ipywidgets"][0], records
+    finally:
+        stop_kernel(km, kc)
+
+
+def test_the_warm_up_imports_no_sdk_that_no_slot_can_call(small_repo: Path, tmp_path: Path) -> None:
+    # No key at all: no slot can be called, so neither SDK is worth its import (1.5 s of CPU for Anthropic's);
+    # the agent, the vault and the panel are still warmed.
+    km, kc = _kernel_with_index_delay(small_repo, tmp_path, 0.0, env=NO_KEYS)
+    try:
+        _wait_for_the_warm_up(kc)
+        out = run_cell(
+            kc,
+            "print(*(name in sys.modules for name in ('anthropic', 'openai', 'sqlalchemy', 'ipywidgets')))",
+        )
+        assert out.stdout.split() == ["False", "False", "True", "True"], out.stdout
     finally:
         stop_kernel(km, kc)
 

@@ -92,6 +92,23 @@ def test_router_is_cheap_and_key_free() -> None:
     assert out.stdout.split() == ["False", "False"]
 
 
+def test_callable_wires_are_the_sdks_of_slots_with_a_key_primary_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for variable in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GOOGLE_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(variable, raising=False)
+    assert ModelRouter().callable_wires() == []  # no key: no slot can be called, no SDK is needed ahead
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
+    assert ModelRouter().callable_wires() == ["anthropic"]  # the default slots are all Anthropic's
+    mixed = ModelRouter(config=Config({"AriesModels": {"primary": "gpt4o", "bulk": "haiku"}}))
+    assert mixed.callable_wires() == ["anthropic"]  # gpt4o has no key: only bulk (and the others) count
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    assert mixed.callable_wires() == ["openai", "anthropic"]  # the primary slot's SDK first
+    local = ModelRouter(config=Config({"AriesModels": {"primary": "local", "reasoning": "", "cheap": ""}}))
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    assert local.callable_wires() == ["openai"]  # a local server needs no key; it speaks OpenAI's API
+
+
 def test_providers_load_through_entry_points() -> None:
     for wire in ("anthropic", "openai"):
         cls = load_provider(wire)

@@ -629,6 +629,21 @@ class ModelRouter:
                 return target, target_source, f"{spec} needs {variable}, which is not set: follows {chained}"
         return spec, source, why
 
+    def callable_wires(self) -> list[str]:
+        """The wire formats (provider entry points) of the slots that can be called now, the primary slot's
+        first, each once: the SDKs a first request may import. A slot that does not resolve, or whose provider
+        needs a key that is not set, adds none."""
+        wires: list[str] = []
+        for slot in SLOTS:
+            try:
+                spec, _, _ = self.resolution(slot)
+            except ModelError:
+                continue
+            provider = _provider_of(spec)
+            if provider is not None and _callable(spec, self.settings) and provider.wire not in wires:
+                wires.append(provider.wire)
+        return wires
+
     def client(self, slot: str) -> SlotClient:
         """The client of ``slot`` (one of primary, reasoning, cheap, bulk), as it resolves now."""
         retired = None
