@@ -938,7 +938,8 @@ class Vault:
             for key, value in store.index.q_values().items():
                 learned[f"{store.source}:{key}"] = value
         # A note forgotten while the session ran is not credited: no learned row may name a missing note.
-        present = self._corpus().by_uid
+        corpus = self._corpus()
+        present = corpus.by_uid
         used = {uid for uid in session.used if uid in present}
         shown = replace(
             session, retrieved={u: k for u, k in session.retrieved.items() if u in present}, used=used
@@ -959,11 +960,9 @@ class Vault:
         for store in self.stores:
             store.index.save_learning()  # the export a rebuilt index restores its learned state from
         rows = []
-        for c in credits:
-            source, _, key = c.uid.partition(":")
-            rows.append(
-                (self._title_of(source, key), source, c.used, c.reward, c.q_before, c.q_after, c.exposures)
-            )
+        for c in credits:  # every credited note is in the corpus: its title is there, no read per note
+            title, source = corpus.titles[present[c.uid]], c.uid.partition(":")[0]
+            rows.append((title, source, c.used, c.reward, c.q_before, c.q_after, c.exposures))
         return pd.DataFrame(rows, columns=columns)
 
     def _pair_home(self, pair: tuple[str, str]) -> str:
@@ -971,10 +970,6 @@ class Vault:
             s.source == "project" for s in self.stores
         )
         return "project" if has_project else "global"
-
-    def _title_of(self, source: str, key: str) -> str:
-        row = self._store(source).find(key)
-        return row["title"] if row else key
 
     def export_learning(self, path: str | os.PathLike[str]) -> Path:
         """Write Q-values, access history and co-occurrence of every store to a JSON file."""
