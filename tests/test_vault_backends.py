@@ -1,6 +1,6 @@
 """The vault index on SQLite and on PostgreSQL: migrations, load from six processes, and faults.
 
-Load: four processes each add 1,000 notes while two others query, on each backend. Faults: a writer killed with
+Load: four processes each add 250 notes while two others query, on each backend. Faults: a writer killed with
 SIGKILL mid-burst (both backends), the PostgreSQL server stopped and started again mid-burst, and the SQLite
 file deleted or truncated mid-burst. In every case each add that returned is in the vault afterwards.
 """
