@@ -229,17 +229,14 @@ def _warm_modules(context: AriesContext) -> list[str]:
     (:data:`_AGENT_MODULES`), the providers of the other slots, the panel. Only the providers of slots that can
     be called now count (a key set, the key broker holding it, or a local server that needs none): a slot
     without a key would fail before its SDK is used, and a key set later is imported by the request itself."""
-    from importlib.metadata import entry_points
-
-    from aries_kernel.models.provider import ENTRY_POINT_GROUP
+    from aries_kernel.models.provider import provider_module
 
     try:
         wires = shared_models(context).callable_wires()
     except Exception as exc:  # a bad setting: the first request reports it, with its own message
         log.debug("no provider warmed up: %r", exc)
         wires = []
-    modules = {ep.name: ep.module for ep in entry_points(group=ENTRY_POINT_GROUP)}
-    providers = [modules[wire] for wire in wires if wire in modules]
+    providers = [module for module in map(provider_module, wires) if module is not None]
     return [*providers[:1], *_AGENT_MODULES, *providers[1:], _PANEL_MODULE]
 
 
@@ -247,7 +244,7 @@ def _import_warm_modules(context: AriesContext, codebase: LazyName, idle: thread
     index = codebase.join()
     while index is not None and not index.ready:
         time.sleep(0.1)  # Codebase.wait_ready would show its progress bar in the user's cell
-    idle.wait()
+    idle.wait()  # _warm_modules builds the model router: not while a cell runs either
     for name in _warm_modules(context):
         idle.wait()
         _import_quietly(name)
