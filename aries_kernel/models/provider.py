@@ -241,20 +241,21 @@ def _retry_after(headers: Any) -> float | None:
 
 
 @cache
-def _registered() -> dict[str, Any]:
+def _entry_points_by_wire() -> dict[str, Any]:
     """The entry points of the ``aries_kernel.providers`` group, by wire name."""
     return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
 
 
 def provider_module(wire: str) -> str | None:
     """The module that defines the provider registered as ``wire`` (imported by nothing here), or None."""
-    found = _registered().get(wire)
+    found = _entry_points_by_wire().get(wire)
     return found.module if found is not None else None
 
 
+@cache
 def load_provider(wire: str) -> type[Provider]:
     """The provider class registered as ``wire`` in the ``aries_kernel.providers`` entry-point group."""
-    found = _registered()
+    found = _entry_points_by_wire()
     if wire not in found:
         raise ConfigurationError(
             f"No provider named {wire!r} is installed (entry-point group {ENTRY_POINT_GROUP!r} has: "
