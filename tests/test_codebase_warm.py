@@ -20,7 +20,7 @@ from aries_kernel.codebase.index_key import TAG_BYTES
 from aries_kernel.codebase.ranking import Rankings
 from aries_kernel.codebase.resolve import Resolver
 from aries_kernel.codebase.snapshot import decode, encode
-from aries_kernel.codebase.store import IndexStore
+from aries_kernel.codebase.store import IndexStore, Pending
 
 PY_FILES, JS_FILES = 90, 30
 
@@ -361,3 +361,24 @@ def test_judgment_calls_after_a_warm_start_parse_nothing(repo: Path, monkeypatch
     assert warm.last_run["mode"] == "warm" and counts["parse"] == 0 and trees == []
     for got, wanted in zip(found, expected, strict=True):
         pd.testing.assert_frame_equal(got, wanted)
+
+
+def test_the_symbol_table_after_a_warm_start_reads_the_records_without_keeping_them(repo: Path) -> None:
+    # symbol_table() and the judgment calls over it read every record, a batch at a time: a warm start's
+    # pending records stay pending (read again when a query needs one), and the answers are a cold index's.
+    expected = fresh(repo)
+    opened(repo)
+    warm = opened(repo)
+    assert warm.last_run["mode"] == "warm"
+    pending = {rel for rel, value in warm._records._data.items() if type(value) is Pending}
+    assert len(pending) >= PY_FILES + 2 * JS_FILES
+    pd.testing.assert_frame_equal(warm.symbol_table(), expected.symbol_table())
+    dup = warm.detect_duplication("def func_1(value):\n    return Thing1, shared_1, value\n", threshold=0.5)
+    assert len(dup) >= PY_FILES and set(dup["kind"]) == {"structural"}
+    still = {rel for rel, value in warm._records._data.items() if type(value) is Pending}
+    assert still == pending
+    # The table is a copy: changing it changes neither the next answer nor the judgment calls' view of it.
+    table = warm.symbol_table()
+    table.loc[:, "name"] = "changed"
+    assert "changed" not in set(warm.symbol_table()["name"])
+    assert warm._records["pkg/m3.py"]["symbols"] == expected._records["pkg/m3.py"]["symbols"]

@@ -708,6 +708,12 @@ class Codebase(QueryMixin, JudgmentMixin):
         The hashes are computed with the index, from the trees it parses; ``hashes`` is accepted for callers
         written when they were computed on first need, and changes nothing.
         """
+        return self._symbol_frame().copy()
+
+    def _symbol_frame(self) -> pd.DataFrame:
+        """:meth:`symbol_table` as cached until the graph changes, not copied: for callers that only read it (a
+        copy of half a million rows costs more than the judgment call that reads it). Built from the records a
+        batch at a time, so a warm start's pending records are read, not kept."""
         import pandas as pd
 
         self.wait_ready()
@@ -715,7 +721,7 @@ class Codebase(QueryMixin, JudgmentMixin):
         def build() -> pd.DataFrame:
             rows = [
                 (s[0], s[1], rel, s[2], s[3], s[4], record["language"], s[6], s[7], s[5])
-                for rel, record in self._records.items()
+                for rel, record in self._records.scan()
                 if record["status"] != "skipped"
                 for s in record["symbols"]
             ]
@@ -736,7 +742,7 @@ class Codebase(QueryMixin, JudgmentMixin):
             )
 
         with self._lock:
-            return self._table("symbols", build).copy()
+            return self._table("symbols", build)  # type: ignore[no-any-return]
 
     def source(self, file: Any, typed: bool = False) -> str:
         """The text of an indexed file; of a notebook, its code cells' Python as indexed (one text, cell after

@@ -199,6 +199,7 @@ class JudgmentMixin:
 
         def wait_ready(self) -> None: ...
         def symbol_table(self, hashes: bool = True) -> pd.DataFrame: ...
+        def _symbol_frame(self) -> pd.DataFrame: ...
         def source(self, file: str) -> str: ...
         def language_of(self, file: str) -> str | None: ...
         def parse(self, source: bytes, language: str) -> Tree: ...
@@ -210,6 +211,8 @@ class JudgmentMixin:
         def _save_judgment(self, kind: str, rows: list[tuple[str, str, Any]]) -> None: ...
 
         _records: Any
+        _graph: Any
+        _lock: Any
 
     # ----------------------------------------------------------------------------------------- shared helpers
 
@@ -250,9 +253,10 @@ class JudgmentMixin:
         return shapes or {}
 
     def _repo_languages(self) -> list[str]:
-        """The indexed files' languages, most files first; from the records alone (the files' roles, which a
-        cold index has not read yet, say nothing about a language)."""
-        counts = Counter(r["language"] for r in self._records.values() if r["status"] != "skipped")
+        """The indexed files' languages, most files first; from the graph, which holds every file not skipped
+        with its language (so a warm start's records are not read for it)."""
+        with self._lock:
+            counts = Counter(self._graph.language.values())
         return [str(lang) for lang, _ in counts.most_common() if lang]
 
     def _parse_snippet(
@@ -298,20 +302,34 @@ class JudgmentMixin:
             units = [Unit("<snippet>", "statements", root, snippet.strip().encode("utf-8"))]
         return units, lang
 
-    def _shape_candidates(self, symbols: pd.DataFrame, unit: Unit, language: str) -> pd.DataFrame:
-        """Symbols of the unit's kind in a compatible language, within a plausible size of the unit."""
-        kind_ok = symbols["kind"].isin(["class"] if unit.kind == "class" else ["function", "method"])
-        lang_ok = symbols["language"].map(family) == family(language)
+    def _shape_candidates(
+        self, symbols: pd.DataFrame, unit: Unit, language: str, exclude: np.ndarray | None = None
+    ) -> pd.DataFrame:
+        """Symbols of the unit's kind in a compatible language, within a plausible size of the unit (and not
+        marked in ``exclude``), with the columns the shape operations answer with: masks over the whole
+        table, and only the candidates' rows of six columns copied."""
+        kinds = ["class"] if unit.kind == "class" else ["function", "method"]
+        languages = [lang for lang in symbols["language"].unique() if family(lang) == family(language)]
         size = unit.shape_node.end_point[0] - unit.shape_node.start_point[0] + 1
-        span = symbols["end_line"] - symbols["line"] + 1
-        size_ok = (span >= size / 3 - 2) & (span <= size * 3 + 2)
-        return symbols[kind_ok & lang_ok & size_ok & (symbols["shape_hash"] != "")]
+        span = symbols["end_line"].to_numpy() - symbols["line"].to_numpy() + 1
+        mask = (
+            symbols["kind"].isin(kinds).to_numpy()
+            & symbols["language"].isin(languages).to_numpy()
+            & (span >= size / 3 - 2)
+            & (span <= size * 3 + 2)
+            & (symbols["shape_hash"].to_numpy() != "")
+        )
+        if exclude is not None:
+            mask &= ~exclude
+        return symbols.loc[mask, ["name", "kind", "file", "line", "end_line", "shape_hash"]]
 
-    def _shape_scores(self, symbols: pd.DataFrame, unit: Unit, language: str) -> pd.DataFrame:
+    def _shape_scores(
+        self, symbols: pd.DataFrame, unit: Unit, language: str, exclude: np.ndarray | None = None
+    ) -> pd.DataFrame:
         """Shape similarity of every candidate symbol to `unit` (1.0 where the shape hashes are equal), from
         the profiles the index stored (the files it holds none for are parsed), a batch of files at a time so
         that only those files' profiles are in memory."""
-        candidates = self._shape_candidates(symbols, unit, language)
+        candidates = self._shape_candidates(symbols, unit, language, exclude)
         target_hash = shape_hash(unit.shape_node)
         same = candidates["shape_hash"] == target_hash
         others = np.flatnonzero(~same.to_numpy())
@@ -362,7 +380,7 @@ class JudgmentMixin:
                 "The pattern is empty; pass a name, a signature such as 'def load_*', or a snippet."
             )
         self.wait_ready()
-        symbols = self.symbol_table()
+        symbols = self._symbol_frame()
         columns = ["name", "kind", "file", "line", "score"]
         if mode == "name":
             wanted = set(split_identifier(pattern))
@@ -435,12 +453,13 @@ class JudgmentMixin:
             raise ValueError(f"threshold must be in (0, 1], got {threshold}")
         self.wait_ready()
         units, lang = self._snippet_definitions(snippet, language)
-        symbols = self.symbol_table()
+        symbols = self._symbol_frame()
         rows: list[pd.DataFrame] = []
         for unit in units:
-            exact = symbols[symbols["exact_hash"] == exact_hash(unit.exact_text)]
+            same_text = symbols["exact_hash"].to_numpy() == exact_hash(unit.exact_text)
+            exact = symbols.loc[same_text, ["file", "name", "line", "end_line"]]
             rows.append(exact.assign(kind="exact", similarity=1.0, snippet_name=unit.name))
-            scored = self._shape_scores(symbols.drop(index=exact.index), unit, lang)
+            scored = self._shape_scores(symbols, unit, lang, exclude=same_text)
             scored = scored[scored["similarity"] >= threshold]
             rows.append(scored.assign(kind="structural", snippet_name=unit.name))
         columns = ["file", "name", "line", "end_line", "kind", "similarity", "snippet_name"]
@@ -655,7 +674,7 @@ class JudgmentMixin:
         columns = ["community", "label", "files", "confidence", "score", "rationale"]
         if communities.empty:
             return pd.DataFrame(columns=columns)
-        symbols = self.symbol_table()
+        symbols = self._symbol_frame()
         names_by_file = symbols.groupby("file")["name"].apply(list).to_dict()
         file_terms = {f: self._location_terms(f, names_by_file.get(f, [])) for f in communities["file"]}
         groups = communities.groupby("community", sort=False)

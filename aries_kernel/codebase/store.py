@@ -639,6 +639,20 @@ class Records(LazyValues[dict[str, Any]]):
         self.load_all()
         return self._data.values()
 
+    def scan(self, batch: int = 2_000) -> Iterator[tuple[str, dict[str, Any]]]:
+        """Every record with its path, in order; pending ones are read ``batch`` at a time and not kept, so a
+        pass over a warm start's records holds one batch of them, not all (a later query reads them again)."""
+        paths = list(self._data)
+        for first in range(0, len(paths), batch):
+            part = paths[first : first + batch]
+            data = self._data
+            pending = {rel: v for rel in part if type(v := data.get(rel)) is Pending}
+            found = self._fetch(pending) if pending else {}  # type: ignore[arg-type]
+            for rel in part:
+                record = found.get(rel) or data.get(rel)
+                if record is not None and type(record) is not Pending:  # else removed meanwhile
+                    yield rel, record
+
     def load_all(self) -> None:
         """Read every pending record (safe while other threads read: values are only ever replaced)."""
         self.load(list(self._data))
