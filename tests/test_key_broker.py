@@ -174,7 +174,9 @@ def test_the_broker_outlives_an_interrupt_and_ends_with_the_kernel(small_repo: P
                 reply = kc.get_shell_msg(timeout=60)
             assert reply["content"]["ename"] == "KeyboardInterrupt"
             assert select.select([watch], [], [], 0)[0] == []  # the broker is still running
-            assert run_cell(kc, "print(rlm_call('after the interrupt'))").stdout.strip().startswith("echo:")
+            after = run_cell(kc, "print(rlm_call('after the interrupt'))")
+            # The whole stderr when it fails: one CI run saw the warm-up thread's traceback there, cut short.
+            assert after.stdout.strip().startswith("echo:"), after.stderr
             assert server.requests[-1].headers["x-api-key"] == ANTHROPIC_KEY
             stop_kernel(km, kc)
             stopped = True
