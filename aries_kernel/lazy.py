@@ -36,8 +36,10 @@ class LazyName:
             if self._thread is not None or self._value is not None:
                 return
             thread = threading.Thread(target=self._build_quietly, name=f"aries-{self._name}", daemon=True)
+            # Started before it is published: another thread that finds it (join, first use) joins it, and
+            # joining a thread not started yet raises "cannot join thread before it is started" (seen in CI).
+            thread.start()
             object.__setattr__(self, "_thread", thread)
-        thread.start()
 
     def join(self) -> Any | None:
         """Wait for a background build that has started; the object, or None if building failed or never began."""
