@@ -646,8 +646,8 @@ class Records(LazyValues[dict[str, Any]]):
         for first in range(0, len(paths), batch):
             part = paths[first : first + batch]
             data = self._data
-            pending = {rel: v for rel in part if type(v := data.get(rel)) is Pending}
-            found = self._fetch(pending) if pending else {}  # type: ignore[arg-type]
+            pending = self._pending(part)
+            found = self._fetch(pending) if pending else {}
             for rel in part:
                 record = found.get(rel) or data.get(rel)
                 if record is not None and type(record) is not Pending:  # else removed meanwhile
@@ -659,10 +659,14 @@ class Records(LazyValues[dict[str, Any]]):
 
     def load(self, rels: Iterable[str]) -> None:
         """Read the pending records of ``rels`` in one pass (not one query per file)."""
-        data = self._data
-        pending = {rel: v for rel in rels if type(v := data.get(rel)) is Pending}
+        pending = self._pending(rels)
         if pending:
-            self._resolve(pending)  # type: ignore[arg-type]
+            self._resolve(pending)
+
+    def _pending(self, rels: Iterable[str]) -> dict[str, Pending]:
+        """Those of ``rels`` whose records are still pending, with their placeholders."""
+        data = self._data
+        return {rel: v for rel in rels if type(v := data.get(rel)) is Pending}
 
     def _resolve(self, pending: dict[str, Pending]) -> dict[str, dict[str, Any]]:
         found = self._fetch(pending)
