@@ -10,11 +10,13 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pytest
 from traitlets.config import Config
 
 from aries_kernel.codebase import Codebase, indexer, judgment, queries
+from aries_kernel.codebase.definitions import SYMBOL_COLUMNS, Definitions
 from aries_kernel.codebase.graph import FileGraph
 from aries_kernel.codebase.index_key import TAG_BYTES
 from aries_kernel.codebase.ranking import Rankings
@@ -363,22 +365,85 @@ def test_judgment_calls_after_a_warm_start_parse_nothing(repo: Path, monkeypatch
         pd.testing.assert_frame_equal(got, wanted)
 
 
-def test_the_symbol_table_after_a_warm_start_reads_the_records_without_keeping_them(repo: Path) -> None:
-    # symbol_table() and the judgment calls over it read every record, a batch at a time: a warm start's
-    # pending records stay pending (read again when a query needs one), and the answers are a cold index's.
+def test_the_definitions_after_a_warm_start_are_read_from_the_records_without_keeping_them(
+    repo: Path,
+) -> None:
+    # symbol_table(), find_symbol, search and the judgment calls read every definition, a batch of records at a
+    # time: a warm start's pending records stay pending (read again when a query needs one), and each answer is
+    # a cold index's.
     expected = fresh(repo)
     opened(repo)
     warm = opened(repo)
     assert warm.last_run["mode"] == "warm"
     pending = {rel for rel, value in warm._records._data.items() if type(value) is Pending}
     assert len(pending) >= PY_FILES + 2 * JS_FILES
-    pd.testing.assert_frame_equal(warm.symbol_table(), expected.symbol_table())
-    dup = warm.detect_duplication("def func_1(value):\n    return Thing1, shared_1, value\n", threshold=0.5)
+    table = warm.symbol_table()
+    # Row for row what the records hold, in their order (not only what a cold index's table says).
+    held = [
+        (s[0], s[1], rel, s[2], s[3], s[4], record["language"], s[6] or "", s[7] or "", s[5])
+        for rel, record in expected._records.items()
+        if record["status"] != "skipped"
+        for s in record["symbols"]
+    ]
+    assert list(table.itertuples(index=False, name=None)) == held
+    assert list(table.columns) == list(SYMBOL_COLUMNS)
+    pd.testing.assert_frame_equal(table, expected.symbol_table())
+    snippet = "def func_1(value):\n    return Thing1, shared_1, value\n"
+    calls = {
+        "detect_duplication": lambda cb: cb.detect_duplication(snippet, threshold=0.5),
+        "shape": lambda cb: cb.find_similar_patterns(snippet, mode="shape", limit=500),
+        "name": lambda cb: cb.find_similar_patterns("func thing", limit=500),
+        "signature": lambda cb: cb.find_similar_patterns("def func_*(value)", mode="signature", limit=500),
+        "kind": lambda cb: cb.find_similar_patterns("function helper*", mode="signature", limit=500),
+        "find_symbol": lambda cb: cb.find_symbol("Thing7.method"),
+        "find_symbol substring": lambda cb: cb.find_symbol("HELPER1"),
+        "search": lambda cb: cb.search("helper", limit=None),
+        "suggest_location": lambda cb: cb.suggest_location("thing method helper"),
+    }
+    for label, call in calls.items():
+        answer = call(warm)
+        assert len(answer), label
+        pd.testing.assert_frame_equal(answer, call(expected), obj=label)
+    dup = calls["detect_duplication"](warm)
     assert len(dup) >= PY_FILES and set(dup["kind"]) == {"structural"}
+    assert set(calls["signature"](warm)["signature"]) == {f"def func_{i}(value)" for i in range(PY_FILES)}
+    assert calls["find_symbol"](warm)[["file", "signature"]].values.tolist() == [
+        ["pkg/m7.py", "def method(self)"]
+    ]
     still = {rel for rel, value in warm._records._data.items() if type(value) is Pending}
     assert still == pending
-    # The table is a copy: changing it changes neither the next answer nor the judgment calls' view of it.
-    table = warm.symbol_table()
+    # The table is the caller's: changing it changes neither the next answer nor the records.
     table.loc[:, "name"] = "changed"
     assert "changed" not in set(warm.symbol_table()["name"])
     assert warm._records["pkg/m3.py"]["symbols"] == expected._records["pkg/m3.py"]["symbols"]
+
+
+def test_a_definition_whose_file_changed_since_the_table_was_built_shows_no_stale_signature(
+    repo: Path,
+) -> None:
+    # Definitions find a signature by the definition's place in its record; a record replaced since (a reindex)
+    # that no longer holds the same name on the same line gives "" rather than another definition's signature.
+    codebase = fresh(repo)
+    definitions = Definitions.of(codebase._records)
+    rows = np.flatnonzero(definitions.file == "pkg/m4.py")
+    before = definitions.frame(rows, ["name", "signature"])
+    assert "def func_4(value)" in set(before["signature"])
+    (repo / "pkg/m4.py").write_text("\n\ndef renamed(value):\n    return value\n")
+    codebase.reindex()
+    after = definitions.frame(rows, ["name", "signature"])
+    assert list(after["name"]) == list(before["name"])
+    assert set(after["signature"]) == {""}
+
+
+def test_listings_after_a_warm_start_read_the_records_without_keeping_them(repo: Path) -> None:
+    # The first warm start after a cold index that answered nothing computes the file roles; it and the
+    # listings read every record once, and keep none.
+    expected = fresh(repo)
+    opened(repo)
+    warm = opened(repo)
+    pending = {rel for rel, value in warm._records._data.items() if type(value) is Pending}
+    assert len(pending) >= PY_FILES + 2 * JS_FILES
+    assert warm.file_roles() == expected.file_roles()
+    for listing in ("list_files", "skipped"):
+        pd.testing.assert_frame_equal(getattr(warm, listing)(), getattr(expected, listing)(), obj=listing)
+    assert {rel for rel, value in warm._records._data.items() if type(value) is Pending} == pending

@@ -13,11 +13,13 @@ import os
 import sqlite3
 import threading
 import time
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aries_kernel.codebase import bounded, extract
 from aries_kernel.codebase.config import AriesCodebase
+from aries_kernel.codebase.definitions import Definitions
 from aries_kernel.codebase.errors import CodebaseError
 from aries_kernel.codebase.extract import Record, content_hash
 from aries_kernel.codebase.files import CONFIG_FILES, Problem, SourceFile, Walk, indexable, walk
@@ -35,6 +37,7 @@ from aries_kernel.codebase.snapshot import BadSnapshot, Snapshot, code_digest, d
 from aries_kernel.codebase.store import IndexStore, Pending, Records, ensure_aries_dir
 from aries_kernel.codebase.team_index import adopt, publish
 from aries_kernel.codebase.team_settings import TeamChoice, team_index
+from aries_kernel.codebase.text_cache import TextCache
 from aries_kernel.rootfs import RefusedPathError, read_regular
 
 if TYPE_CHECKING:
@@ -45,6 +48,9 @@ __all__ = ["Codebase", "CodebaseError"]
 
 log = logging.getLogger(__name__)
 _STORED_TABLES = frozenset({"roles", "counts"})
+# Characters of source text kept for the next query (the files read last): an agent's get_context and
+# search calls read the same files again, but a search over a big repository reads all of them.
+_TEXT_CACHE_CHARS = 32 << 20
 
 
 class Codebase(QueryMixin, JudgmentMixin):
@@ -87,7 +93,7 @@ class Codebase(QueryMixin, JudgmentMixin):
         # The team index as the kernel resolved it at its start (team_settings: a Repl step cannot redirect it);
         # None: resolved from the environment and the config at each index.
         self._team = team
-        self._texts: dict[str, str] = {}
+        self._texts = TextCache(_TEXT_CACHE_CHARS)
         self._tables: dict[str, tuple[int, Any]] = {}
         # Tables stored with the graph's scores (see _table), for the graph version they were loaded with.
         self._stored_tables: dict[str, Any] = {}
@@ -499,7 +505,7 @@ class Codebase(QueryMixin, JudgmentMixin):
                 }
                 self._graph.update(graph_changes, tsconfigs)
                 for rel in changes:
-                    self._texts.pop(rel, None)
+                    self._texts.pop(rel)
             self.last_run = {
                 **self.last_run,
                 "reindex_seconds": time.perf_counter() - started,
@@ -650,15 +656,18 @@ class Codebase(QueryMixin, JudgmentMixin):
         start's ``stats()`` then reads no record (decoding them all costs more than the rest of its answer)."""
 
         def build() -> dict[str, tuple[int, int]]:
-            records = self._records
-            records.load_all()  # in one pass, not one query per file
-            return {rel: (len(records[rel]["symbols"]), records[rel]["loc"]) for rel in self._graph.node_of}
+            # A batch of records at a time (not one query per file), none kept.
+            scanned = self._records.scan(self._graph.node_of)
+            return {rel: (len(r["symbols"]), r["loc"]) for rel, r in scanned}
 
         with self._lock:
             return self._table("counts", build)  # type: ignore[no-any-return]
 
-    def _names_of(self, rel: str) -> list[str]:
-        return [s[0] for s in self._records[rel]["symbols"] if s[5] == ""]
+    def _names_of(self, files: Iterable[str]) -> Iterator[str]:
+        """The names ``files`` define at top level (a community's label is made of them), read from their
+        records a batch at a time and not kept."""
+        for _, record in self._records.scan(files):
+            yield from (s[0] for s in record["symbols"] if s[5] == "")
 
     def _table(self, key: str, build: Any) -> Any:
         """A derived table cached until the graph changes. The file roles (built by reading every file's
@@ -706,43 +715,17 @@ class Codebase(QueryMixin, JudgmentMixin):
         """Every definition: name, kind, file, line, end_line, signature, language, shape_hash, exact_hash, parent.
 
         The hashes are computed with the index, from the trees it parses; ``hashes`` is accepted for callers
-        written when they were computed on first need, and changes nothing.
+        written when they were computed on first need, and changes nothing. A new table each call, built from
+        the compact :meth:`_definitions` (the operations read that, not this).
         """
-        return self._symbol_frame().copy()
+        return self._definitions().frame().reset_index(drop=True)
 
-    def _symbol_frame(self) -> pd.DataFrame:
-        """:meth:`symbol_table` as cached until the graph changes, not copied: for callers that only read it (a
-        copy of half a million rows costs more than the judgment call that reads it). Built from the records a
-        batch at a time, so a warm start's pending records are read, not kept."""
-        import pandas as pd
-
+    def _definitions(self) -> Definitions:
+        """Every definition as compact columns (:class:`Definitions`), cached until the graph changes; built from
+        the records a batch at a time, so a warm start's pending records are read, not kept."""
         self.wait_ready()
-
-        def build() -> pd.DataFrame:
-            rows = [
-                (s[0], s[1], rel, s[2], s[3], s[4], record["language"], s[6], s[7], s[5])
-                for rel, record in self._records.scan()
-                if record["status"] != "skipped"
-                for s in record["symbols"]
-            ]
-            return pd.DataFrame(
-                rows,
-                columns=[
-                    "name",
-                    "kind",
-                    "file",
-                    "line",
-                    "end_line",
-                    "signature",
-                    "language",
-                    "shape_hash",
-                    "exact_hash",
-                    "parent",
-                ],
-            )
-
         with self._lock:
-            return self._table("symbols", build)  # type: ignore[no-any-return]
+            return self._table("definitions", lambda: Definitions.of(self._records))  # type: ignore[no-any-return]
 
     def source(self, file: Any, typed: bool = False) -> str:
         """The text of an indexed file; of a notebook, its code cells' Python as indexed (one text, cell after
@@ -755,10 +738,10 @@ class Codebase(QueryMixin, JudgmentMixin):
         if text is None:
             try:
                 data = extract.read_source(str(self.root), rel, file_cap(rel, self.settings.max_file_size))
-                text = extract.decode_source(data, self._records[rel]["language"])
+                text = extract.decode_source(data, self.language_of(rel) or "")
                 if is_notebook(rel):
                     # Converted here only as the worker converted it (bounded, in its time budget): the same bytes.
-                    if content_hash(data) != self._records[rel]["hash"]:
+                    if content_hash(data) != self._records.digest(rel):
                         raise ValueError("the notebook changed since it was indexed")
                     notebook = notebook_source(text, len(data))
                     if typed:
@@ -769,12 +752,15 @@ class Codebase(QueryMixin, JudgmentMixin):
                     f"Cannot read {rel}: {exc}. Run codebase.reindex() if it changed."
                 ) from exc
             with self._lock:
-                self._texts[rel] = text
+                self._texts.put(rel, text)
         return text
 
     def language_of(self, file: Any) -> str | None:
         """The language of a file (python, javascript, typescript, tsx), or None for other files."""
         rel = self._relative(file)
+        language = self._graph.language.get(rel)  # every file not skipped, without reading its record
+        if language is not None:
+            return language
         record = self._records.get(rel)
         return record["language"] if record is not None else language_for_path(rel)
 

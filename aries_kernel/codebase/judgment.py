@@ -44,6 +44,8 @@ from aries_kernel.words import STOP_WORDS, stem
 if TYPE_CHECKING:
     from tree_sitter import Node, Tree
 
+    from aries_kernel.codebase.definitions import Definitions
+
 __all__ = ["JudgmentMixin"]
 
 _LANGUAGE_ALIASES = {
@@ -199,7 +201,7 @@ class JudgmentMixin:
 
         def wait_ready(self) -> None: ...
         def symbol_table(self, hashes: bool = True) -> pd.DataFrame: ...
-        def _symbol_frame(self) -> pd.DataFrame: ...
+        def _definitions(self) -> Definitions: ...
         def source(self, file: str) -> str: ...
         def language_of(self, file: str) -> str | None: ...
         def parse(self, source: bytes, language: str) -> Tree: ...
@@ -303,42 +305,40 @@ class JudgmentMixin:
         return units, lang
 
     def _shape_candidates(
-        self, symbols: pd.DataFrame, unit: Unit, language: str, exclude: np.ndarray | None = None
-    ) -> pd.DataFrame:
-        """Symbols of the unit's kind in a compatible language, within a plausible size of the unit (and not
-        marked in ``exclude``), with the columns the shape operations answer with: masks over the whole
-        table, and only the candidates' rows of six columns copied."""
+        self, definitions: Definitions, unit: Unit, language: str, exclude: np.ndarray | None = None
+    ) -> np.ndarray:
+        """The rows of the definitions of the unit's kind in a compatible language, within a plausible size of
+        the unit, that have a shape hash (and are not marked in ``exclude``)."""
         kinds = ["class"] if unit.kind == "class" else ["function", "method"]
-        languages = [lang for lang in symbols["language"].unique() if family(lang) == family(language)]
+        languages = [lang for lang in set(definitions.language) if family(lang) == family(language)]
         size = unit.shape_node.end_point[0] - unit.shape_node.start_point[0] + 1
-        span = symbols["end_line"].to_numpy() - symbols["line"].to_numpy() + 1
+        span = definitions.end_line - definitions.line + 1
         mask = (
-            symbols["kind"].isin(kinds).to_numpy()
-            & symbols["language"].isin(languages).to_numpy()
+            definitions.isin("kind", kinds)
+            & definitions.isin("language", languages)
             & (span >= size / 3 - 2)
             & (span <= size * 3 + 2)
-            & (symbols["shape_hash"].to_numpy() != "")
+            & (definitions.shape_hash != b"")
         )
         if exclude is not None:
             mask &= ~exclude
-        return symbols.loc[mask, ["name", "kind", "file", "line", "end_line", "shape_hash"]]
+        return np.flatnonzero(mask)
 
     def _shape_scores(
-        self, symbols: pd.DataFrame, unit: Unit, language: str, exclude: np.ndarray | None = None
-    ) -> pd.DataFrame:
-        """Shape similarity of every candidate symbol to `unit` (1.0 where the shape hashes are equal), from
-        the profiles the index stored (the files it holds none for are parsed), a batch of files at a time so
-        that only those files' profiles are in memory."""
-        candidates = self._shape_candidates(symbols, unit, language, exclude)
-        target_hash = shape_hash(unit.shape_node)
-        same = candidates["shape_hash"] == target_hash
-        others = np.flatnonzero(~same.to_numpy())
-        lines = candidates["line"].to_numpy(dtype=np.int64)
-        scores = np.where(same.to_numpy(), 1.0, 0.0)
+        self, definitions: Definitions, unit: Unit, language: str, exclude: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(rows, similarity, same_shape)`` of every candidate definition for `unit` (similarity 1.0 where the
+        shape hashes are equal), from the profiles the index stored (the files it holds none for are parsed),
+        a batch of files at a time so that only those files' profiles are in memory."""
+        rows = self._shape_candidates(definitions, unit, language, exclude)
+        same = definitions.shape_hash[rows] == shape_hash(unit.shape_node).encode("ascii")
+        others = np.flatnonzero(~same)
+        lines = definitions.line[rows]
+        scores = np.where(same, 1.0, 0.0)
         # "statements" (a snippet that defines nothing) has no profiled definition to compare with.
         if unit.kind in ("function", "class") and len(others):
             target = unit.profile
-            names, inverse = np.unique(candidates["file"].to_numpy()[others], return_inverse=True)
+            names, inverse = np.unique(definitions.file[rows[others]], return_inverse=True)
             order = np.argsort(inverse, kind="stable")
             bounds = np.searchsorted(inverse[order], np.arange(len(names) + 1))
             for first in range(0, len(names), _PROFILE_BATCH):
@@ -347,7 +347,7 @@ class JudgmentMixin:
                 for i, name in enumerate(batch, start=first):
                     at = others[order[bounds[i] : bounds[i + 1]]]
                     scores[at] = _similarities(target, profiles.pop(name), lines[at])
-        return candidates.assign(similarity=scores, same_shape=same)
+        return rows, scores, same
 
     def _profiles_of(self, files: list[str], kind: str) -> dict[str, StoredProfiles]:
         """The profiles of `kind` ("function" or "class") of each file's definitions: as stored by the index,
@@ -380,23 +380,32 @@ class JudgmentMixin:
                 "The pattern is empty; pass a name, a signature such as 'def load_*', or a snippet."
             )
         self.wait_ready()
-        symbols = self._symbol_frame()
+        definitions = self._definitions()
         columns = ["name", "kind", "file", "line", "score"]
         if mode == "name":
             wanted = set(split_identifier(pattern))
-            token_sets = symbols["name"].map(lambda n: set(split_identifier(str(n))))
-            scores = token_sets.map(lambda t: len(t & wanted) / len(t | wanted) if t | wanted else 0.0)
-            matched = token_sets.map(lambda t: ", ".join(sorted(t & wanted)))
-            out = symbols.assign(score=scores, matched=matched)
-            out = out[out["score"] > 0]
+            scored: dict[str, tuple[float, str]] = {}
+            for name in set(definitions.name):
+                tokens = set(split_identifier(str(name)))
+                union = tokens | wanted
+                scored[name] = (
+                    len(tokens & wanted) / len(union) if union else 0.0,
+                    ", ".join(sorted(tokens & wanted)),
+                )
+            score = np.fromiter((scored[n][0] for n in definitions.name), float, len(definitions))
+            rows = np.flatnonzero(score > 0)
+            out = definitions.frame(rows, columns[:-1]).assign(
+                score=score[rows], matched=[scored[n][1] for n in definitions.name[rows]]
+            )
             extra = ["matched"]
         elif mode == "signature":
-            out = self._signature_matches(symbols, pattern)
+            out = self._signature_matches(definitions, pattern)
             extra = ["signature"]
         elif mode == "shape":
             units, lang = self._snippet_definitions(pattern, language)
-            out = self._shape_scores(symbols, units[0], lang).rename(columns={"similarity": "score"})
-            out = out[out["score"] > 0]
+            rows, score, same = self._shape_scores(definitions, units[0], lang)
+            keep = score > 0
+            out = definitions.frame(rows[keep], columns[:-1]).assign(score=score[keep], same_shape=same[keep])
             extra = ["same_shape"]
         else:
             raise ValueError(f"Unknown mode {mode!r}; use 'name', 'signature' or 'shape'.")
@@ -404,7 +413,7 @@ class JudgmentMixin:
         return out[columns + extra].head(limit).reset_index(drop=True)
 
     @staticmethod
-    def _signature_matches(symbols: pd.DataFrame, pattern: str) -> pd.DataFrame:
+    def _signature_matches(definitions: Definitions, pattern: str) -> pd.DataFrame:
         words = pattern.strip().split(None, 2)
         want_async = bool(words) and words[0] == "async"
         if want_async:
@@ -419,19 +428,22 @@ class JudgmentMixin:
             name_glob, _, rest = name_glob.partition("(")
             params = "(" + rest
             name_glob = name_glob.strip() or "*"
-        mask = pd.Series(True, index=symbols.index)
+        mask = np.ones(len(definitions), dtype=bool)
         if kinds is not None:
-            mask &= symbols["kind"].isin(kinds)
+            mask &= definitions.isin("kind", kinds)
+        matching = {n for n in set(definitions.name[mask]) if fnmatch.fnmatchcase(str(n), name_glob)}
+        rows = np.flatnonzero(mask & definitions.isin("name", matching))
+        out = definitions.frame(rows, ["name", "kind", "file", "line", "signature"])
         if want_async:
-            mask &= symbols["signature"].str.contains(r"\basync\b", regex=True, na=False)
-        mask &= symbols["name"].map(lambda n: fnmatch.fnmatchcase(str(n), name_glob))
+            out = out[out["signature"].str.contains(r"\basync\b", regex=True, na=False)]
         if params is not None:
             compact = re.sub(r"\s+", "", params)
-            mask &= symbols["signature"].map(
-                lambda s: fnmatch.fnmatchcase(re.sub(r"\s+", "", str(s)), "*" + compact + "*")
-            )
+            out = out[
+                out["signature"].map(
+                    lambda s: fnmatch.fnmatchcase(re.sub(r"\s+", "", str(s)), "*" + compact + "*")
+                )
+            ]
         literal = len(name_glob.replace("*", "").replace("?", ""))
-        out = symbols[mask]
         scores = out["name"].map(lambda n: round(literal / max(len(str(n)), 1), 3) if literal else 1.0)
         return out.assign(score=scores.clip(upper=1.0))
 
@@ -453,14 +465,16 @@ class JudgmentMixin:
             raise ValueError(f"threshold must be in (0, 1], got {threshold}")
         self.wait_ready()
         units, lang = self._snippet_definitions(snippet, language)
-        symbols = self._symbol_frame()
+        definitions = self._definitions()
+        shown = ["file", "name", "line", "end_line"]
         rows: list[pd.DataFrame] = []
         for unit in units:
-            same_text = symbols["exact_hash"].to_numpy() == exact_hash(unit.exact_text)
-            exact = symbols.loc[same_text, ["file", "name", "line", "end_line"]]
+            same_text = definitions.exact_hash == exact_hash(unit.exact_text).encode("ascii")
+            exact = definitions.frame(np.flatnonzero(same_text), shown)
             rows.append(exact.assign(kind="exact", similarity=1.0, snippet_name=unit.name))
-            scored = self._shape_scores(symbols, unit, lang, exclude=same_text)
-            scored = scored[scored["similarity"] >= threshold]
+            found, similarity, _ = self._shape_scores(definitions, unit, lang, exclude=same_text)
+            close = similarity >= threshold
+            scored = definitions.frame(found[close], shown).assign(similarity=similarity[close])
             rows.append(scored.assign(kind="structural", snippet_name=unit.name))
         columns = ["file", "name", "line", "end_line", "kind", "similarity", "snippet_name"]
         out = (
@@ -674,8 +688,10 @@ class JudgmentMixin:
         columns = ["community", "label", "files", "confidence", "score", "rationale"]
         if communities.empty:
             return pd.DataFrame(columns=columns)
-        symbols = self._symbol_frame()
-        names_by_file = symbols.groupby("file")["name"].apply(list).to_dict()
+        definitions = self._definitions()
+        names_by_file: defaultdict[str, list[str]] = defaultdict(list)
+        for file, name in zip(definitions.file, definitions.name, strict=True):
+            names_by_file[file].append(name)
         file_terms = {f: self._location_terms(f, names_by_file.get(f, [])) for f in communities["file"]}
         groups = communities.groupby("community", sort=False)
         docs: dict[Any, Counter[str]] = {}

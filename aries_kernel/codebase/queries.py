@@ -24,6 +24,7 @@ from aries_kernel.codebase.roles import file_role, read_header, select_roles
 if TYPE_CHECKING:
     import pandas as pd
 
+    from aries_kernel.codebase.definitions import Definitions
     from aries_kernel.codebase.files import Problem
     from aries_kernel.codebase.graph import FileGraph
     from aries_kernel.codebase.ranking import Rankings
@@ -71,7 +72,7 @@ class QueryMixin:
         def _counts(self) -> dict[str, tuple[int, int]]: ...
         def _file(self, file: Any) -> str: ...
         def source(self, file: Any, typed: bool = False) -> str: ...
-        def symbol_table(self, hashes: bool = True) -> pd.DataFrame: ...
+        def _definitions(self) -> Definitions: ...
 
     # ranking
 
@@ -85,7 +86,7 @@ class QueryMixin:
 
         def build() -> dict[str, str]:
             return {
-                rel: _role_of(self.root, rel) for rel, r in self._records.items() if r["status"] != "skipped"
+                rel: _role_of(self.root, rel) for rel, r in self._records.scan() if r["status"] != "skipped"
             }
 
         with self._lock:
@@ -196,25 +197,29 @@ class QueryMixin:
         the cell's index among all its cells (markdown included), ``cell_id`` its id ("" before nbformat 4.5);
         for other files ``cell`` is empty (<NA>) and ``cell_id`` "".
         """
+        import numpy as np
         import pandas as pd
 
-        self.wait_ready()
-        table = self.symbol_table(hashes=False)
+        definitions = self._definitions()
         parent, _, short = name.rpartition(".")
-        names = table["name"]
-        candidates = [
-            (names == short, 1.0),
-            (names.str.lower() == short.lower(), 0.8),
-            (names.str.lower().str.contains(short.lower(), regex=False), 0.5),
+        low = short.lower()
+        names = set(definitions.name)
+        in_parent = definitions.parent == parent if parent else None
+        tests = [
+            (lambda n: n == short, 1.0),
+            (lambda n: n.lower() == low, 0.8),
+            (lambda n: low in n.lower(), 0.5),
         ]
-        found, score = table.iloc[0:0], 0.0
-        for mask, weight in candidates:
-            if parent:
-                mask = mask & (table["parent"] == parent)
-            found = table[mask]
-            if len(found):
+        rows, score = np.empty(0, dtype=np.int64), 0.0
+        for test, weight in tests:
+            mask = definitions.isin("name", [n for n in names if test(n)])
+            if in_parent is not None:
+                mask &= in_parent
+            rows = np.flatnonzero(mask)
+            if len(rows):
                 score = weight
                 break
+        found = definitions.frame(rows, ["name", "kind", "file", "line", "end_line", "signature", "parent"])
         with self._lock:
             spans = {file: self._cells(file) for file in set(found["file"])}
             cells = [
@@ -253,6 +258,7 @@ class QueryMixin:
         ranks above every mere mention; the file's PageRank orders matches within a tier. ``roles`` picks the
         files searched, as for :meth:`top_files`.
         """
+        import numpy as np
         import pandas as pd
 
         needle = query.strip().lower()
@@ -268,13 +274,15 @@ class QueryMixin:
             if old is None or old[3] < score:
                 hits[(file, line)] = (kind, name, snippet, score)
 
-        symbols = self.symbol_table(hashes=False)
-        symbols = symbols[symbols["file"].map(role_of).isin(wanted)]
-        lowered = symbols["name"].str.lower()
-        for row, low in zip(symbols.itertuples(index=False), lowered, strict=False):
-            score = _name_score(low, needle, words)
-            if score:
-                keep(row.file, row.line, row.kind, row.name, row.signature[:_SNIPPET], score)
+        definitions = self._definitions()
+        named = {n: score for n in set(definitions.name) if (score := _name_score(n.lower(), needle, words))}
+        shown = np.flatnonzero(
+            definitions.isin("name", named)
+            & definitions.isin("file", [rel for rel, role in role_of.items() if role in wanted])
+        )
+        matches = definitions.frame(shown, ["file", "line", "kind", "name", "signature"])
+        for row in matches.itertuples(index=False):
+            keep(row.file, row.line, row.kind, row.name, row.signature[:_SNIPPET], named[row.name])
         with self._lock:
             files = [rel for rel in self._graph.node_of if role_of[rel] in wanted]
             ranks = self._rankings.pagerank()
@@ -429,7 +437,7 @@ class QueryMixin:
 
     def _cells(self, rel: str) -> NotebookSource | None:
         """Where the code cells of the notebook ``rel`` are in its text (no text), None for other files."""
-        record = self._records.get(rel)
+        record = self._records.get(rel) if is_notebook(rel) else None
         cells = record.get("cells") if record is not None else None
         return NotebookSource("", tuple(CellSpan(*c) for c in cells), "python") if cells else None
 
@@ -447,7 +455,7 @@ class QueryMixin:
         with self._lock:
             rows = [
                 (rel, role_of[rel], r["language"], r["loc"], len(r["symbols"]), r["status"])
-                for rel, r in self._records.items()
+                for rel, r in self._records.scan()
                 if r["status"] != "skipped" and role_of[rel] in wanted
             ]
         return pd.DataFrame(rows, columns=["file", "role", "language", "loc", "symbols", "status"])
@@ -459,9 +467,7 @@ class QueryMixin:
         self.wait_ready()
         with self._lock:
             rows = [
-                (rel, r["status"], r["reason"])
-                for rel, r in self._records.items()
-                if r["status"] != "indexed"
+                (rel, r["status"], r["reason"]) for rel, r in self._records.scan() if r["status"] != "indexed"
             ]
             rows += [(p.rel, "skipped", p.reason) for p in self._problems]
         return pd.DataFrame(sorted(rows), columns=["file", "status", "reason"])

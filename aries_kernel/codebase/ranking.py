@@ -57,14 +57,15 @@ class Rankings:
     def __init__(
         self,
         graph: FileGraph,
-        names_of: Callable[[str], Iterable[str]],
+        names_of: Callable[[list[str]], Iterable[str]],
         known: dict[str, Any] | None = None,
         on_computed: Callable[[str, Any], None] | None = None,
         roles_of: Callable[[], Mapping[str, str]] | None = None,
     ) -> None:
-        """``known``: scores of ``graph`` as it is now; ``on_computed(key, value)`` hears of each score computed
-        while the graph is still as it was given; ``roles_of()``: file -> role (:mod:`.roles`), which splits
-        the communities (without it every file counts as source)."""
+        """``names_of(files)``: the names those files define at top level (a community's label is made of
+        them); ``known``: scores of ``graph`` as it is now; ``on_computed(key, value)`` hears of each score
+        computed while the graph is still as it was given; ``roles_of()``: file -> role (:mod:`.roles`), which
+        splits the communities (without it every file counts as source)."""
         self._graph = graph
         self._names_of = names_of
         self._roles_of = roles_of
@@ -173,7 +174,7 @@ class Rankings:
         )
         out: dict[str, tuple[int, str]] = {}
         for number, part in enumerate(parts, start=first):
-            label = community_label(part, (name for rel in part for name in self._names_of(rel)))
+            label = community_label(part, self._names_of(part))
             labels[label] += 1
             if labels[label] > 1:
                 label = f"{label} ({labels[label]})"

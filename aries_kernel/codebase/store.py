@@ -639,10 +639,13 @@ class Records(LazyValues[dict[str, Any]]):
         self.load_all()
         return self._data.values()
 
-    def scan(self, batch: int = 2_000) -> Iterator[tuple[str, dict[str, Any]]]:
-        """Every record with its path, in order; pending ones are read ``batch`` at a time and not kept, so a
-        pass over a warm start's records holds one batch of them, not all (a later query reads them again)."""
-        paths = list(self._data)
+    def scan(
+        self, rels: Iterable[str] | None = None, batch: int = 2_000
+    ) -> Iterator[tuple[str, dict[str, Any]]]:
+        """Every record (or those of ``rels`` that are held) with its path, in order; pending ones are read
+        ``batch`` at a time and not kept, so a pass over a warm start's records holds one batch of them, not all
+        (a later query reads them again)."""
+        paths = list(self._data if rels is None else rels)
         for first in range(0, len(paths), batch):
             part = paths[first : first + batch]
             data = self._data
