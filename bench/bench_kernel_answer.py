@@ -10,7 +10,11 @@ On a copy of installed pandas (or of ROOT), each round measures, from the kernel
   (target <= 1.3x plain);
 - cold: an Aries kernel answering ``codebase.stats()`` with no ``.aries``; its time less plain's, against a raw
   one-thread tree-sitter parse of the same files (bench_index's ``parse`` step, run just before it)
-  (target <= 1.3x). ``--warm-only`` leaves this row and the parse out.
+  (target <= 1.3x). ``--warm-only`` leaves this row and the parse out;
+- memory (``--memory``, once after the rounds): the peak RSS of a warm Aries kernel after ``codebase.stats()``
+  and the first queries (top_files, search, find_symbol, detect_duplication, find_similar_patterns,
+  find_convention), as the kernel process reads it from /proc, against a plain python3 kernel's after ``1``
+  (target <= 600 MB on a 25k-file tree, such as bench_growth's).
 
 Ratios are taken per round and their medians printed, with the load before and after. Kernels run with bytecode
 caches (bench_kernel_start.kernel_env) and their own index key, vault and log folder.
@@ -27,10 +31,26 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_index import run_child  # noqa: E402
+from bench_index import _FUNCTION, run_child  # noqa: E402
 from bench_kernel_start import kernel_env, load, time_to_answer  # noqa: E402
 
+from tests.kernel_harness import run_cell, start_kernel, stop_kernel  # noqa: E402
+
 STATS = "codebase.stats()"
+# The first queries of the memory row, and the kernel's peak RSS in MB as the cell's result.
+QUERIES = f"""
+_snippet = {_FUNCTION!r}
+_answers = [
+    codebase.top_files(),
+    codebase.search("parse"),
+    codebase.find_symbol("read_csv"),
+    codebase.detect_duplication(_snippet, threshold=0.5),
+    codebase.find_similar_patterns(_snippet, mode="shape"),
+    codebase.find_convention("error handling"),
+]
+del _answers
+"""
+PEAK = "int(next(l for l in open('/proc/self/status') if l.startswith('VmHWM')).split()[1]) // 1024"
 
 
 def mode_of(stats: str) -> str:
@@ -41,11 +61,25 @@ def mode_of(stats: str) -> str:
     raise AssertionError(f"no index mode in {stats!r}")
 
 
+def peak_rss(kernel_name: str, root: Path, env: dict[str, str], cells: list[str]) -> int:
+    """The peak RSS in MB of a ``kernel_name`` kernel after running ``cells`` one after another."""
+    km, kc = start_kernel(root, env=env, kernel_name=kernel_name)
+    try:
+        for code in [*cells, PEAK]:
+            result = run_cell(kc, code, timeout=1200)
+            assert result.error is None, (kernel_name, code, result.error)
+        assert result.result is not None
+        return int(result.result)
+    finally:
+        stop_kernel(km, kc)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--root", type=Path, default=None, help="the tree (default: installed pandas)")
     parser.add_argument("--warm-only", action="store_true", help="only the plain and warm rows")
+    parser.add_argument("--memory", action="store_true", help="also the warm kernel's peak RSS after queries")
     args = parser.parse_args()
     if args.root is None:
         import pandas
@@ -82,6 +116,9 @@ def main() -> None:
                 f"  round: parse {parse:.2f} s, plain kernel 1 {plain:.2f} s, warm stats {warm:.2f} s, "
                 f"cold stats {cold:.2f} s (load {load()})"
             )
+        if args.memory:
+            plain_peak = peak_rss("python3", root, env, ["1"])
+            aries_peak = peak_rss("aries", root, env, [STATS, QUERIES])
     warm_ratio = statistics.median(w / p for w, p in zip(rows["warm"], rows["plain"], strict=True))
     median = {name: statistics.median(values) for name, values in rows.items() if values}
     print(f"Kernel start to first answer, {root.name}, median of {args.rounds} rounds (load after {load()})")
@@ -99,6 +136,12 @@ def main() -> None:
         print(
             f"  aries cold, codebase.stats(), less plain  {median['cold'] - median['plain']:6.2f} s = "
             f"{cold_ratio:.2f}x the parse (target <= 1.3)"
+        )
+    if args.memory:
+        print(f"  peak RSS, plain python3 kernel after `1`  {plain_peak:6d} MB")
+        print(
+            f"  peak RSS, aries warm after stats() and the first queries {aries_peak:6d} MB = "
+            f"{aries_peak / plain_peak:.1f}x plain (target <= 600 MB on 25k files)"
         )
 
 
