@@ -163,17 +163,10 @@ def test_listings_and_stats(codebase: Codebase) -> None:
     assert stats["skipped"] == 0
     assert columns(codebase.skipped()) == ["file", "status", "reason"]
     table = codebase.symbol_table()
-    assert columns(table)[:9] == [
-        "name",
-        "kind",
-        "file",
-        "line",
-        "end_line",
-        "signature",
-        "language",
-        "shape_hash",
-        "exact_hash",
-    ]
+    assert (
+        columns(table)
+        == "name kind file line end_line signature language shape_hash exact_hash parent".split()
+    )
     functions = table[table["kind"].isin(["function", "class", "method"])]
     assert (functions["shape_hash"].str.len() > 0).all() and (functions["exact_hash"].str.len() > 0).all()
     assert codebase.language_of("web/esm/app.mjs") == "javascript"

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from aries_kernel.codebase.definitions import SYMBOL_COLUMNS
 from aries_kernel.codebase.errors import CodebaseError
 from aries_kernel.codebase.notebooks import CellSpan, NotebookSource, cell_label, is_notebook
 from aries_kernel.codebase.roles import file_role, read_header, select_roles
@@ -219,7 +220,7 @@ class QueryMixin:
             if len(rows):
                 score = weight
                 break
-        found = definitions.frame(rows, ["name", "kind", "file", "line", "end_line", "signature", "parent"])
+        found = definitions.frame(rows, [*SYMBOL_COLUMNS[:6], "parent"])
         with self._lock:
             spans = {file: self._cells(file) for file in set(found["file"])}
             cells = [
@@ -232,18 +233,7 @@ class QueryMixin:
             score=score,
             pagerank=found["file"].map(self._rankings.pagerank()),
         )
-        columns = [
-            "name",
-            "kind",
-            "file",
-            "line",
-            "end_line",
-            "signature",
-            "parent",
-            "cell",
-            "cell_id",
-            "score",
-        ]
+        columns = [*SYMBOL_COLUMNS[:6], "parent", "cell", "cell_id", "score"]
         return _top(found, ["score", "pagerank", "file", "line"], [False, False, True, True], None)[columns]
 
     def search(
