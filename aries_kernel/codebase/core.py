@@ -98,6 +98,9 @@ class Codebase(QueryMixin, JudgmentMixin):
         # Tables stored with the graph's scores (see _table), for the graph version they were loaded with.
         self._stored_tables: dict[str, Any] = {}
         self._stored_version = -1
+        self._graph_tag: bytes | None = (
+            None  # the stored graph's MAC while the graph is that one (version above)
+        )
         self._store_score: Any = None
         # Judgment data by kind and path, (content hash, value), when there is no index.db to keep it in.
         self._judged: dict[str, dict[str, tuple[str, Any]]] = {}
@@ -404,6 +407,7 @@ class Codebase(QueryMixin, JudgmentMixin):
         graph it is), storing each score computed while the graph is unchanged."""
         store = self._store
         self._stored_tables, self._stored_version, self._store_score = {}, graph.version, None
+        self._graph_tag = tag
         if store is None or tag is None:
             return Rankings(graph, self._names_of, roles_of=self._roles)
         files = tuple(graph.node_of)
@@ -725,7 +729,29 @@ class Codebase(QueryMixin, JudgmentMixin):
         the records a batch at a time, so a warm start's pending records are read, not kept."""
         self.wait_ready()
         with self._lock:
-            return self._table("definitions", lambda: Definitions.of(self._records))  # type: ignore[no-any-return]
+            return self._table("definitions", self._stored_definitions)  # type: ignore[no-any-return]
+
+    def _stored_definitions(self) -> Definitions:
+        """The definitions stored with the graph as it is (index.db's ``definitions`` blob, which records the MAC
+        of the graph it was read with); else read from the records, and stored when the graph is the stored
+        one. Called under the lock."""
+        store, tag = self._store, self._graph_tag
+        same = store is not None and tag is not None and self._graph.version == self._stored_version
+        if same:
+            found = store.load_blob("definitions")  # type: ignore[union-attr]
+            if found is not None:
+                try:
+                    graph_tag, stored = marshal.loads(found[1])
+                    if graph_tag == tag:
+                        return Definitions.from_stored(self._records, stored)
+                except (ValueError, TypeError, EOFError) as exc:  # verified, yet not what this code wrote
+                    log.warning(
+                        "The stored definitions of %s do not load (%s); reading them again", self.root, exc
+                    )
+        definitions = Definitions.of(self._records)
+        if same:
+            store.save_blob("definitions", marshal.dumps((tag, definitions.stored_form())))  # type: ignore[union-attr]
+        return definitions
 
     def source(self, file: Any, typed: bool = False) -> str:
         """The text of an indexed file; of a notebook, its code cells' Python as indexed (one text, cell after

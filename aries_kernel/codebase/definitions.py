@@ -6,6 +6,9 @@ A repository of 25,000 files holds about half a million definitions. As a DataFr
 parents are interned, the path and language are one string per file), three integers and the two hashes as
 fixed-width bytes: about 120 bytes a row. Signatures are read from the records only for the rows an answer
 shows (:meth:`Definitions.frame`), a batch of files at a time, so a warm start's pending records stay pending.
+
+The index stores the columns with the graph they were read from (:meth:`Definitions.stored_form`), so the first
+query of a warm start that needs them loads one blob instead of decoding every record.
 """
 
 from __future__ import annotations
@@ -46,6 +49,12 @@ _CHUNK = 50_000
 
 def _packed(hashes: list[str | None]) -> np.ndarray:
     return np.array([h or "" for h in hashes], dtype=_HASH)
+
+
+def _objects(values: Sequence[str]) -> np.ndarray:
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return out
 
 
 @dataclass(frozen=True, eq=False)
@@ -100,24 +109,76 @@ class Definitions:
                 shape_text, exact_text = [], []
         shapes.append(_packed(shape_text))
         exacts.append(_packed(exact_text))
-
-        def objects(values: list[str]) -> np.ndarray:
-            out = np.empty(len(values), dtype=object)
-            out[:] = values
-            return out
-
         return cls(
             records=records,
-            name=objects(names),
-            kind=objects(kinds),
-            parent=objects(parents),
-            file=objects(files),
-            language=objects(languages),
+            name=_objects(names),
+            kind=_objects(kinds),
+            parent=_objects(parents),
+            file=_objects(files),
+            language=_objects(languages),
             line=np.frombuffer(lines, dtype=np.int64),
             end_line=np.frombuffer(ends, dtype=np.int64),
             position=np.frombuffer(positions, dtype=np.int64),
             shape_hash=np.concatenate(shapes),
             exact_hash=np.concatenate(exacts),
+        )
+
+    def stored_form(self) -> tuple[Any, ...]:
+        """The columns as the index stores them (with marshal): the files and their languages once each, with
+        their definition counts; names, kinds and parents as tuples of strings (marshal writes a string the
+        rows share once); the numbers and hashes as bytes. :meth:`from_stored` reads it back."""
+        starts = (
+            np.flatnonzero(np.r_[True, self.file[1:] != self.file[:-1]]) if len(self) else np.empty(0, int)
+        )
+        counts = np.diff(np.r_[starts, len(self)]).astype(np.int64)
+        return (
+            tuple(self.file[starts]),
+            tuple(self.language[starts]),
+            counts.tobytes(),
+            tuple(self.name),
+            tuple(self.kind),
+            tuple(self.parent),
+            self.line.tobytes(),
+            self.end_line.tobytes(),
+            self.position.tobytes(),
+            self.shape_hash.tobytes(),
+            self.exact_hash.tobytes(),
+        )
+
+    @classmethod
+    def from_stored(cls, records: Records, stored: Any) -> Definitions:
+        """The definitions :meth:`stored_form` gave; ValueError when ``stored`` is not such a form."""
+        if not (isinstance(stored, tuple) and len(stored) == 11):
+            raise ValueError("not stored definitions")
+        files, languages, counts, names, kinds, parents, *numbers, shapes, exacts = stored
+        texts = (files, languages, names, kinds, parents)
+        if not all(isinstance(t, tuple) and set(map(type, t)) <= {str} for t in texts):
+            raise ValueError("malformed stored definitions")
+        if not all(isinstance(b, bytes) for b in (counts, *numbers, shapes, exacts)):
+            raise ValueError("malformed stored definitions")
+        per_file = np.frombuffer(counts, dtype=np.int64)
+        rows = int(per_file.sum())
+        if not (
+            len(files) == len(languages) == len(per_file)
+            and (per_file > 0).all()
+            and len(names) == len(kinds) == len(parents) == rows
+            and all(len(b) == 8 * rows for b in numbers)
+            and len(shapes) == len(exacts) == 32 * rows
+        ):
+            raise ValueError("stored definitions of mismatched lengths")
+        line, end_line, position = (np.frombuffer(b, dtype=np.int64) for b in numbers)
+        return cls(
+            records=records,
+            name=_objects(names),
+            kind=_objects(kinds),
+            parent=_objects(parents),
+            file=np.repeat(_objects(files), per_file),
+            language=np.repeat(_objects(languages), per_file),
+            line=line,
+            end_line=end_line,
+            position=position,
+            shape_hash=np.frombuffer(shapes, dtype=_HASH),
+            exact_hash=np.frombuffer(exacts, dtype=_HASH),
         )
 
     def __len__(self) -> int:

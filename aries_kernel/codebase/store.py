@@ -80,7 +80,7 @@ _SIDE_FILES = ("-journal", "-wal", "-shm")
 _STATUSES = frozenset({"indexed", "partial", "skipped"})
 _TEXT_KEYS = ("file", "language", "status", "reason", "hash")
 _INT_KEYS = ("size", "loc")
-_BLOBS = frozenset({"graph", "rankings"})  # the rows of the graph table
+_BLOBS = frozenset({"graph", "rankings", "definitions"})  # the rows of the graph table
 _READ_BATCH = 500  # records read from the files table per query
 
 StoredFile = tuple[int, int, str, "Pending | dict[str, Any]"]  # size, mtime_ns, hash, the record when read
