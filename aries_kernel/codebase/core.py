@@ -736,21 +736,21 @@ class Codebase(QueryMixin, JudgmentMixin):
         of the graph it was read with); else read from the records, and stored when the graph is the stored
         one. Called under the lock."""
         store, tag = self._store, self._graph_tag
-        same = store is not None and tag is not None and self._graph.version == self._stored_version
-        if same:
-            found = store.load_blob("definitions")  # type: ignore[union-attr]
-            if found is not None:
-                try:
-                    graph_tag, stored = marshal.loads(found[1])
-                    if graph_tag == tag:
-                        return Definitions.from_stored(self._records, stored)
-                except (ValueError, TypeError, EOFError) as exc:  # verified, yet not what this code wrote
-                    log.warning(
-                        "The stored definitions of %s do not load (%s); reading them again", self.root, exc
-                    )
+        if store is None or tag is None or self._graph.version != self._stored_version:
+            return Definitions.of(self._records)
+        found = store.load_blob("definitions")
+        if found is not None:
+            try:
+                graph_tag, stored = marshal.loads(found[1])
+                del found  # the blob, as large as what it holds, before that is unpacked
+                if graph_tag == tag:
+                    return Definitions.from_stored(self._records, stored)
+            except (ValueError, TypeError, EOFError) as exc:  # verified, yet not what this code wrote
+                log.warning(
+                    "The stored definitions of %s do not load (%s); reading them again", self.root, exc
+                )
         definitions = Definitions.of(self._records)
-        if same:
-            store.save_blob("definitions", marshal.dumps((tag, definitions.stored_form())))  # type: ignore[union-attr]
+        store.save_blob("definitions", marshal.dumps((tag, definitions.stored_form())))
         return definitions
 
     def source(self, file: Any, typed: bool = False) -> str:
