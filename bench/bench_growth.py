@@ -9,7 +9,7 @@ For each tree, every step runs in a fresh process (``bench_index.run_child``; pe
 every ratio is against the raw one-thread tree-sitter parse of the same files, measured in the same run:
   - cold index with two workers (the default: one per core), and its peak RSS;
   - warm start from .aries/index.db + the first top_files;
-  - warm start + the first detect_duplication;
+  - warm start + the first detect_duplication (which stores the definitions' table), and again (which loads it);
   - cold index + the first detect_duplication, with one worker per core and with one worker (its "index ready"
     time is the one-worker cold index).
 Then, for each step, how its seconds and peak RSS grow per doubling of the tree (50k/25k, 100k/50k).
@@ -104,6 +104,8 @@ def measure(root: Path, saved: Path | None) -> dict[str, Any]:
     # The stored graph is keyed by the package's code: "built" means the code changed since the cold index.
     assert warm["graph"] == "loaded", warm
     assert step("warm_judged", "judgment", str(root), _OPERATION, "0")["mode"] == "warm"
+    # The first judgment call after a warm start stored the definitions' table: the next warm start loads it.
+    assert step("warm_judged_stored", "judgment", str(root), _OPERATION, "0")["mode"] == "warm"
     for name, workers in (("cold_judged", "0"), ("cold_judged_1", "1")):  # "0": one worker per core
         shutil.rmtree(root / ".aries", ignore_errors=True)
         assert step(name, "judgment", str(root), _OPERATION, workers)["mode"] == "cold"
@@ -115,8 +117,17 @@ def _steps(result: dict[str, Any]) -> list[tuple[str, float, float | None, float
     cores = os.cpu_count() or 1
     nan = {"seconds": math.nan, "cpu": None, "peak_mb": None, "ready": math.nan, "first_query": math.nan}
     # A step a stopped run did not reach shows as nan.
-    parse, cold, warm, warm_judged, judged, judged_1 = (
-        result.get(name, nan) for name in ("parse", "cold", "warm", "warm_judged", "cold_judged", "cold_judged_1")
+    parse, cold, warm, warm_judged, stored, judged, judged_1 = (
+        result.get(name, nan)
+        for name in (
+            "parse",
+            "cold",
+            "warm",
+            "warm_judged",
+            "warm_judged_stored",
+            "cold_judged",
+            "cold_judged_1",
+        )
     )
     ready = "index ready at {:.2f} s".format
     return [
@@ -130,6 +141,13 @@ def _steps(result: dict[str, Any]) -> list[tuple[str, float, float | None, float
             warm_judged["cpu"],
             warm_judged["peak_mb"],
             ready(warm_judged["ready"]),
+        ),
+        (
+            f"warm + first {_OPERATION}, table stored",
+            stored["seconds"],
+            stored["cpu"],
+            stored["peak_mb"],
+            ready(stored["ready"]),
         ),
         (
             f"cold + first {_OPERATION}, {cores} workers",
@@ -167,7 +185,9 @@ def table(results: dict[int, dict[str, Any]]) -> list[str]:
             cpu_note = f"CPU {cpu:7.1f} s = {cpu / parse_cpu:5.2f}x" if cpu is not None and parse_cpu else ""
             peak_note = f"{peak:7,.0f} MB peak" if peak is not None else ""
             peak_note = f"{peak_note:<16}" if note else peak_note
-            lines.append(f"  {label:<{width}} {seconds:8.2f} s  {ratio:>16}  {cpu_note:<24} {peak_note}{note}".rstrip())
+            lines.append(
+                f"  {label:<{width}} {seconds:8.2f} s  {ratio:>16}  {cpu_note:<24} {peak_note}{note}".rstrip()
+            )
     sizes = sorted(results)
     if len(sizes) > 1:
         pairs = list(zip(sizes, sizes[1:], strict=False))
@@ -197,7 +217,9 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--sizes", default="25000,50000,100000", help="target file counts, comma-separated")
-    parser.add_argument("--keep", type=Path, default=None, help="build (or reuse) the trees here and keep them")
+    parser.add_argument(
+        "--keep", type=Path, default=None, help="build (or reuse) the trees here and keep them"
+    )
     parser.add_argument("--work", type=Path, default=None, help="build the trees here and remove them after")
     parser.add_argument("--only-size", type=int, default=None, help="measure only this size (of --sizes)")
     options = parser.parse_args()
