@@ -126,7 +126,8 @@ class Definitions:
     def stored_form(self) -> tuple[Any, ...]:
         """The columns as the index stores them (with marshal): the files and their languages once each, with
         their definition counts; names, kinds and parents as tuples of strings (marshal writes a string the
-        rows share once); the numbers and hashes as bytes. :meth:`from_stored` reads it back."""
+        rows share once); the numbers and hashes as the arrays themselves, which marshal writes as bytes without
+        a copy first. :meth:`from_stored` reads it back."""
         starts = (
             np.flatnonzero(np.r_[True, self.file[1:] != self.file[:-1]]) if len(self) else np.empty(0, int)
         )
@@ -134,15 +135,15 @@ class Definitions:
         return (
             tuple(self.file[starts]),
             tuple(self.language[starts]),
-            counts.tobytes(),
+            counts,
             tuple(self.name),
             tuple(self.kind),
             tuple(self.parent),
-            self.line.tobytes(),
-            self.end_line.tobytes(),
-            self.position.tobytes(),
-            self.shape_hash.tobytes(),
-            self.exact_hash.tobytes(),
+            self.line,
+            self.end_line,
+            self.position,
+            self.shape_hash,
+            self.exact_hash,
         )
 
     @classmethod
