@@ -6,6 +6,7 @@ from __future__ import annotations
 import marshal
 import os
 import sqlite3
+import struct
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -501,28 +502,51 @@ def test_stored_definitions_of_another_graph_or_malformed_ones_are_read_again(
     pd.testing.assert_frame_equal(opened(repo).symbol_table(), table)
 
 
+def _blob(header: Any, columns: bytes = b"") -> bytes:
+    body = marshal.dumps(header)
+    return struct.pack("<Q", len(body)) + body + b"\0" * (-len(body) % 8) + columns
+
+
+_ONE_ROW = (
+    b"tag",
+    ("f.py",),
+    ("python",),
+    np.array([1], dtype=np.int64).tobytes(),
+    ("a",),
+    ("function",),
+    ("",),
+)
+
+
 @pytest.mark.parametrize(
-    "stored",
+    "blob",
     [
-        (),
-        ("a",) * 11,
-        ((), (), b"", (), (), (), b"", b"", b"", b"", b"x"),
-        (("f.py",), ("python",), np.array([2], dtype=np.int64).tobytes(), ("a",), ("function",), ("",))
-        + (b"\0" * 8,) * 3
-        + (b"0" * 32,) * 2,
-        (("f.py",), ("python",), np.array([1], dtype=np.int64).tobytes(), (1,), ("function",), ("",))
-        + (b"\0" * 8,) * 3
-        + (b"0" * 32,) * 2,
+        b"",
+        b"\xff" * 8,  # a header longer than the blob
+        _blob(("not", "definitions")),
+        _blob(_ONE_ROW),  # no columns
+        _blob(_ONE_ROW, b"\0" * (3 * 8 + 2 * 32 + 1)),  # one byte too many
+        _blob((*_ONE_ROW[:4], (1,), *_ONE_ROW[5:]), b"\0" * (3 * 8 + 2 * 32)),  # a name that is not a string
+        _blob((*_ONE_ROW[:3], np.array([2], dtype=np.int64).tobytes(), *_ONE_ROW[4:]), b"\0" * 88),
     ],
 )
-def test_malformed_stored_definitions_raise_value_error(stored: Any) -> None:
+def test_malformed_stored_definitions_raise_value_error(blob: bytes) -> None:
     with pytest.raises(ValueError):
-        Definitions.from_stored(None, stored)  # type: ignore[arg-type]
+        Definitions.from_blob(None, blob, b"tag")  # type: ignore[arg-type]
 
 
 def test_stored_definitions_read_back_as_they_were(repo: Path) -> None:
     codebase = fresh(repo)
     definitions = Definitions.of(codebase._records)
-    back = Definitions.from_stored(codebase._records, marshal.loads(marshal.dumps(definitions.stored_form())))
+    blob = b"".join(definitions.blob(b"graph"))
+    back = Definitions.from_blob(codebase._records, blob, b"graph")
+    assert back is not None
     pd.testing.assert_frame_equal(back.frame(), definitions.frame())
     assert len(back) == len(definitions) > PY_FILES
+    assert Definitions.from_blob(codebase._records, blob, b"another graph") is None
+    one_row = _blob(_ONE_ROW, np.array([3, 4, 0], dtype=np.int64).tobytes() + b"s" * 32 + b"e" * 32)
+    single = Definitions.from_blob(codebase._records, one_row, b"tag")
+    assert single is not None
+    assert single.frame(columns=["name", "file", "line", "end_line", "shape_hash"]).values.tolist() == [
+        ["a", "f.py", 3, 4, "s" * 32]
+    ]

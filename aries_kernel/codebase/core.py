@@ -741,16 +741,15 @@ class Codebase(QueryMixin, JudgmentMixin):
         found = store.load_blob("definitions")
         if found is not None:
             try:
-                graph_tag, stored = marshal.loads(found[1])
-                del found  # the blob, as large as what it holds, before that is unpacked
-                if graph_tag == tag:
-                    return Definitions.from_stored(self._records, stored)
+                stored = Definitions.from_blob(self._records, found[1], tag)
+                if stored is not None:
+                    return stored
             except (ValueError, TypeError, EOFError) as exc:  # verified, yet not what this code wrote
                 log.warning(
                     "The stored definitions of %s do not load (%s); reading them again", self.root, exc
                 )
         definitions = Definitions.of(self._records)
-        store.save_blob("definitions", marshal.dumps((tag, definitions.stored_form())))
+        store.save_blob("definitions", definitions.blob(tag))
         return definitions
 
     def source(self, file: Any, typed: bool = False) -> str:

@@ -7,12 +7,14 @@ parents are interned, the path and language are one string per file), three inte
 fixed-width bytes: about 120 bytes a row. Signatures are read from the records only for the rows an answer
 shows (:meth:`Definitions.frame`), a batch of files at a time, so a warm start's pending records stay pending.
 
-The index stores the columns with the graph they were read from (:meth:`Definitions.stored_form`), so the first
+The index stores the columns with the graph they were read from (:meth:`Definitions.blob`), so the first
 query of a warm start that needs them loads one blob instead of decoding every record.
 """
 
 from __future__ import annotations
 
+import marshal
+import struct
 from array import array
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -43,6 +45,8 @@ SYMBOL_COLUMNS = (
 )
 # Hex digests of 16 bytes (shapes._DIGEST_SIZE, extract's content hash): "" where a definition has none.
 _HASH = "S32"
+# The blob's first bytes: the length of its header.
+_LENGTH = struct.Struct("<Q")
 # Hashes collected as Python strings before they are packed into one fixed-width array.
 _CHUNK = 50_000
 
@@ -123,39 +127,54 @@ class Definitions:
             exact_hash=np.concatenate(exacts),
         )
 
-    def stored_form(self) -> tuple[Any, ...]:
-        """The columns as the index stores them (with marshal): the files and their languages once each, with
-        their definition counts; names, kinds and parents as tuples of strings (marshal writes a string the
-        rows share once); the numbers and hashes as the arrays themselves, which marshal writes as bytes without
-        a copy first. :meth:`from_stored` reads it back."""
+    def blob(self, graph_tag: bytes) -> list[memoryview]:
+        """The table as the index stores it, in consecutive parts: the length of a marshalled header (the
+        graph's MAC; the files and their languages once each, with their definition counts; names, kinds and
+        parents as tuples of strings, which marshal writes once each however many rows share them), the
+        header, padding to 8 bytes, then the number and hash columns' own buffers (no copy of them is made).
+        :meth:`from_blob` reads it back."""
         starts = (
             np.flatnonzero(np.r_[True, self.file[1:] != self.file[:-1]]) if len(self) else np.empty(0, int)
         )
         counts = np.diff(np.r_[starts, len(self)]).astype(np.int64)
-        return (
-            tuple(self.file[starts]),
-            tuple(self.language[starts]),
-            counts,
-            tuple(self.name),
-            tuple(self.kind),
-            tuple(self.parent),
-            self.line,
-            self.end_line,
-            self.position,
-            self.shape_hash,
-            self.exact_hash,
+        header = marshal.dumps(
+            (
+                graph_tag,
+                tuple(self.file[starts]),
+                tuple(self.language[starts]),
+                counts.tobytes(),
+                tuple(self.name),
+                tuple(self.kind),
+                tuple(self.parent),
+            )
         )
+        columns = (self.line, self.end_line, self.position, self.shape_hash, self.exact_hash)
+        return [
+            memoryview(_LENGTH.pack(len(header))),
+            memoryview(header + b"\0" * (-len(header) % 8)),
+            *(column.view(np.uint8).data for column in columns),
+        ]
 
     @classmethod
-    def from_stored(cls, records: Records, stored: Any) -> Definitions:
-        """The definitions :meth:`stored_form` gave; ValueError when ``stored`` is not such a form."""
-        if not (isinstance(stored, tuple) and len(stored) == 11):
-            raise ValueError("not stored definitions")
-        files, languages, counts, names, kinds, parents, *numbers, shapes, exacts = stored
+    def from_blob(cls, records: Records, blob: bytes, graph_tag: bytes) -> Definitions | None:
+        """The table :meth:`blob` stored, its columns views of ``blob``; None when it was stored for another
+        graph than the one ``graph_tag`` names, ValueError when ``blob`` is not such a table."""
+        if len(blob) < _LENGTH.size:
+            raise ValueError("a truncated definitions blob")
+        (size,) = _LENGTH.unpack_from(blob)
+        start = _LENGTH.size + size + (-size % 8)
+        if start > len(blob):
+            raise ValueError("a truncated definitions blob")
+        header = marshal.loads(memoryview(blob)[_LENGTH.size : _LENGTH.size + size])
+        if not (isinstance(header, tuple) and len(header) == 7):
+            raise ValueError("not a definitions blob")
+        tag, files, languages, counts, names, kinds, parents = header
+        if tag != graph_tag:
+            return None
         texts = (files, languages, names, kinds, parents)
-        if not all(isinstance(t, tuple) and set(map(type, t)) <= {str} for t in texts):
-            raise ValueError("malformed stored definitions")
-        if not all(isinstance(b, bytes) for b in (counts, *numbers, shapes, exacts)):
+        if not (
+            all(isinstance(t, tuple) and set(map(type, t)) <= {str} for t in texts) and type(counts) is bytes
+        ):
             raise ValueError("malformed stored definitions")
         per_file = np.frombuffer(counts, dtype=np.int64)
         rows = int(per_file.sum())
@@ -163,11 +182,16 @@ class Definitions:
             len(files) == len(languages) == len(per_file)
             and (per_file > 0).all()
             and len(names) == len(kinds) == len(parents) == rows
-            and all(len(b) == 8 * rows for b in numbers)
-            and len(shapes) == len(exacts) == 32 * rows
+            and len(blob) == start + (3 * 8 + 2 * 32) * rows
         ):
             raise ValueError("stored definitions of mismatched lengths")
-        line, end_line, position = (np.frombuffer(b, dtype=np.int64) for b in numbers)
+        line, end_line, position = (
+            np.frombuffer(blob, dtype=np.int64, count=rows, offset=start + i * 8 * rows) for i in range(3)
+        )
+        shape_hash, exact_hash = (
+            np.frombuffer(blob, dtype=_HASH, count=rows, offset=start + 24 * rows + i * 32 * rows)
+            for i in range(2)
+        )
         return cls(
             records=records,
             name=_objects(names),
@@ -178,8 +202,8 @@ class Definitions:
             line=line,
             end_line=end_line,
             position=position,
-            shape_hash=np.frombuffer(shapes, dtype=_HASH),
-            exact_hash=np.frombuffer(exacts, dtype=_HASH),
+            shape_hash=shape_hash,
+            exact_hash=exact_hash,
         )
 
     def __len__(self) -> int:
