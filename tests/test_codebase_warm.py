@@ -550,3 +550,21 @@ def test_stored_definitions_read_back_as_they_were(repo: Path) -> None:
     assert single.frame(columns=["name", "file", "line", "end_line", "shape_hash"]).values.tolist() == [
         ["a", "f.py", 3, 4, "s" * 32]
     ]
+
+
+def test_a_definitions_blob_planted_without_the_key_is_refused(repo: Path) -> None:
+    # A blob written into index.db by anyone but the index (no key, so no valid MAC) is not loaded: the table is
+    # read from the records, and a name the planted blob holds is not found.
+    opened(repo)
+    warm = opened(repo)
+    warm.find_symbol("func_1")
+    assert warm._graph_tag is not None
+    forged = Definitions.of(warm._records)
+    planted = Definitions(**{**forged.__dict__, "name": np.full(len(forged), "PLANTED", dtype=object)})
+    with closing(sqlite3.connect(repo / ".aries" / "index.db")) as conn, conn:
+        conn.execute(
+            "UPDATE graph SET blob = ? WHERE name = 'definitions'", (b"".join(planted.blob(warm._graph_tag)),)
+        )
+    again = opened(repo)
+    assert again.find_symbol("PLANTED").empty
+    assert list(again.find_symbol("func_1")["file"]) == ["pkg/m1.py"]
