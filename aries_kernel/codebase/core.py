@@ -98,9 +98,8 @@ class Codebase(QueryMixin, JudgmentMixin):
         # Tables stored with the graph's scores (see _table), for the graph version they were loaded with.
         self._stored_tables: dict[str, Any] = {}
         self._stored_version = -1
-        self._graph_tag: bytes | None = (
-            None  # the stored graph's MAC while the graph is that one (version above)
-        )
+        # The stored graph's MAC while the graph is that one (the version above): stored definitions name it.
+        self._graph_tag: bytes | None = None
         self._store_score: Any = None
         # Judgment data by kind and path, (content hash, value), when there is no index.db to keep it in.
         self._judged: dict[str, dict[str, tuple[str, Any]]] = {}

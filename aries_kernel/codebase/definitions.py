@@ -17,7 +17,7 @@ import marshal
 import struct
 from array import array
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -214,6 +214,13 @@ class Definitions:
         import pandas as pd
 
         return pd.Series(getattr(self, column), copy=False).isin(list(values)).to_numpy(copy=True)
+
+    def named(self, test: Callable[[str], bool], among: np.ndarray | None = None) -> np.ndarray:
+        """A mask of the rows (of those ``among`` marks, or all) whose name passes ``test``, called once per
+        distinct name rather than once per row."""
+        names = self.name if among is None else self.name[among]
+        mask = self.isin("name", [n for n in set(names) if test(n)])
+        return mask if among is None else mask & among
 
     def frame(self, rows: np.ndarray | None = None, columns: Sequence[str] = SYMBOL_COLUMNS) -> pd.DataFrame:
         """The ``rows`` (indices; every row when None) as a DataFrame of ``columns`` of :data:`SYMBOL_COLUMNS`,

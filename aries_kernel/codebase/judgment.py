@@ -431,8 +431,7 @@ class JudgmentMixin:
         mask = np.ones(len(definitions), dtype=bool)
         if kinds is not None:
             mask &= definitions.isin("kind", kinds)
-        matching = {n for n in set(definitions.name[mask]) if fnmatch.fnmatchcase(str(n), name_glob)}
-        rows = np.flatnonzero(mask & definitions.isin("name", matching))
+        rows = np.flatnonzero(definitions.named(lambda n: fnmatch.fnmatchcase(n, name_glob), among=mask))
         out = definitions.frame(rows, ["name", "kind", "file", "line", "signature"])
         if want_async:
             out = out[out["signature"].str.contains(r"\basync\b", regex=True, na=False)]

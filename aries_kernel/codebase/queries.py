@@ -204,7 +204,6 @@ class QueryMixin:
         definitions = self._definitions()
         parent, _, short = name.rpartition(".")
         low = short.lower()
-        names = set(definitions.name)
         in_parent = definitions.parent == parent if parent else None
         tests = [
             (lambda n: n == short, 1.0),
@@ -213,10 +212,7 @@ class QueryMixin:
         ]
         rows, score = np.empty(0, dtype=np.int64), 0.0
         for test, weight in tests:
-            mask = definitions.isin("name", [n for n in names if test(n)])
-            if in_parent is not None:
-                mask &= in_parent
-            rows = np.flatnonzero(mask)
+            rows = np.flatnonzero(definitions.named(test, among=in_parent))
             if len(rows):
                 score = weight
                 break
