@@ -58,7 +58,16 @@ def install(shell: Any, root: str | None = None, index_delay: float = 0.0) -> Ar
     # Set while no cell runs. Background work waits for it: what the user runs comes before what may help later.
     idle = threading.Event()
     idle.set()
-    for event, hook in (("pre_run_cell", lambda *_: idle.clear()), ("post_run_cell", lambda *_: idle.set())):
+
+    def cell_starts(*_: Any) -> None:
+        idle.clear()
+        # A background import under way ends before the cell runs: the cell may import the same package, and
+        # two threads importing a package with circular imports (SQLAlchemy's) can hand one of them the
+        # module half initialized ("cannot import name ... from partially initialized module").
+        with _background_import:
+            pass
+
+    for event, hook in (("pre_run_cell", cell_starts), ("post_run_cell", lambda *_: idle.set())):
         shell.events.register(event, hook)
         context.hooks.append((event, hook))
 
@@ -196,6 +205,8 @@ _AGENT_MODULES = (
 )
 _PANEL_MODULE = "aries_kernel.widgets"  # behind the first request: only a widget frontend shows the panel
 _warm_up_started = threading.Event()
+# Held by the warm-up while it imports; a cell waits for it before it runs (see install).
+_background_import = threading.Lock()
 # What a codebase answer imports (numpy, pandas, tree-sitter): 0.4 s of a warm kernel's first stats() on pandas.
 _CODEBASE_MODULE = "aries_kernel.codebase.core"
 
@@ -244,10 +255,17 @@ def _import_warm_modules(context: AriesContext, codebase: LazyName, idle: thread
     index = codebase.join()
     while index is not None and not index.ready:
         time.sleep(0.1)  # Codebase.wait_ready would show its progress bar in the user's cell
-    idle.wait()  # _warm_modules builds the model router: not while a cell runs either
-    for name in _warm_modules(context):
+    while True:
+        idle.wait()  # _warm_modules builds the model router: not while a cell runs either
+        with _background_import:
+            if idle.is_set():
+                names = _warm_modules(context)
+                break
+    while names:
         idle.wait()
-        _import_quietly(name)
+        with _background_import:
+            if idle.is_set():  # else a cell started meanwhile: it runs first
+                _import_quietly(names.pop(0))
 
 
 def _warm_up_in_background(context: AriesContext, codebase: LazyName, idle: threading.Event) -> None:
